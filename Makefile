@@ -1,0 +1,43 @@
+# rdmakit — the two commands a new user needs: `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+CARGO ?= cargo
+OUT ?= out
+# Debian packages the build needs (rdma-sys runs bindgen against the verbs headers).
+BUILD_PKGS := libibverbs-dev librdmacm-dev libclang-dev clang pkg-config
+# Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).
+VM_PKGS := qemu-system-x86 linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2
+
+.PHONY: demo test deps test-deps fmt-check clippy unit vm-test build fuzz bench-rxe clean
+
+## demo: the eRDMA Ray RDT workflow in dry-run (no cluster): bundle under out/, plan printed.
+demo: deps build
+	./target/debug/rdmakit run scripts/workflows/erdma-ray-rdt.rhai --dry-run --out $(OUT)/erdma-ray-rdt
+
+## test: format, lints, unit + snapshot tests, then the soft-RoCE VM tier.
+test: deps test-deps fmt-check clippy unit vm-test
+
+build:
+	$(CARGO) build --workspace --all-targets
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace
+
+vm-test:
+	tests/rxe/run.sh
+
+deps:
+	@scripts/ci/apt-install.sh $(BUILD_PKGS)
+
+test-deps:
+	@scripts/ci/apt-install.sh $(VM_PKGS)
+	@scripts/ci/pip-install.sh virtme-ng
+
+clean:
+	rm -rf $(OUT) target

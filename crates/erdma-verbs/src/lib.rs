@@ -1,0 +1,1 @@
+//! erdma-verbs — see README.md.

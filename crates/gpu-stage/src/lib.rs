@@ -1,0 +1,1 @@
+//! gpu-stage — see README.md.

@@ -1,0 +1,1 @@
+//! lint — see crate docs.

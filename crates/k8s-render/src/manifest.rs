@@ -1,0 +1,1 @@
+//! manifest — see crate docs.

@@ -1,0 +1,1 @@
+//! validate — see crate docs.

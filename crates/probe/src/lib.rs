@@ -1,0 +1,1 @@
+//! probe — see README.md.

@@ -1,0 +1,3 @@
+//! rdmakit — the CLI's library half: Rhai host, vendor profile loading, Kubernetes executors.
+
+pub mod profiles;

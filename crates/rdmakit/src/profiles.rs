@@ -1,0 +1,1 @@
+//! Vendor profiles authored as Rhai scripts under `scripts/vendors/` (built-ins embedded in the binary).
