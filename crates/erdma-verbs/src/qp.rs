@@ -1,0 +1,1052 @@
+//! Reliable-connected queue pairs as a typestate: [`QueuePair<Init>`] → [`QueuePair<Rtr>`] →
+//! [`QueuePair<Rts>`]. Send-side posts exist only on `QueuePair<Rts>`, so posting on a QP that is not
+//! ready to send does not compile:
+//!
+//! ```compile_fail,E0599
+//! # fn f(qp: &mut erdma_verbs::QueuePair<erdma_verbs::Init>, src: erdma_verbs::Local, dst: erdma_verbs::RemoteBuf) {
+//! qp.post_write(src, dst, 0).unwrap(); // no method `post_write` on QueuePair<Init>
+//! # }
+//! ```
+//!
+//! A QP that hit an error is not reset (eRDMA cannot move an RTS QP back to RESET): call
+//! [`QueuePair::recreate`] and connect the new one.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rdma_sys as sys;
+use serde::{Deserialize, Serialize};
+
+use crate::caps::{Caps, Feature};
+use crate::cq::{CompletionQueue, Pending};
+use crate::device::{Gid, mtu_enum};
+use crate::error::{Error, Result, check};
+use crate::mr::{Access, Exclusive, Local, MemoryRegion, RemoteBuf};
+use crate::pd::ProtectionDomain;
+
+/// Typestate: created and in INIT (receives may be posted).
+#[derive(Debug)]
+pub struct Init;
+/// Typestate: ready to receive.
+#[derive(Debug)]
+pub struct Rtr;
+/// Typestate: ready to send.
+#[derive(Debug)]
+pub struct Rts;
+
+/// What the peer needs to connect to this QP, exchanged out of band (JSON over TCP, a Kubernetes
+/// annotation...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// QP number.
+    pub qpn: u32,
+    /// Initial packet sequence number (24 bits).
+    pub psn: u32,
+    /// GID at `gid_index`.
+    pub gid: Gid,
+    /// GID table index used (often 1 on eRDMA and rxe: the RoCE v2 IPv4 entry).
+    pub gid_index: u32,
+    /// LID (0 on Ethernet).
+    pub lid: u16,
+    /// Active MTU of the port, in bytes. The path MTU is the smaller of both ends.
+    pub mtu: u32,
+}
+
+impl Endpoint {
+    /// Path MTU for a connection between `self` and `peer`: the smaller of both.
+    pub fn path_mtu(&self, peer: &Endpoint) -> u32 {
+        self.mtu.min(peer.mtu)
+    }
+}
+
+/// Limits the driver granted a QP (`ibv_qp_init_attr.cap` after creation); posts are checked against them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpCaps {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send WR.
+    pub max_inline: u32,
+}
+
+/// Builds an RC queue pair. Defaults: 128 send and receive WRs, 1 SGE each way, no inline, port 1,
+/// GID index 0, access local write + remote read + remote write.
+#[derive(Debug, Clone)]
+pub struct QpBuilder {
+    send_cq: Arc<CompletionQueue>,
+    recv_cq: Arc<CompletionQueue>,
+    caps: QpCaps,
+    port: u8,
+    gid_index: u32,
+    access: Access,
+    timeout: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+}
+
+impl QpBuilder {
+    /// A builder whose send and receive completions go to `send_cq` and `recv_cq` (may be the same CQ).
+    pub fn new(send_cq: &Arc<CompletionQueue>, recv_cq: &Arc<CompletionQueue>) -> QpBuilder {
+        QpBuilder {
+            send_cq: send_cq.clone(),
+            recv_cq: recv_cq.clone(),
+            caps: QpCaps {
+                max_send_wr: 128,
+                max_recv_wr: 128,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline: 0,
+            },
+            port: 1,
+            gid_index: 0,
+            access: Access::ALL_RDMA,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+        }
+    }
+
+    /// Send queue depth (eRDMA: at most 8192).
+    pub fn max_send_wr(mut self, n: u32) -> Self {
+        self.caps.max_send_wr = n;
+        self
+    }
+    /// Receive queue depth.
+    pub fn max_recv_wr(mut self, n: u32) -> Self {
+        self.caps.max_recv_wr = n;
+        self
+    }
+    /// SGEs per send WR (eRDMA: at most 6).
+    pub fn max_send_sge(mut self, n: u32) -> Self {
+        self.caps.max_send_sge = n;
+        self
+    }
+    /// SGEs per receive WR (eRDMA: 1).
+    pub fn max_recv_sge(mut self, n: u32) -> Self {
+        self.caps.max_recv_sge = n;
+        self
+    }
+    /// Inline bytes per send WR (eRDMA: at most 96).
+    pub fn max_inline(mut self, n: u32) -> Self {
+        self.caps.max_inline = n;
+        self
+    }
+    /// Port number (1-based).
+    pub fn port(mut self, port: u8) -> Self {
+        self.port = port;
+        self
+    }
+    /// GID index used for addressing (1 for RoCE v2 IPv4 on rxe and usually on eRDMA).
+    pub fn gid_index(mut self, idx: u32) -> Self {
+        self.gid_index = idx;
+        self
+    }
+    /// Remote access rights granted on this QP.
+    pub fn access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    fn check(&self, pd: &ProtectionDomain) -> Result<()> {
+        let ctx = pd.context();
+        let (d, c): (&str, &Caps) = (ctx.name(), ctx.caps());
+        Caps::limit(
+            d,
+            "send work requests per QP",
+            self.caps.max_send_wr as u64,
+            c.max_send_wr as u64,
+        )?;
+        Caps::limit(
+            d,
+            "receive work requests per QP",
+            self.caps.max_recv_wr as u64,
+            c.max_recv_wr as u64,
+        )?;
+        Caps::limit(
+            d,
+            "send SGEs per work request",
+            self.caps.max_send_sge as u64,
+            c.max_send_sge as u64,
+        )?;
+        Caps::limit(
+            d,
+            "receive SGEs per work request",
+            self.caps.max_recv_sge as u64,
+            c.max_recv_sge as u64,
+        )?;
+        Caps::limit(
+            d,
+            "inline bytes per work request",
+            self.caps.max_inline as u64,
+            c.max_inline as u64,
+        )?;
+        if !Arc::ptr_eq(self.send_cq.context(), ctx) || !Arc::ptr_eq(self.recv_cq.context(), ctx) {
+            return Err(Error::InvalidArgument(
+                "the completion queues and the protection domain belong to different device contexts".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn init_attr(&self) -> sys::ibv_qp_init_attr {
+        // SAFETY: plain C struct; zero is its documented default.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        init.send_cq = self.send_cq.ptr;
+        init.recv_cq = self.recv_cq.ptr;
+        init.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
+        init.sq_sig_all = 0;
+        init.cap.max_send_wr = self.caps.max_send_wr;
+        init.cap.max_recv_wr = self.caps.max_recv_wr;
+        init.cap.max_send_sge = self.caps.max_send_sge;
+        init.cap.max_recv_sge = self.caps.max_recv_sge;
+        init.cap.max_inline_data = self.caps.max_inline;
+        init
+    }
+
+    pub(crate) fn cm_init_attr(&self, pd: &ProtectionDomain) -> Result<sys::ibv_qp_init_attr> {
+        self.check(pd)?;
+        Ok(self.init_attr())
+    }
+
+    /// Creates the QP (`ibv_create_qp`, RC) and moves it to INIT (`ibv_modify_qp`). Requests are checked
+    /// against the device caps first ([`Error::ExceedsCaps`]); `ENOMEM` from the driver usually means
+    /// RLIMIT_MEMLOCK is too low.
+    pub fn build(&self, pd: &Arc<ProtectionDomain>) -> Result<QueuePair<Init>> {
+        self.check(pd)?;
+        let mut init = self.init_attr();
+        // SAFETY: pd and CQs are live and belong to one context (checked above).
+        let ptr = unsafe { sys::ibv_create_qp(pd.ptr, &mut init) };
+        if ptr.is_null() {
+            return Err(Error::last("ibv_create_qp"));
+        }
+        let qp = QueuePair::<Init>::wrap(ptr, pd.clone(), self.clone(), &init, None);
+        // SAFETY: plain C struct.
+        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
+        attr.pkey_index = 0;
+        attr.port_num = self.port;
+        attr.qp_access_flags = self.access.bits();
+        use sys::ibv_qp_attr_mask as m;
+        let mask = m::IBV_QP_STATE | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PORT | m::IBV_QP_ACCESS_FLAGS;
+        qp.inner.modify(&mut attr, mask, "ibv_modify_qp(INIT)")?;
+        Ok(qp)
+    }
+}
+
+/// Kept by a QP created through rdma_cm: the id must outlive the QP and destroys it.
+pub(crate) type CmHold = Arc<crate::cm::CmId>;
+
+struct QpInner {
+    ptr: *mut sys::ibv_qp,
+    pd: Arc<ProtectionDomain>,
+    builder: QpBuilder,
+    caps: QpCaps,
+    psn: u32,
+    send_outstanding: Arc<AtomicUsize>,
+    recv_outstanding: Arc<AtomicUsize>,
+    cm: Option<CmHold>,
+}
+
+impl QpInner {
+    fn modify(
+        &self,
+        attr: &mut sys::ibv_qp_attr,
+        mask: sys::ibv_qp_attr_mask,
+        call: &'static str,
+    ) -> Result<()> {
+        // SAFETY: ptr is a live QP; attr is valid for the call.
+        check(call, unsafe {
+            sys::ibv_modify_qp(self.ptr, attr, mask.0 as libc::c_int)
+        })
+    }
+
+    fn qpn(&self) -> u32 {
+        // SAFETY: ptr is live.
+        unsafe { (*self.ptr).qp_num }
+    }
+
+    fn device(&self) -> &str {
+        self.pd.context().name()
+    }
+}
+
+impl Drop for QpInner {
+    fn drop(&mut self) {
+        let qpn = self.qpn();
+        let destroyed = match &self.cm {
+            Some(id) => id.destroy_qp(),
+            None => {
+                // SAFETY: we own the QP; destroying it with WRs in flight is allowed (they are flushed).
+                let rc = unsafe { sys::ibv_destroy_qp(self.ptr) };
+                if rc != 0 {
+                    tracing::warn!(
+                        qpn,
+                        rc,
+                        "ibv_destroy_qp failed; keeping its in-flight buffers alive"
+                    );
+                }
+                rc == 0
+            }
+        };
+        if destroyed {
+            // The NIC no longer touches this QP's buffers: release them.
+            self.builder.send_cq.forget_qp(qpn);
+            self.builder.recv_cq.forget_qp(qpn);
+        }
+        self.ptr = ptr::null_mut();
+    }
+}
+
+/// An RC queue pair in state `S` ([`Init`], [`Rtr`] or [`Rts`]). Holds its PD and CQs.
+pub struct QueuePair<S> {
+    inner: QpInner,
+    _state: PhantomData<S>,
+}
+
+// SAFETY: a QP may move between threads; posting needs &mut self, so there is one poster at a time.
+unsafe impl<S> Send for QueuePair<S> {}
+
+impl<S> fmt::Debug for QueuePair<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueuePair")
+            .field(
+                "state",
+                &std::any::type_name::<S>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or("?"),
+            )
+            .field("qpn", &self.inner.qpn())
+            .field("device", &self.inner.device())
+            .finish()
+    }
+}
+
+/// QP state as the driver reports it (`ibv_query_qp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QpState {
+    /// RESET.
+    Reset,
+    /// INIT.
+    Init,
+    /// RTR.
+    Rtr,
+    /// RTS.
+    Rts,
+    /// SQD.
+    Sqd,
+    /// SQE.
+    Sqe,
+    /// ERR: recreate the QP.
+    Error,
+    /// Unknown value.
+    Unknown,
+}
+
+fn random_psn() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
+    (h.finish() as u32) & 0x00ff_ffff
+}
+
+impl<S> QueuePair<S> {
+    fn wrap(
+        ptr: *mut sys::ibv_qp,
+        pd: Arc<ProtectionDomain>,
+        builder: QpBuilder,
+        init: &sys::ibv_qp_init_attr,
+        cm: Option<CmHold>,
+    ) -> QueuePair<S> {
+        let granted = QpCaps {
+            max_send_wr: init.cap.max_send_wr.max(builder.caps.max_send_wr),
+            max_recv_wr: init.cap.max_recv_wr.max(builder.caps.max_recv_wr),
+            max_send_sge: init.cap.max_send_sge.max(builder.caps.max_send_sge),
+            max_recv_sge: init.cap.max_recv_sge.max(builder.caps.max_recv_sge),
+            max_inline: init.cap.max_inline_data.max(builder.caps.max_inline),
+        };
+        // Posts are checked against what was asked for, which the driver guarantees; the device-level caps
+        // still bound it (eRDMA may report a larger queue than its 8192-WR limit honours).
+        let caps = QpCaps {
+            max_send_wr: builder.caps.max_send_wr.min(granted.max_send_wr),
+            max_recv_wr: builder.caps.max_recv_wr.min(granted.max_recv_wr),
+            max_send_sge: builder.caps.max_send_sge.min(granted.max_send_sge),
+            max_recv_sge: builder.caps.max_recv_sge.min(granted.max_recv_sge),
+            max_inline: builder.caps.max_inline.min(granted.max_inline),
+        };
+        QueuePair {
+            inner: QpInner {
+                ptr,
+                pd,
+                builder,
+                caps,
+                psn: random_psn(),
+                send_outstanding: Arc::new(AtomicUsize::new(0)),
+                recv_outstanding: Arc::new(AtomicUsize::new(0)),
+                cm,
+            },
+            _state: PhantomData,
+        }
+    }
+
+    pub(crate) fn wrap_cm(
+        ptr: *mut sys::ibv_qp,
+        pd: Arc<ProtectionDomain>,
+        builder: QpBuilder,
+        init: &sys::ibv_qp_init_attr,
+        cm: CmHold,
+    ) -> QueuePair<S> {
+        Self::wrap(ptr, pd, builder, init, Some(cm))
+    }
+
+    fn retype<T>(self) -> QueuePair<T> {
+        // Move the inner value out without running Drop on the old wrapper.
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so `inner` is moved exactly once.
+        let inner = unsafe { ptr::read(&this.inner) };
+        QueuePair {
+            inner,
+            _state: PhantomData,
+        }
+    }
+
+    /// QP number.
+    pub fn qpn(&self) -> u32 {
+        self.inner.qpn()
+    }
+
+    /// Limits posts are checked against.
+    pub fn caps(&self) -> QpCaps {
+        self.inner.caps
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> &Arc<ProtectionDomain> {
+        &self.inner.pd
+    }
+
+    /// The send completion queue.
+    pub fn send_cq(&self) -> &Arc<CompletionQueue> {
+        &self.inner.builder.send_cq
+    }
+
+    /// The receive completion queue.
+    pub fn recv_cq(&self) -> &Arc<CompletionQueue> {
+        &self.inner.builder.recv_cq
+    }
+
+    /// Send WRs posted whose completion has not been polled.
+    pub fn send_outstanding(&self) -> usize {
+        self.inner.send_outstanding.load(Ordering::Acquire)
+    }
+
+    /// Receive WRs posted whose completion has not been polled.
+    pub fn recv_outstanding(&self) -> usize {
+        self.inner.recv_outstanding.load(Ordering::Acquire)
+    }
+
+    /// Asks the driver for the QP's current state (`ibv_query_qp`); [`QpState::Error`] after a failed
+    /// completion.
+    pub fn state(&self) -> Result<QpState> {
+        // SAFETY: plain C out-structs; ptr is live.
+        let state = unsafe {
+            let mut attr: sys::ibv_qp_attr = std::mem::zeroed();
+            let mut init: sys::ibv_qp_init_attr = std::mem::zeroed();
+            check(
+                "ibv_query_qp",
+                sys::ibv_query_qp(
+                    self.inner.ptr,
+                    &mut attr,
+                    sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as libc::c_int,
+                    &mut init,
+                ),
+            )?;
+            attr.qp_state
+        };
+        use sys::ibv_qp_state as s;
+        Ok(match state {
+            s::IBV_QPS_RESET => QpState::Reset,
+            s::IBV_QPS_INIT => QpState::Init,
+            s::IBV_QPS_RTR => QpState::Rtr,
+            s::IBV_QPS_RTS => QpState::Rts,
+            s::IBV_QPS_SQD => QpState::Sqd,
+            s::IBV_QPS_SQE => QpState::Sqe,
+            s::IBV_QPS_ERR => QpState::Error,
+            _ => QpState::Unknown,
+        })
+    }
+
+    /// Destroys this QP and creates a fresh one with the same PD, CQs and limits, in INIT. This is how a
+    /// QP that hit an error comes back (eRDMA cannot reset an RTS QP); the new QP has a new QP number, so
+    /// exchange endpoints again. Buffers of the old QP's unpolled work requests are released. Not available
+    /// for QPs made by rdma_cm (connect again instead).
+    pub fn recreate(self) -> Result<QueuePair<Init>> {
+        if self.inner.cm.is_some() {
+            return Err(Error::InvalidArgument(
+                "QP was created by rdma_cm: reconnect with cm::connect/accept instead of recreate()".into(),
+            ));
+        }
+        let pd = self.inner.pd.clone();
+        let builder = self.inner.builder.clone();
+        drop(self);
+        builder.build(&pd)
+    }
+
+    /// Posts receive work requests as one chain (`ibv_post_recv`, one doorbell). Allowed in every state.
+    /// Each WR's destination (if any) comes back in its [`crate::Completion`]. Fails with
+    /// [`Error::ExceedsCaps`] when the receive queue would overflow.
+    pub fn post_recv_batch(&mut self, wrs: Vec<RecvWr>) -> Result<()> {
+        let inner = &self.inner;
+        let n = wrs.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let outstanding = inner.recv_outstanding.load(Ordering::Acquire);
+        Caps::limit(
+            inner.device(),
+            "outstanding receive work requests (poll completions first)",
+            (outstanding + n) as u64,
+            inner.caps.max_recv_wr as u64,
+        )?;
+        let cq = &inner.builder.recv_cq;
+        let first = cq.alloc_ids(n);
+        let mut sges: Vec<sys::ibv_sge> = Vec::with_capacity(n);
+        // SAFETY: plain C struct; zero is a valid empty WR.
+        let mut raw: Vec<sys::ibv_recv_wr> =
+            (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut pend = Vec::with_capacity(n);
+        for (i, wr) in wrs.into_iter().enumerate() {
+            let wr_id = first + i as u64;
+            raw[i].wr_id = wr_id;
+            if let Some(d) = &wr.dst {
+                sges.push(d.sge());
+                raw[i].num_sge = 1;
+            }
+            pend.push((
+                wr_id,
+                Pending {
+                    tag: wr.tag,
+                    qpn: inner.qpn(),
+                    keep: Vec::new(),
+                    give_back: wr.dst.map(|d| d.mr),
+                    outstanding: inner.recv_outstanding.clone(),
+                },
+            ));
+        }
+        // Link SGEs and the chain now that the vectors no longer grow.
+        let mut s = 0;
+        for i in 0..n {
+            if raw[i].num_sge == 1 {
+                raw[i].sg_list = &mut sges[s];
+                s += 1;
+            }
+            if i + 1 < n {
+                raw[i].next = &mut raw[i + 1] as *mut _;
+            }
+        }
+        inner.recv_outstanding.fetch_add(n, Ordering::AcqRel);
+        cq.insert(pend);
+        let base = raw.as_mut_ptr();
+        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
+        // SAFETY: the chain and SGEs live until the call returns; buffers are kept in the CQ's table.
+        let rc = unsafe {
+            match (*(*inner.ptr).context).ops.post_recv {
+                Some(f) => f(inner.ptr, base, &mut bad),
+                None => libc::ENOSYS,
+            }
+        };
+        if rc != 0 {
+            let posted = if bad.is_null() {
+                0
+            } else {
+                (bad as usize - base as usize) / size_of::<sys::ibv_recv_wr>()
+            };
+            cq.remove((posted..n).map(|i| first + i as u64));
+            let source = check("ibv_post_recv", if rc == -1 { -1 } else { rc })
+                .err()
+                .unwrap_or(Error::verbs("ibv_post_recv", libc::EIO));
+            return Err(Error::Post {
+                kind: "recv",
+                posted,
+                source: Box::new(source),
+            });
+        }
+        Ok(())
+    }
+
+    /// Posts one receive into `dst` (its handle comes back in the completion).
+    pub fn post_recv(&mut self, dst: Exclusive, tag: u64) -> Result<()> {
+        self.post_recv_batch(vec![RecvWr {
+            dst: Some(dst),
+            tag,
+        }])
+    }
+
+    /// Posts one receive without a buffer: enough for an incoming WRITE_WITH_IMM (its immediate arrives in
+    /// the completion, its data in the memory it addressed).
+    pub fn post_recv_empty(&mut self, tag: u64) -> Result<()> {
+        self.post_recv_batch(vec![RecvWr { dst: None, tag }])
+    }
+}
+
+impl QueuePair<Init> {
+    /// This QP's endpoint for the peer: QP number, PSN, the GID at the builder's GID index, LID and the
+    /// port's active MTU. Fails with [`Error::Verbs`] if the port or GID cannot be read, and
+    /// [`Error::InvalidArgument`] if that GID slot is empty (pick another index, e.g. 1 for RoCE v2).
+    pub fn endpoint(&self) -> Result<Endpoint> {
+        let b = &self.inner.builder;
+        let ctx = self.inner.pd.context();
+        let port = ctx.query_port(b.port)?;
+        let gid = ctx.query_gid(b.port, b.gid_index)?;
+        if gid.is_zero() && port.lid == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{}: GID index {} on port {} is empty; list the table with the `devices` example and pick a populated index",
+                ctx.name(),
+                b.gid_index,
+                b.port
+            )));
+        }
+        Ok(Endpoint {
+            qpn: self.qpn(),
+            psn: self.inner.psn,
+            gid,
+            gid_index: b.gid_index,
+            lid: port.lid,
+            mtu: port.active_mtu,
+        })
+    }
+
+    /// Moves to RTR towards `remote` (`ibv_modify_qp`): path MTU = min(local, remote). Fails with
+    /// [`Error::Unsupported`] on iWARP devices (connect through [`crate::cm`] there) and [`Error::Verbs`]
+    /// if the driver refuses the attributes. On failure the QP is destroyed; build a new one.
+    pub fn into_rtr(self, remote: &Endpoint) -> Result<QueuePair<Rtr>> {
+        let ctx = self.inner.pd.context();
+        ctx.caps().require(ctx.name(), Feature::ManualConnect)?;
+        let local_mtu = ctx.query_port(self.inner.builder.port)?.active_mtu;
+        let mtu = mtu_enum(local_mtu.min(remote.mtu))?;
+        if remote.psn > 0x00ff_ffff {
+            return Err(Error::InvalidArgument(format!(
+                "endpoint psn {:#x}: expected 24 bits",
+                remote.psn
+            )));
+        }
+        let b = &self.inner.builder;
+        let rd_atomic = ctx.caps().max_rd_atomic.clamp(1, 16) as u8;
+        // SAFETY: plain C struct.
+        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
+        attr.path_mtu = mtu;
+        attr.dest_qp_num = remote.qpn;
+        attr.rq_psn = remote.psn;
+        attr.max_dest_rd_atomic = rd_atomic;
+        attr.min_rnr_timer = 12;
+        attr.ah_attr.dlid = remote.lid;
+        attr.ah_attr.sl = 0;
+        attr.ah_attr.src_path_bits = 0;
+        attr.ah_attr.port_num = b.port;
+        if !remote.gid.is_zero() {
+            attr.ah_attr.is_global = 1;
+            attr.ah_attr.grh.dgid = remote.gid.to_sys();
+            attr.ah_attr.grh.sgid_index = u8::try_from(b.gid_index).map_err(|_| {
+                Error::InvalidArgument(format!("gid index {} exceeds 255", b.gid_index))
+            })?;
+            attr.ah_attr.grh.hop_limit = 64;
+        }
+        use sys::ibv_qp_attr_mask as m;
+        let mask = m::IBV_QP_STATE
+            | m::IBV_QP_AV
+            | m::IBV_QP_PATH_MTU
+            | m::IBV_QP_DEST_QPN
+            | m::IBV_QP_RQ_PSN
+            | m::IBV_QP_MAX_DEST_RD_ATOMIC
+            | m::IBV_QP_MIN_RNR_TIMER;
+        self.inner.modify(&mut attr, mask, "ibv_modify_qp(RTR)")?;
+        Ok(self.retype())
+    }
+
+    /// RTR then RTS in one call.
+    pub fn connect(self, remote: &Endpoint) -> Result<QueuePair<Rts>> {
+        self.into_rtr(remote)?.into_rts()
+    }
+}
+
+impl QueuePair<Rtr> {
+    /// Moves to RTS (`ibv_modify_qp`) with the builder's timeout and retry counts.
+    pub fn into_rts(self) -> Result<QueuePair<Rts>> {
+        let b = &self.inner.builder;
+        let ctx = self.inner.pd.context();
+        // SAFETY: plain C struct.
+        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
+        attr.timeout = b.timeout;
+        attr.retry_cnt = b.retry_cnt;
+        attr.rnr_retry = b.rnr_retry;
+        attr.sq_psn = self.inner.psn;
+        attr.max_rd_atomic = ctx.caps().max_rd_atomic.clamp(1, 16) as u8;
+        use sys::ibv_qp_attr_mask as m;
+        let mask = m::IBV_QP_STATE
+            | m::IBV_QP_TIMEOUT
+            | m::IBV_QP_RETRY_CNT
+            | m::IBV_QP_RNR_RETRY
+            | m::IBV_QP_SQ_PSN
+            | m::IBV_QP_MAX_QP_RD_ATOMIC;
+        self.inner.modify(&mut attr, mask, "ibv_modify_qp(RTS)")?;
+        Ok(self.retype())
+    }
+}
+
+/// A receive work request for [`QueuePair::post_recv_batch`].
+#[derive(Debug)]
+pub struct RecvWr {
+    /// Destination, or `None` for a buffer-less receive (WRITE_WITH_IMM notifications).
+    pub dst: Option<Exclusive>,
+    /// Caller tag returned in the completion.
+    pub tag: u64,
+}
+
+#[derive(Debug)]
+enum Op {
+    Write(RemoteBuf),
+    WriteImm(RemoteBuf, u32),
+    Read(RemoteBuf),
+    Send,
+    SendImm(u32),
+}
+
+/// A send-queue work request for [`QueuePair::post_send_batch`]. Every WR is signalled, so each one
+/// yields a completion that releases its buffers.
+#[derive(Debug)]
+pub struct SendWr {
+    op: Op,
+    src: Vec<Local>,
+    dst: Option<Exclusive>,
+    tag: u64,
+    inline: bool,
+}
+
+impl SendWr {
+    /// RDMA WRITE of `src` to `dst` (the peer's memory).
+    pub fn write(src: Local, dst: RemoteBuf) -> SendWr {
+        SendWr {
+            op: Op::Write(dst),
+            src: vec![src],
+            dst: None,
+            tag: 0,
+            inline: false,
+        }
+    }
+    /// RDMA WRITE_WITH_IMM: like WRITE, and consumes a receive at the peer that carries `imm`.
+    pub fn write_imm(src: Local, dst: RemoteBuf, imm: u32) -> SendWr {
+        SendWr {
+            op: Op::WriteImm(dst, imm),
+            src: vec![src],
+            dst: None,
+            tag: 0,
+            inline: false,
+        }
+    }
+    /// RDMA READ of the peer's `src` into the local `dst` (returned in the completion).
+    pub fn read(dst: Exclusive, src: RemoteBuf) -> SendWr {
+        SendWr {
+            op: Op::Read(src),
+            src: Vec::new(),
+            dst: Some(dst),
+            tag: 0,
+            inline: false,
+        }
+    }
+    /// SEND of `src` into the peer's next posted receive.
+    pub fn send(src: Local) -> SendWr {
+        SendWr {
+            op: Op::Send,
+            src: vec![src],
+            dst: None,
+            tag: 0,
+            inline: false,
+        }
+    }
+    /// SEND_WITH_IMM.
+    pub fn send_imm(src: Local, imm: u32) -> SendWr {
+        SendWr {
+            op: Op::SendImm(imm),
+            src: vec![src],
+            dst: None,
+            tag: 0,
+            inline: false,
+        }
+    }
+    /// Tag returned in the completion.
+    pub fn tag(mut self, tag: u64) -> SendWr {
+        self.tag = tag;
+        self
+    }
+    /// Appends another source SGE (gather). The total SGE count is checked against the QP's limit.
+    pub fn gather(mut self, more: Local) -> SendWr {
+        self.src.push(more);
+        self
+    }
+    /// Sends the data inline (copied into the WQE; size checked against the QP's inline limit).
+    pub fn inline(mut self) -> SendWr {
+        self.inline = true;
+        self
+    }
+
+    fn src_len(&self) -> u64 {
+        self.src.iter().map(|l| l.len() as u64).sum()
+    }
+}
+
+impl QueuePair<Rts> {
+    /// Posts send work requests as one chain (`ibv_post_send`, one doorbell), after checking each against
+    /// the QP's limits: SGE count, inline size, queue depth ([`Error::ExceedsCaps`]), range sizes
+    /// ([`Error::OutOfBounds`]). Buffers stay held until each completion is polled from the send CQ.
+    /// If the driver refuses WR *k*, WRs before it are posted and [`Error::Post`] says `posted: k`.
+    pub fn post_send_batch(&mut self, wrs: Vec<SendWr>) -> Result<()> {
+        let inner = &self.inner;
+        let n = wrs.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let dev = inner.device();
+        let c = inner.caps;
+        let outstanding = inner.send_outstanding.load(Ordering::Acquire);
+        Caps::limit(
+            dev,
+            "outstanding send work requests (poll completions first)",
+            (outstanding + n) as u64,
+            c.max_send_wr as u64,
+        )?;
+        for wr in &wrs {
+            let sges = wr.src.len() + usize::from(wr.dst.is_some());
+            Caps::limit(
+                dev,
+                "send SGEs per work request",
+                sges as u64,
+                c.max_send_sge as u64,
+            )?;
+            match &wr.op {
+                Op::Write(r) | Op::WriteImm(r, _) => {
+                    if wr.src_len() > r.len {
+                        return Err(Error::OutOfBounds {
+                            which: "remote",
+                            start: 0,
+                            end: wr.src_len(),
+                            len: r.len,
+                        });
+                    }
+                }
+                Op::Read(r) => {
+                    let want = wr.dst.as_ref().map_or(0, |d| d.len as u64);
+                    if want > r.len {
+                        return Err(Error::OutOfBounds {
+                            which: "remote",
+                            start: 0,
+                            end: want,
+                            len: r.len,
+                        });
+                    }
+                    if wr.inline {
+                        return Err(Error::InvalidArgument("RDMA READ cannot be inline".into()));
+                    }
+                }
+                Op::Send | Op::SendImm(_) => {}
+            }
+            if wr.inline {
+                Caps::limit(
+                    dev,
+                    "inline bytes per work request",
+                    wr.src_len(),
+                    c.max_inline as u64,
+                )?;
+            }
+            if wr.src_len() > u32::MAX as u64 {
+                return Err(Error::InvalidArgument(format!(
+                    "work request of {} bytes exceeds 4 GiB",
+                    wr.src_len()
+                )));
+            }
+        }
+        let cq = &inner.builder.send_cq;
+        let first = cq.alloc_ids(n);
+        let total_sges: usize = wrs
+            .iter()
+            .map(|w| w.src.len() + usize::from(w.dst.is_some()))
+            .sum();
+        let mut sges: Vec<sys::ibv_sge> = Vec::with_capacity(total_sges);
+        let mut counts = Vec::with_capacity(n);
+        // SAFETY: plain C struct; zero is an empty WR.
+        let mut raw: Vec<sys::ibv_send_wr> =
+            (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut pend = Vec::with_capacity(n);
+        for (i, wr) in wrs.into_iter().enumerate() {
+            let r = &mut raw[i];
+            r.wr_id = first + i as u64;
+            let mut flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+            if wr.inline {
+                flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
+            }
+            r.send_flags = flags;
+            let (opcode, remote, imm) = match wr.op {
+                Op::Write(d) => (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE, Some(d), None),
+                Op::WriteImm(d, imm) => (
+                    sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+                    Some(d),
+                    Some(imm),
+                ),
+                Op::Read(s) => (sys::ibv_wr_opcode::IBV_WR_RDMA_READ, Some(s), None),
+                Op::Send => (sys::ibv_wr_opcode::IBV_WR_SEND, None, None),
+                Op::SendImm(imm) => (sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM, None, Some(imm)),
+            };
+            r.opcode = opcode;
+            if let Some(rm) = remote {
+                r.wr.rdma = sys::rdma_t {
+                    remote_addr: rm.addr,
+                    rkey: rm.rkey,
+                };
+            }
+            if let Some(imm) = imm {
+                r.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+            }
+            sges.extend(wr.src.iter().map(Local::sge));
+            sges.extend(wr.dst.iter().map(Exclusive::sge));
+            counts.push(wr.src.len() + usize::from(wr.dst.is_some()));
+            pend.push((
+                first + i as u64,
+                Pending {
+                    tag: wr.tag,
+                    qpn: inner.qpn(),
+                    keep: wr
+                        .src
+                        .into_iter()
+                        .map(|l| l.mr)
+                        .collect::<Vec<Arc<MemoryRegion>>>(),
+                    give_back: wr.dst.map(|d| d.mr),
+                    outstanding: inner.send_outstanding.clone(),
+                },
+            ));
+        }
+        let mut s = 0;
+        for i in 0..n {
+            raw[i].num_sge = counts[i] as libc::c_int;
+            raw[i].sg_list = if counts[i] > 0 {
+                &mut sges[s]
+            } else {
+                ptr::null_mut()
+            };
+            s += counts[i];
+            if i + 1 < n {
+                raw[i].next = &mut raw[i + 1] as *mut _;
+            }
+        }
+        inner.send_outstanding.fetch_add(n, Ordering::AcqRel);
+        cq.insert(pend);
+        let base = raw.as_mut_ptr();
+        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
+        // SAFETY: the chain and SGE array outlive the call; the buffers are held by the CQ's table until
+        // their completions are polled; the QP is live and in RTS.
+        let rc = unsafe {
+            match (*(*inner.ptr).context).ops.post_send {
+                Some(f) => f(inner.ptr, base, &mut bad),
+                None => libc::ENOSYS,
+            }
+        };
+        if rc != 0 {
+            let posted = if bad.is_null() {
+                0
+            } else {
+                (bad as usize - base as usize) / size_of::<sys::ibv_send_wr>()
+            };
+            cq.remove((posted..n).map(|i| first + i as u64));
+            let source = check("ibv_post_send", rc)
+                .err()
+                .unwrap_or(Error::verbs("ibv_post_send", libc::EIO));
+            return Err(Error::Post {
+                kind: "send",
+                posted,
+                source: Box::new(source),
+            });
+        }
+        Ok(())
+    }
+
+    /// One RDMA WRITE (see [`QueuePair::post_send_batch`] for the checks).
+    pub fn post_write(&mut self, src: Local, dst: RemoteBuf, tag: u64) -> Result<()> {
+        self.post_send_batch(vec![SendWr::write(src, dst).tag(tag)])
+    }
+
+    /// One RDMA WRITE_WITH_IMM (the peer needs a posted receive).
+    pub fn post_write_imm(&mut self, src: Local, dst: RemoteBuf, imm: u32, tag: u64) -> Result<()> {
+        self.post_send_batch(vec![SendWr::write_imm(src, dst, imm).tag(tag)])
+    }
+
+    /// One RDMA READ into `dst` (returned in the completion).
+    pub fn post_read(&mut self, dst: Exclusive, src: RemoteBuf, tag: u64) -> Result<()> {
+        self.post_send_batch(vec![SendWr::read(dst, src).tag(tag)])
+    }
+
+    /// One SEND (the peer needs a posted receive large enough).
+    pub fn post_send(&mut self, src: Local, tag: u64) -> Result<()> {
+        self.post_send_batch(vec![SendWr::send(src).tag(tag)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_mtu_is_min_of_both_ends() {
+        let a = Endpoint {
+            qpn: 1,
+            psn: 2,
+            gid: Gid::default(),
+            gid_index: 1,
+            lid: 0,
+            mtu: 4096,
+        };
+        let b = Endpoint { mtu: 1024, ..a };
+        assert_eq!(a.path_mtu(&b), 1024);
+        assert_eq!(b.path_mtu(&a), 1024);
+    }
+
+    #[test]
+    fn endpoint_json_roundtrip() {
+        let e = Endpoint {
+            qpn: 17,
+            psn: 0xabcdef,
+            gid: "::ffff:10.99.0.1".parse().unwrap(),
+            gid_index: 1,
+            lid: 0,
+            mtu: 1024,
+        };
+        let j = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            j,
+            r#"{"qpn":17,"psn":11259375,"gid":"::ffff:10.99.0.1","gid_index":1,"lid":0,"mtu":1024}"#
+        );
+        assert_eq!(serde_json::from_str::<Endpoint>(&j).unwrap(), e);
+        let bad = serde_json::from_str::<Endpoint>(
+            r#"{"qpn":1,"psn":1,"gid":"x","gid_index":1,"lid":0,"mtu":1024}"#,
+        );
+        assert!(bad.unwrap_err().to_string().contains("gid 'x'"));
+    }
+
+    #[test]
+    fn psn_is_24_bits() {
+        for _ in 0..100 {
+            assert!(random_psn() <= 0x00ff_ffff);
+        }
+    }
+}
