@@ -6,7 +6,7 @@ OUT ?= out
 # Debian packages the build needs (rdma-sys runs bindgen against the verbs headers).
 BUILD_PKGS := libibverbs-dev librdmacm-dev libclang-dev clang pkg-config
 # Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).
-VM_PKGS := qemu-system-x86 linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2
+VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static file rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2 kmod udev
 
 .PHONY: demo test deps test-deps fmt-check clippy unit vm-test build fuzz bench-rxe clean
 
