@@ -5,7 +5,7 @@
 #   SHARE_DIR is shared read-write with the host. run.sh writes SHARE_DIR/config.sh (what to run);
 #   this script writes:
 #     SHARE_DIR/vm.log    everything it and the tests print (the console can drop lines; this file does not)
-#     SHARE_DIR/results   one line per checked unit: "PASS|FAIL <passed> <failed> <label>"
+#     SHARE_DIR/results   one line per checked unit: "PASS|FAIL|SKIP <passed> <failed> <label>"
 #     SHARE_DIR/out/      RDMAKIT_RXE_OUT, copied back to target/rxe/out/ by run.sh
 #     SHARE_DIR/status    "<exit code>", written last: its absence means the VM did not finish
 set -uo pipefail
@@ -21,9 +21,9 @@ echo "== rxe VM: kernel $(uname -r), $(nproc) CPUs, guest uptime at init $(cut -
 . "$SHARE/config.sh"
 
 failures=0
-record() { # record PASS|FAIL PASSED FAILED LABEL
+record() { # record PASS|FAIL|SKIP PASSED FAILED LABEL
   echo "$1 $2 $3 $4" >>"$SHARE/results"
-  [ "$1" = PASS ] || failures=$((failures + 1))
+  [ "$1" != FAIL ] || failures=$((failures + 1))
 }
 
 # ---------------------------------------------------------------- device setup
@@ -95,7 +95,11 @@ for suite in "$RDMAKIT_ROOT"/tests/rxe/suites/*.sh; do
   timeout --kill-after=10 "$SUITE_TIMEOUT" "$suite"
   rc=$?
   [ "$rc" -eq 124 ] && echo "!! $label timed out after ${SUITE_TIMEOUT}s"
-  if [ "$rc" -eq 0 ]; then record PASS 1 0 "$label"; else record FAIL 0 1 "$label (exit $rc)"; fi
+  case "$rc" in
+    0) record PASS 1 0 "$label" ;;
+    77) record SKIP 0 0 "$label (skipped: exit 77)" ;;
+    *) record FAIL 0 1 "$label (exit $rc)" ;;
+  esac
 done
 
 # ---------------------------------------------------------------- smoke test (always, last)
