@@ -117,12 +117,18 @@ start=$(date +%s.%N)
 set +e
 timeout --kill-after=20 "$VM_TIMEOUT" "$VNG" --disable-kvm --run "$KERNEL" --memory 2G --cpus 2 \
   --verbose --user root --cwd "$ROOT" --rwdir "$SHARE" \
-  --exec "$ROOT/tests/rxe/vm-init.sh $SHARE" </dev/null >"$WORK/console.log" 2>&1 &
+  --exec "$(printf '%q %q' "$ROOT/tests/rxe/vm-init.sh" "$SHARE")" </dev/null >"$WORK/console.log" 2>&1 &
 vm=$!
 # Stream the guest's log as it is written; tail exits once the VM process is gone and the file is drained.
-tail -n +1 -F --pid="$vm" "$SHARE/vm.log" 2>/dev/null
+tail -n +1 -F --pid="$vm" "$SHARE/vm.log" 2>/dev/null &
+tailer=$!
+# timeout runs in its own process group (timeout, vng, qemu), so Ctrl-C or a CI kill of this script would
+# not reach the VM: stop that group on INT/TERM. Waiting in the background lets the trap run at once.
+trap 'kill -TERM -- "-$vm" 2>/dev/null; kill "$tailer" 2>/dev/null; die "interrupted; the VM was stopped"' INT TERM
 wait "$vm"
 vm_rc=$?
+wait "$tailer"
+trap - INT TERM
 set -e
 end=$(date +%s.%N)
 elapsed=$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.0f", e - s }')
