@@ -507,7 +507,7 @@ impl CompletionQueue {
     }
 
     /// Async event-driven wait for tokio: like [`CompletionQueue::wait`] without blocking the runtime.
-    /// Must be called inside a tokio runtime with IO enabled.
+    /// Must be called inside a tokio runtime with IO enabled (tokio panics otherwise: no reactor).
     #[cfg(feature = "tokio")]
     pub async fn wait_async(&self) -> Result<Vec<Completion>> {
         use tokio::io::Interest;
@@ -519,12 +519,16 @@ impl CompletionQueue {
             }
         }
         let fd = self.channel_or_err()?.fd();
-        let afd = AsyncFd::with_interest(Fd(fd), Interest::READABLE).map_err(|e| {
-            Error::verbs(
-                "AsyncFd::new(completion channel)",
-                e.raw_os_error().unwrap_or(libc::EIO),
-            )
-        })?;
+        // SAFETY: the fd belongs to this CQ's completion channel, which `self` keeps open (Arc) for the
+        // whole life of `afd`, a local of this call; it always reports the same descriptor.
+        let afd = unsafe { AsyncFd::register_with_interest(Fd(fd), Interest::READABLE) }.map_err(
+            |e| {
+                Error::verbs(
+                    "AsyncFd::register(completion channel)",
+                    e.into_parts().1.raw_os_error().unwrap_or(libc::EIO),
+                )
+            },
+        )?;
         loop {
             let v = self.poll()?;
             if !v.is_empty() {

@@ -4,6 +4,9 @@
 //! `ERDMA_RXE_OOB=<port>` and runs the same test with `--exact`; the test body sees the variable and
 //! plays the peer. Endpoints and buffer descriptions travel as JSON lines over TCP on 127.0.0.1.
 
+// Helpers outside #[test] fns panic on failure on purpose: a broken fixture is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command};
