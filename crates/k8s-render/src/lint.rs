@@ -1,1 +1,1207 @@
-//! lint — see crate docs.
+//! An RDMA linter for Kubernetes manifests.
+//!
+//! It finds pod templates anywhere in a document (Pod, Deployment, Job, RayCluster head and
+//! worker groups, MPIJob replica specs, any CRD that embeds a `template.spec`), then checks them
+//! for the pitfalls the runbooks describe: a Ray head that advertises GPUs it cannot use, RDMA
+//! containers without `IPC_LOCK`, `hostNetwork` without `ClusterFirstWithHostNet`, NCCL settings
+//! that silently fall back to TCP, NCCL versions that segfault on eRDMA, and vendor-specific
+//! rules (Volcengine mGPU, topology mount). Each [`Finding`] carries a rule id, a severity, the
+//! document and field path (and line), why it breaks RDMA, and the fix. [`rules`] lists them all.
+//!
+//! NCCL settings are read from `env` and from shell text in `command`/`args` (`export
+//! NCCL_IB_HCA=...`, `mpirun -x NCCL_IB_HCA=...`); in an MPIJob, variables the launcher exports
+//! with `-x` are attributed to the worker pods, where NCCL runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::manifest::{Document, FieldPath, PathSeg, Severity};
+
+/// What the linter knows about the target cluster and run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct LintOptions {
+    /// Number of nodes that have RDMA devices; enables `host-network-replicas-exceed-nodes`.
+    pub rdma_nodes: Option<u32>,
+    /// The profile's RDMA device name pattern (glob, e.g. `erdma_*` or `mlx5_*`; several may be
+    /// given separated by commas); enables `nccl-ib-hca-mismatch`.
+    pub device_pattern: Option<String>,
+    /// The manifests are a benchmark: `NCCL_SHM_DISABLE=1` is expected and `NCCL_IB_DISABLE=1`
+    /// is only a warning (an intentional TCP A/B run).
+    pub benchmark: bool,
+    /// Extended resource names to treat as RDMA devices beyond the built-in ones
+    /// (`aliyun/erdma`, `rdma/*`, `vke.volcengine.com/infiniband-rdma`, `mellanox.com/*`, ...).
+    pub extra_rdma_resources: Vec<String>,
+}
+
+/// A lint rule: stable id, default severity, and why it matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Rule {
+    /// Stable id, e.g. `rdma-missing-ipc-lock`.
+    pub id: &'static str,
+    /// Severity most findings of this rule get.
+    pub severity: Severity,
+    /// One line: what the rule looks for.
+    pub summary: &'static str,
+    /// Why it breaks RDMA.
+    pub why: &'static str,
+}
+
+macro_rules! rules {
+    ($( $konst:ident = $id:literal, $sev:ident, $summary:literal, $why:literal; )*) => {
+        $( const $konst: &Rule = &Rule { id: $id, severity: Severity::$sev, summary: $summary, why: $why }; )*
+        const ALL_RULES: &[&Rule] = &[ $( $konst ),* ];
+    };
+}
+
+rules! {
+    RAY_HEAD_NUM_GPUS = "ray-head-num-gpus", Error,
+        "Ray head without a GPU limit does not set rayStartParams num-gpus: \"0\"",
+        "A head container without a GPU limit still sees every GPU of its node; Ray advertises them, so GPU actors can land on the head pod, which has no RDMA device, and NCCL falls back to TCP or fails.";
+    RAY_START_PARAMS_STRING = "ray-start-params-not-string", Error,
+        "rayStartParams value is not a string",
+        "The RayCluster CRD declares rayStartParams as a map of strings; the API server rejects numbers and booleans (num-gpus: 0 must be written num-gpus: \"0\").";
+    MISSING_IPC_LOCK = "rdma-missing-ipc-lock", Error,
+        "RDMA container without the IPC_LOCK capability",
+        "ibverbs pins (locks) memory for every registered buffer and queue pair; without CAP_IPC_LOCK the registrations fail (ibv_reg_mr/ibv_create_qp ENOMEM, NCCL 'Call to ibv_create_qp failed') and NCCL drops to TCP.";
+    HOST_NETWORK_DNS = "host-network-dns-policy", Error,
+        "hostNetwork: true without dnsPolicy: ClusterFirstWithHostNet",
+        "With hostNetwork the default DNS policy resolves through the node, so cluster names such as the Ray head service do not resolve and workers cannot join.";
+    REPLICAS_EXCEED_NODES = "host-network-replicas-exceed-nodes", Error,
+        "hostNetwork group has more replicas than RDMA nodes",
+        "Pods on the host network bind the node's ports, so at most one such pod runs per node; replicas beyond the RDMA node count stay Pending or crash on port conflicts.";
+    NO_SPREAD = "host-network-no-spread", Warning,
+        "hostNetwork group with several replicas and no one-per-node guarantee",
+        "Two host-network pods on one node collide on ports (Ray, NCCL bootstrap); without required pod anti-affinity on kubernetes.io/hostname (or a DoNotSchedule topology spread) the scheduler may co-locate them.";
+    HCA_WITHOUT_RDMA = "nccl-ib-hca-without-rdma", Error,
+        "NCCL_IB_HCA is set but the pod requests no RDMA resource or claim",
+        "Without an RDMA device plugin resource or DRA claim the container has no /dev/infiniband device, so NCCL finds no HCA and silently uses sockets.";
+    HCA_MISMATCH = "nccl-ib-hca-mismatch", Error,
+        "NCCL_IB_HCA does not match the profile's RDMA device names",
+        "NCCL selects HCAs by name prefix; a value for another vendor's devices (mlx5 on an eRDMA node, or a typo) matches nothing and NCCL falls back to TCP without an error.";
+    SHM_DISABLED = "nccl-shm-disabled", Warning,
+        "NCCL_SHM_DISABLE=1 outside a benchmark",
+        "Disabling shared memory forces intra-node traffic through the NIC; useful to benchmark RDMA, but it slows production multi-GPU workloads.";
+    IB_DISABLED = "nccl-ib-disabled", Error,
+        "NCCL_IB_DISABLE=1 left set",
+        "NCCL_IB_DISABLE=1 turns the RDMA transport off: the job still succeeds but all traffic goes over TCP sockets and the RDMA counters stay at zero.";
+    BAD_NCCL = "nccl-known-bad-version", Error,
+        "NCCL 2.28.7 or 2.28.9 pinned",
+        "NCCL 2.28.7 and 2.28.9 segfault in ncclNetInit() while probing eRDMA devices (SIGSEGV in every NCCL job); 2.28.3, 2.29.7 and 2.30.7 work.";
+    TORCH_NCCL = "torch-bundled-bad-nccl", Warning,
+        "torch 2.11 installed without an explicit NCCL pin",
+        "torch 2.11 bundles NCCL 2.28.9, which segfaults in ncclNetInit() on eRDMA; pin a good nvidia-nccl wheel after installing torch.";
+    NO_DEV_SHM = "nccl-missing-dev-shm", Warning,
+        "NCCL pod without a memory-backed /dev/shm",
+        "Container runtimes give /dev/shm 64 MiB; NCCL's shared-memory and proxy buffers exceed it ('failed to extend /dev/shm', bus errors) unless /dev/shm is an emptyDir with medium: Memory or the pod uses hostIPC.";
+    PRIVILEGED = "privileged-instead-of-ipc-lock", Warning,
+        "RDMA container runs privileged",
+        "RDMA needs only the IPC_LOCK capability plus the device from the device plugin or DRA claim; privileged mode exposes every host device and hides a missing device request.";
+    VKE_MGPU = "vke-mgpu-with-rdma", Error,
+        "Volcengine mGPU resource together with RDMA",
+        "On VKE a pod cannot use the mGPU and RDMA device plugins at the same time; the pod fails to start or gets no RDMA device.";
+    VKE_TOPOLOGY = "vke-missing-topology-mount", Warning,
+        "vke.volcengine.com/infiniband-rdma without the /var/run/nvidia-topologyd mount",
+        "On non-bare-metal VKE instances NCCL reads the real PCIe/NIC topology from virtualTopology.xml in /var/run/nvidia-topologyd; without it NCCL picks a poor GPU-NIC pairing.";
+    NIXL_ERDMA = "ucx-nixl-on-erdma", Error,
+        "UCX/NIXL tensor transport on eRDMA",
+        "eRDMA has no UD queue pairs and no SRQ: stock UCX fails (uct_iface_open(ud_verbs/erdma_0:1) failed, ibv_create_srq() Operation not supported). Use tensor_transport=\"nccl\", or a UCX built with Alibaba's eRDMA patch.";
+    REQUEST_LIMIT = "rdma-request-limit-mismatch", Error,
+        "Extended resource (RDMA/GPU) in requests but not limits, or with different values",
+        "Extended resources cannot be overcommitted: the API server rejects a request without an equal limit, so the pod is never created.";
+    DRA_CLAIM = "dra-claim-mismatch", Error,
+        "DRA claim declared but not used by any container, or used but not declared",
+        "A pod-level resourceClaim that no container lists in resources.claims allocates the RDMA device but injects it into no container; a container claim without a pod-level entry is rejected by the API server.";
+    SOCKET_IFNAME = "nccl-socket-ifname-unset", Info,
+        "NCCL over RDMA without NCCL_SOCKET_IFNAME",
+        "NCCL bootstraps and falls back over a TCP interface it picks itself; on hosts with several interfaces (docker0, lo, secondary NICs) it can pick one the peer cannot reach.";
+}
+
+/// Every rule the linter applies.
+pub fn rules() -> Vec<Rule> {
+    ALL_RULES.iter().map(|r| **r).collect()
+}
+
+/// One lint finding.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    /// Rule id (see [`rules`]).
+    pub rule: &'static str,
+    /// How serious it is.
+    pub severity: Severity,
+    /// Source file name.
+    pub source: String,
+    /// Document index.
+    pub doc: usize,
+    /// `Kind name` of the document.
+    pub object: String,
+    /// Field path of the offending (or missing) setting.
+    pub path: FieldPath,
+    /// Source line, when known.
+    pub line: Option<u64>,
+    /// What was found.
+    pub message: String,
+    /// Why it breaks RDMA.
+    pub why: &'static str,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}[{}] {} doc {} ({})",
+            self.severity, self.rule, self.source, self.doc, self.object
+        )?;
+        if let Some(l) = self.line {
+            write!(f, " line {l}")?;
+        }
+        write!(
+            f,
+            ": {}: {}\n  why: {}\n  fix: {}",
+            self.path, self.message, self.why, self.fix
+        )
+    }
+}
+
+/// Lints documents; findings are sorted by source, document, then path.
+///
+/// ```
+/// use k8s_render::{lint, manifest};
+/// let docs = manifest::parse_str("pod.yaml", r#"
+/// apiVersion: v1
+/// kind: Pod
+/// metadata: {name: rdma-test}
+/// spec:
+///   containers:
+///   - name: rdma-test
+///     image: busybox
+///     resources:
+///       limits: {aliyun/erdma: 1}
+/// "#)?;
+/// let findings = lint::lint(&docs, &lint::LintOptions::default());
+/// assert!(findings.iter().any(|f| f.rule == "rdma-missing-ipc-lock"));
+/// # Ok::<(), k8s_render::manifest::ManifestError>(())
+/// ```
+pub fn lint(docs: &[Document], options: &LintOptions) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for doc in docs {
+        lint_document(doc, options, &mut out);
+    }
+    sort(&mut out);
+    out
+}
+
+fn sort(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| {
+        (&a.source, a.doc, &a.path, a.rule, &a.message)
+            .cmp(&(&b.source, b.doc, &b.path, b.rule, &b.message))
+    });
+}
+
+/// Lints plain text that is not a manifest (a Dockerfile, a shell or Python script) for the
+/// rules that apply to text: known-bad NCCL pins, torch's bundled NCCL, NIXL on eRDMA.
+/// Findings have the root path and the line of the match.
+pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let erdma = options
+        .device_pattern
+        .as_deref()
+        .is_some_and(|p| p.contains("erdma"));
+    let has_good_pin = good_nccl_pin(text);
+    for (i, line) in text.lines().enumerate() {
+        let mut hits = Vec::new();
+        text_rules(line, erdma, has_good_pin, &mut hits);
+        for (rule, severity, message, fix) in hits {
+            out.push(Finding {
+                rule: rule.id,
+                severity,
+                source: source.to_owned(),
+                doc: 0,
+                object: "text".to_owned(),
+                path: FieldPath::root(),
+                line: Some(i as u64 + 1),
+                message,
+                why: rule.why,
+                fix,
+            });
+        }
+    }
+    sort(&mut out);
+    out
+}
+
+type TextHit = (&'static Rule, Severity, String, String);
+
+fn bad_nccl_re() -> Option<&'static Regex> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(?i)(nccl[a-z0-9_.\-]*?(?:==|=|:|-|_|\s)?v?)(2\.28\.[79])(?:[^0-9]|$)").ok()
+    })
+    .as_ref()
+}
+
+fn good_nccl_pin(text: &str) -> bool {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"(?i)nvidia-nccl-cu1[0-9]\s*==\s*\d").ok())
+        .as_ref()
+        .is_some_and(|r| r.is_match(text))
+}
+
+/// Rules that look at free text (strings in manifests, Dockerfiles).
+fn text_rules(text: &str, erdma: bool, has_good_pin: bool, hits: &mut Vec<TextHit>) {
+    if let Some(re) = bad_nccl_re()
+        && let Some(c) = re.captures(text)
+    {
+        let version = c.get(2).map_or("", |m| m.as_str());
+        let matched = c.get(0).map_or("", |m| m.as_str()).trim_end();
+        hits.push((
+            BAD_NCCL,
+            Severity::Error,
+            format!("pins NCCL {version} ({matched:?})"),
+            "pin a working NCCL, e.g. `pip install nvidia-nccl-cu13==2.30.7` (or 2.29.7 / 2.28.3), after installing torch".to_owned(),
+        ));
+    }
+    static TORCH: OnceLock<Option<Regex>> = OnceLock::new();
+    if !has_good_pin
+        && TORCH
+            .get_or_init(|| Regex::new(r"(?i)\btorch\s*==\s*2\.11(\.\d+)?\b").ok())
+            .as_ref()
+            .is_some_and(|r| r.is_match(text))
+    {
+        hits.push((
+            TORCH_NCCL,
+            Severity::Warning,
+            "installs torch 2.11, whose bundled NCCL is 2.28.9".to_owned(),
+            "also install `nvidia-nccl-cu13==2.30.7` (after torch) so the bundled 2.28.9 is replaced".to_owned(),
+        ));
+    }
+    static NIXL: OnceLock<Option<Regex>> = OnceLock::new();
+    if erdma
+        && NIXL
+            .get_or_init(|| Regex::new(r#"(?i)tensor_transport\s*=\s*["']nixl["']"#).ok())
+            .as_ref()
+            .is_some_and(|r| r.is_match(text))
+    {
+        hits.push((
+            NIXL_ERDMA,
+            Severity::Error,
+            "uses tensor_transport=\"nixl\" on eRDMA".to_owned(),
+            "use @ray.method(tensor_transport=\"nccl\") (and enable_tensor_transport=True on the receiver)".to_owned(),
+        ));
+    }
+}
+
+/// An environment variable as the container sees it.
+#[derive(Clone, Debug)]
+struct EnvVar {
+    name: String,
+    /// `None` for `valueFrom`.
+    value: Option<String>,
+    path: FieldPath,
+    /// Exported to MPI ranks with `mpirun -x`.
+    mpi_export: bool,
+}
+
+fn shell_env_re() -> Option<&'static Regex> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r#"(?:^|[\s;'"(])(-x\s+)?((?:NCCL|UCX)_[A-Z0-9_]+)=("[^"]*"|'[^']*'|[^\s;&|'"\\)]*)"#,
+        )
+        .ok()
+    })
+    .as_ref()
+}
+
+fn container_env(c: &Map<String, Value>, cpath: &FieldPath) -> Vec<EnvVar> {
+    let mut env = Vec::new();
+    if let Some(list) = c.get("env").and_then(Value::as_array) {
+        for (i, e) in list.iter().enumerate() {
+            let Some(name) = e.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let value = match e.get("value") {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Null) | None => None,
+                Some(other) => Some(other.to_string()),
+            };
+            env.push(EnvVar {
+                name: name.to_owned(),
+                value,
+                path: cpath.key("env").index(i).key("value"),
+                mpi_export: false,
+            });
+        }
+    }
+    for field in ["command", "args"] {
+        let Some(list) = c.get(field).and_then(Value::as_array) else {
+            continue;
+        };
+        for (i, s) in list.iter().enumerate() {
+            let Some(s) = s.as_str() else { continue };
+            let Some(re) = shell_env_re() else { continue };
+            for cap in re.captures_iter(s) {
+                let name = cap.get(2).map_or("", |m| m.as_str()).to_owned();
+                let raw = cap.get(3).map_or("", |m| m.as_str());
+                let value = raw.trim_matches(|ch| ch == '"' || ch == '\'').to_owned();
+                env.push(EnvVar {
+                    name,
+                    value: Some(value),
+                    path: cpath.key(field).index(i),
+                    mpi_export: cap.get(1).is_some(),
+                });
+            }
+        }
+    }
+    env
+}
+
+/// A container inside a pod template.
+struct Container<'d> {
+    path: FieldPath,
+    name: String,
+    obj: &'d Map<String, Value>,
+    env: Vec<EnvVar>,
+}
+
+impl Container<'_> {
+    fn resources(&self, which: &str) -> Vec<(&str, &Value)> {
+        self.obj
+            .get("resources")
+            .and_then(|r| r.get(which))
+            .and_then(Value::as_object)
+            .map(|m| m.iter().map(|(k, v)| (k.as_str(), v)).collect())
+            .unwrap_or_default()
+    }
+
+    fn resource_names(&self) -> BTreeSet<&str> {
+        self.resources("limits")
+            .into_iter()
+            .chain(self.resources("requests"))
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    fn claims(&self) -> Vec<(usize, &str)> {
+        self.obj
+            .get("resources")
+            .and_then(|r| r.get("claims"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| c.get("name").and_then(Value::as_str).map(|n| (i, n)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn security(&self) -> Option<&Map<String, Value>> {
+        self.obj.get("securityContext").and_then(Value::as_object)
+    }
+
+    fn privileged(&self) -> bool {
+        self.security()
+            .and_then(|s| s.get("privileged"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    }
+
+    fn has_ipc_lock(&self) -> bool {
+        self.security()
+            .and_then(|s| s.get("capabilities"))
+            .and_then(|c| c.get("add"))
+            .and_then(Value::as_array)
+            .is_some_and(|a| {
+                a.iter().filter_map(Value::as_str).any(|c| {
+                    c.eq_ignore_ascii_case("IPC_LOCK")
+                        || c.eq_ignore_ascii_case("CAP_IPC_LOCK")
+                        || c == "ALL"
+                })
+            })
+    }
+
+    fn mounts(&self) -> Vec<(&str, &str)> {
+        self.obj
+            .get("volumeMounts")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| {
+                        Some((
+                            m.get("mountPath")?.as_str()?.trim_end_matches('/'),
+                            m.get("name")?.as_str()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn env_value(&self, name: &str) -> Option<&EnvVar> {
+        // The last definition wins, as in a shell and in Kubernetes env lists.
+        self.env.iter().rev().find(|e| e.name == name)
+    }
+
+    fn has_nccl_env(&self) -> bool {
+        self.env.iter().any(|e| e.name.starts_with("NCCL_"))
+    }
+}
+
+/// A pod template found in a document.
+struct PodSite<'d> {
+    path: FieldPath,
+    spec: &'d Map<String, Value>,
+    /// Path of the object that holds `replicas` and `template` (a worker group, a replica spec).
+    holder: Option<(FieldPath, &'d Map<String, Value>)>,
+    containers: Vec<Container<'d>>,
+}
+
+impl<'d> PodSite<'d> {
+    fn new(
+        path: FieldPath,
+        spec: &'d Map<String, Value>,
+        holder: Option<(FieldPath, &'d Map<String, Value>)>,
+    ) -> Self {
+        let containers = spec
+            .get("containers")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| {
+                        let obj = c.as_object()?;
+                        let cpath = path.key("containers").index(i);
+                        Some(Container {
+                            name: obj
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
+                                .to_owned(),
+                            env: container_env(obj, &cpath),
+                            path: cpath,
+                            obj,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            path,
+            spec,
+            holder,
+            containers,
+        }
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        self.spec.get(key).and_then(Value::as_bool) == Some(true)
+    }
+
+    fn pod_claims(&self) -> Vec<(usize, &str, Option<&str>)> {
+        self.spec
+            .get("resourceClaims")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| {
+                        let name = c.get("name")?.as_str()?;
+                        let tmpl = c
+                            .get("resourceClaimTemplateName")
+                            .or_else(|| c.get("resourceClaimName"))
+                            .and_then(Value::as_str);
+                        Some((i, name, tmpl))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn is_ray_head(&self) -> bool {
+        self.path.contains_key("headGroupSpec")
+    }
+
+    fn role(&self) -> String {
+        if let Some((_, h)) = &self.holder
+            && let Some(g) = h.get("groupName").and_then(Value::as_str)
+        {
+            return format!("worker group {g:?}");
+        }
+        if self.is_ray_head() {
+            return "Ray head".to_owned();
+        }
+        let segs = self.path.segments();
+        // mpiReplicaSpecs.Worker.template.spec → "Worker"
+        if segs.len() >= 3
+            && let PathSeg::Key(k) = &segs[segs.len() - 3]
+            && segs.len() >= 4
+            && matches!(&segs[segs.len() - 4], PathSeg::Key(p) if p.ends_with("ReplicaSpecs"))
+        {
+            return format!("{k} replicas");
+        }
+        "pod".to_owned()
+    }
+
+    /// `(replicas, maxReplicas)` as declared (or defaulted for single pods / Deployments).
+    fn replicas(&self, doc_kind: &str) -> (Option<i64>, Option<i64>) {
+        match &self.holder {
+            Some((_, h)) => (
+                h.get("replicas").and_then(Value::as_i64),
+                h.get("maxReplicas").and_then(Value::as_i64),
+            ),
+            None if doc_kind == "Pod" => (Some(1), None),
+            None => (None, None),
+        }
+    }
+}
+
+/// Finds every pod spec (an object with a `containers` list) in a value.
+fn find_pods<'d>(doc: &'d Document) -> Vec<PodSite<'d>> {
+    fn walk<'d>(v: &'d Value, path: FieldPath, root: &'d Value, out: &mut Vec<PodSite<'d>>) {
+        match v {
+            Value::Object(m) if m.get("containers").is_some_and(Value::is_array) => {
+                let segs = path.segments();
+                let holder = if segs.len() >= 2
+                    && matches!(&segs[segs.len() - 1], PathSeg::Key(k) if k == "spec")
+                    && matches!(&segs[segs.len() - 2], PathSeg::Key(k) if k == "template")
+                {
+                    let hp = FieldPath::from_segments(segs[..segs.len() - 2].to_vec());
+                    hp.lookup(root).and_then(Value::as_object).map(|h| (hp, h))
+                } else {
+                    None
+                };
+                out.push(PodSite::new(path, m, holder));
+            }
+            Value::Object(m) => {
+                for (k, child) in m {
+                    walk(child, path.key(k), root, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, child) in a.iter().enumerate() {
+                    walk(child, path.index(i), root, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&doc.value, FieldPath::root(), &doc.value, &mut out);
+    out
+}
+
+fn is_rdma_resource(name: &str, options: &LintOptions) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.contains("rdma")
+        || lower.contains("infiniband")
+        || lower.starts_with("mellanox.com/")
+        || options.extra_rdma_resources.iter().any(|r| r == name)
+}
+
+fn is_rdma_claim(name: &str, template: Option<&str>) -> bool {
+    [Some(name), template].into_iter().flatten().any(|n| {
+        let l = n.to_ascii_lowercase();
+        l.contains("rdma") || l.contains("infiniband") || l.contains("roce") || l.contains("hca")
+    })
+}
+
+fn is_gpu_resource(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    l.starts_with("nvidia.com/gpu") || l.starts_with("amd.com/gpu") || l.contains("mgpu")
+}
+
+struct Ctx<'a> {
+    doc: &'a Document,
+    options: &'a LintOptions,
+    out: &'a mut Vec<Finding>,
+}
+
+impl Ctx<'_> {
+    fn emit(
+        &mut self,
+        rule: &'static Rule,
+        severity: Severity,
+        path: FieldPath,
+        message: String,
+        fix: impl Into<String>,
+    ) {
+        self.out.push(Finding {
+            rule: rule.id,
+            severity,
+            source: self.doc.source.clone(),
+            doc: self.doc.index,
+            object: self.doc.label(),
+            line: self.doc.line_of(&path),
+            path,
+            message,
+            why: rule.why,
+            fix: fix.into(),
+        });
+    }
+
+    fn hit(
+        &mut self,
+        rule: &'static Rule,
+        path: FieldPath,
+        message: String,
+        fix: impl Into<String>,
+    ) {
+        self.emit(rule, rule.severity, path, message, fix);
+    }
+}
+
+fn lint_document(doc: &Document, options: &LintOptions, out: &mut Vec<Finding>) {
+    let mut cx = Ctx { doc, options, out };
+    let mut pods = find_pods(doc);
+
+    // mpirun -x exports from an MPIJob launcher belong to the worker ranks.
+    if doc.kind == "MPIJob" {
+        let mut exported = Vec::new();
+        for p in pods.iter_mut().filter(|p| p.path.contains_key("Launcher")) {
+            for c in &mut p.containers {
+                let (mpi, own): (Vec<EnvVar>, Vec<EnvVar>) =
+                    c.env.drain(..).partition(|e| e.mpi_export);
+                c.env = own;
+                exported.extend(mpi);
+            }
+        }
+        for p in pods.iter_mut().filter(|p| !p.path.contains_key("Launcher")) {
+            for c in &mut p.containers {
+                c.env.splice(0..0, exported.iter().cloned());
+            }
+        }
+    }
+
+    let erdma_doc = doc_mentions_erdma(doc, &pods, options);
+    for pod in &pods {
+        lint_pod(&mut cx, pod, erdma_doc);
+    }
+    if doc.kind == "RayCluster" || doc.kind == "RayJob" || doc.kind == "RayService" {
+        lint_ray_groups(&mut cx, &pods);
+    }
+    lint_strings(&mut cx, erdma_doc);
+}
+
+fn doc_mentions_erdma(doc: &Document, pods: &[PodSite<'_>], options: &LintOptions) -> bool {
+    options
+        .device_pattern
+        .as_deref()
+        .is_some_and(|p| p.contains("erdma"))
+        || pods.iter().any(|p| {
+            p.containers.iter().any(|c| {
+                c.resource_names().iter().any(|r| r.contains("erdma"))
+                    || c.env_value("NCCL_IB_HCA")
+                        .and_then(|e| e.value.as_deref())
+                        .is_some_and(|v| v.contains("erdma"))
+            }) || p
+                .pod_claims()
+                .iter()
+                .any(|(_, n, t)| n.contains("erdma") || t.is_some_and(|t| t.contains("erdma")))
+        })
+        || doc.kind == "DeviceClass" && doc.name.as_deref().is_some_and(|n| n.contains("erdma"))
+}
+
+fn lint_pod(cx: &mut Ctx<'_>, pod: &PodSite<'_>, erdma_doc: bool) {
+    let options = cx.options;
+    let host_network = pod.flag("hostNetwork");
+    let host_ipc = pod.flag("hostIPC");
+    let claims = pod.pod_claims();
+    let rdma_claim_names: BTreeSet<&str> = claims
+        .iter()
+        .filter(|(_, n, t)| is_rdma_claim(n, *t))
+        .map(|(_, n, _)| *n)
+        .collect();
+    let pod_rdma = pod.containers.iter().any(|c| {
+        c.resource_names()
+            .iter()
+            .any(|r| is_rdma_resource(r, options))
+            || c.claims().iter().any(|(_, n)| rdma_claim_names.contains(n))
+    });
+    let pod_has_any_claim = !claims.is_empty();
+    let role = pod.role();
+
+    // hostNetwork needs ClusterFirstWithHostNet to resolve cluster names.
+    if host_network {
+        let dns = pod.spec.get("dnsPolicy").and_then(Value::as_str);
+        if dns != Some("ClusterFirstWithHostNet") {
+            let path = if dns.is_some() {
+                pod.path.key("dnsPolicy")
+            } else {
+                pod.path.key("hostNetwork")
+            };
+            cx.hit(
+                HOST_NETWORK_DNS,
+                path,
+                format!(
+                    "{role} uses hostNetwork: true with dnsPolicy {}",
+                    dns.unwrap_or("unset (ClusterFirst)")
+                ),
+                format!("set {}.dnsPolicy: ClusterFirstWithHostNet", pod.path),
+            );
+        }
+        lint_host_network_replicas(cx, pod, &role);
+    }
+
+    // DRA: claims declared and referenced consistently.
+    let referenced: BTreeSet<&str> = pod
+        .containers
+        .iter()
+        .flat_map(|c| c.claims().into_iter().map(|(_, n)| n))
+        .collect();
+    for (i, name, _) in &claims {
+        if !referenced.contains(name) {
+            cx.hit(
+                DRA_CLAIM,
+                pod.path.key("resourceClaims").index(*i),
+                format!("resourceClaim {name:?} is not listed in any container's resources.claims"),
+                format!("add `resources: {{claims: [{{name: {name}}}]}}` to the container that runs NCCL"),
+            );
+        }
+    }
+    let declared: BTreeSet<&str> = claims.iter().map(|(_, n, _)| *n).collect();
+    for c in &pod.containers {
+        for (j, name) in c.claims() {
+            if !declared.contains(name) {
+                cx.hit(
+                    DRA_CLAIM,
+                    c.path.key("resources").key("claims").index(j),
+                    format!("container {:?} uses claim {name:?}, which the pod does not declare", c.name),
+                    format!("add `{{name: {name}, resourceClaimTemplateName: <template>}}` to {}.resourceClaims", pod.path),
+                );
+            }
+        }
+    }
+
+    let vke_rdma = pod.containers.iter().any(|c| {
+        c.resource_names()
+            .contains("vke.volcengine.com/infiniband-rdma")
+    });
+    let pod_mounts_topology = pod.containers.iter().any(|c| {
+        c.mounts()
+            .iter()
+            .any(|(p, _)| *p == "/var/run/nvidia-topologyd")
+    });
+
+    for c in &pod.containers {
+        let names = c.resource_names();
+        let c_rdma_resource = names.iter().any(|r| is_rdma_resource(r, options));
+        let c_rdma =
+            c_rdma_resource || c.claims().iter().any(|(_, n)| rdma_claim_names.contains(n));
+        let c_gpu = names.iter().any(|r| is_gpu_resource(r));
+        let sec_path = c.path.key("securityContext");
+
+        if c_rdma && !c.has_ipc_lock() && !c.privileged() {
+            cx.hit(
+                MISSING_IPC_LOCK,
+                sec_path.clone(),
+                format!("container {:?} ({role}) uses an RDMA device but does not add IPC_LOCK", c.name),
+                "add `securityContext: {capabilities: {add: [IPC_LOCK]}}` to the container (and make sure containerd runs with LimitMEMLOCK=infinity so `ulimit -l` is unlimited)",
+            );
+        }
+        if c_rdma && c.privileged() {
+            cx.hit(
+                PRIVILEGED,
+                sec_path.key("privileged"),
+                format!("container {:?} ({role}) runs privileged to use RDMA", c.name),
+                "drop `privileged: true` and add `capabilities: {add: [IPC_LOCK]}` instead; the RDMA device comes from the resource or claim",
+            );
+        }
+
+        // Requests and limits of extended resources must agree.
+        let limits: BTreeMap<&str, &Value> = c.resources("limits").into_iter().collect();
+        for (name, req) in c.resources("requests") {
+            if !(is_rdma_resource(name, options) || is_gpu_resource(name)) {
+                continue;
+            }
+            let req_path = c.path.key("resources").key("requests").key(name);
+            match limits.get(name) {
+                None => cx.hit(
+                    REQUEST_LIMIT,
+                    req_path,
+                    format!("{name} is requested but has no limit in container {:?}", c.name),
+                    format!("set resources.limits[{name:?}] to the same value as the request (or only set the limit)"),
+                ),
+                Some(lim) if quantity_text(lim) != quantity_text(req) => cx.hit(
+                    REQUEST_LIMIT,
+                    req_path,
+                    format!(
+                        "{name} request {} differs from limit {} in container {:?}",
+                        quantity_text(req),
+                        quantity_text(lim),
+                        c.name
+                    ),
+                    "make the request equal to the limit (extended resources cannot be overcommitted)",
+                ),
+                Some(_) => {}
+            }
+        }
+
+        if vke_rdma && let Some(mgpu) = names.iter().find(|r| r.contains("mgpu")) {
+            let limit_path = if limits.contains_key(mgpu) {
+                "limits"
+            } else {
+                "requests"
+            };
+            cx.hit(
+                VKE_MGPU,
+                c.path.key("resources").key(limit_path).key(mgpu),
+                format!("container {:?} requests {mgpu} together with vke.volcengine.com/infiniband-rdma", c.name),
+                "request whole GPUs (nvidia.com/gpu) on RDMA pods; mGPU and the RDMA device plugin cannot be combined",
+            );
+        }
+        if names.contains("vke.volcengine.com/infiniband-rdma") && !pod_mounts_topology {
+            cx.hit(
+                VKE_TOPOLOGY,
+                c.path.key("volumeMounts"),
+                format!("container {:?} uses vke.volcengine.com/infiniband-rdma without mounting /var/run/nvidia-topologyd", c.name),
+                "mount a hostPath volume (path /var/run/nvidia-topologyd, type DirectoryOrCreate) read-only at /var/run/nvidia-topologyd",
+            );
+        }
+
+        lint_nccl_env(cx, pod, c, &role, pod_rdma, pod_has_any_claim, erdma_doc);
+
+        // /dev/shm for NCCL.
+        let nccl_pod = c.has_nccl_env() || (c_rdma && c_gpu);
+        if nccl_pod && !host_ipc && !has_memory_shm(pod, c) {
+            cx.hit(
+                NO_DEV_SHM,
+                c.path.key("volumeMounts"),
+                format!("container {:?} ({role}) runs NCCL without a memory-backed /dev/shm", c.name),
+                "add a volume `{name: shm, emptyDir: {medium: Memory, sizeLimit: 8Gi}}` mounted at /dev/shm (or set hostIPC: true)",
+            );
+        }
+    }
+}
+
+fn quantity_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn has_memory_shm(pod: &PodSite<'_>, c: &Container<'_>) -> bool {
+    let Some((_, vol)) = c.mounts().into_iter().find(|(p, _)| *p == "/dev/shm") else {
+        return false;
+    };
+    pod.spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v.get("name").and_then(Value::as_str) == Some(vol))
+        })
+        .is_some_and(|v| {
+            v.pointer("/emptyDir/medium").and_then(Value::as_str) == Some("Memory")
+                || v.pointer("/hostPath/path").and_then(Value::as_str) == Some("/dev/shm")
+        })
+}
+
+fn lint_host_network_replicas(cx: &mut Ctx<'_>, pod: &PodSite<'_>, role: &str) {
+    let (replicas, max_replicas) = pod.replicas(&cx.doc.kind);
+    let holder_path = pod
+        .holder
+        .as_ref()
+        .map(|(p, _)| p.clone())
+        .unwrap_or_else(|| pod.path.clone());
+    if let Some(nodes) = cx.options.rdma_nodes {
+        for (field, n) in [("replicas", replicas), ("maxReplicas", max_replicas)] {
+            if let Some(n) = n
+                && n > i64::from(nodes)
+            {
+                cx.hit(
+                    REPLICAS_EXCEED_NODES,
+                    holder_path.key(field),
+                    format!("{role} asks for {field} {n} host-network pods but only {nodes} RDMA node(s) exist"),
+                    format!("set {field} to at most {nodes} (one host-network pod per RDMA node)"),
+                );
+            }
+        }
+    }
+    let many = replicas.unwrap_or(0) > 1 || max_replicas.unwrap_or(0) > 1;
+    if many && !spreads_one_per_node(pod.spec) {
+        cx.hit(
+            NO_SPREAD,
+            pod.path.key("affinity"),
+            format!("{role} runs several host-network pods without a one-per-node rule"),
+            "add affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution with topologyKey: kubernetes.io/hostname and a labelSelector matching the group's pods",
+        );
+    }
+}
+
+fn spreads_one_per_node(spec: &Map<String, Value>) -> bool {
+    let anti = spec
+        .get("affinity")
+        .and_then(|a| a.pointer("/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution"))
+        .and_then(Value::as_array)
+        .is_some_and(|terms| {
+            terms.iter().any(|t| {
+                t.get("topologyKey").and_then(Value::as_str) == Some("kubernetes.io/hostname")
+            })
+        });
+    let spread = spec
+        .get("topologySpreadConstraints")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("topologyKey").and_then(Value::as_str) == Some("kubernetes.io/hostname")
+                    && c.get("maxSkew").and_then(Value::as_i64) == Some(1)
+                    && c.get("whenUnsatisfiable").and_then(Value::as_str) == Some("DoNotSchedule")
+            })
+        });
+    anti || spread
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lint_nccl_env(
+    cx: &mut Ctx<'_>,
+    pod: &PodSite<'_>,
+    c: &Container<'_>,
+    role: &str,
+    pod_rdma: bool,
+    pod_has_any_claim: bool,
+    erdma_doc: bool,
+) {
+    let options = cx.options;
+    if let Some(hca) = c.env_value("NCCL_IB_HCA") {
+        let value = hca.value.as_deref().unwrap_or("");
+        if !pod_rdma && !pod_has_any_claim {
+            cx.hit(
+                HCA_WITHOUT_RDMA,
+                hca.path.clone(),
+                format!("container {:?} ({role}) sets NCCL_IB_HCA={value} but the pod requests no RDMA resource or claim", c.name),
+                "request the profile's RDMA resource in resources.limits (e.g. aliyun/erdma: 1, rdma/rdma_shared_device_a: 1, vke.volcengine.com/infiniband-rdma: 1) or add a DRA resourceClaim",
+            );
+        }
+        if let (Some(pattern), Some(v)) = (options.device_pattern.as_deref(), hca.value.as_deref())
+            && let Some(bad) = hca_mismatch(v, pattern)
+        {
+            cx.hit(
+                HCA_MISMATCH,
+                hca.path.clone(),
+                format!("NCCL_IB_HCA={v}: {bad:?} does not match the device pattern {pattern}"),
+                format!(
+                    "set NCCL_IB_HCA to a device name (or prefix) matching {pattern}, e.g. {}",
+                    example_device(pattern)
+                ),
+            );
+        }
+        if c.env_value("NCCL_SOCKET_IFNAME").is_none() && pod.flag("hostNetwork") {
+            cx.hit(
+                SOCKET_IFNAME,
+                hca.path.clone(),
+                format!("container {:?} ({role}) uses NCCL_IB_HCA on the host network without NCCL_SOCKET_IFNAME", c.name),
+                "set NCCL_SOCKET_IFNAME to the node's primary interface (eth0 on ACK/VKE nodes)",
+            );
+        }
+    }
+    if let Some(e) = c.env_value("NCCL_SHM_DISABLE")
+        && is_on(e.value.as_deref())
+        && !options.benchmark
+    {
+        cx.hit(
+            SHM_DISABLED,
+            e.path.clone(),
+            format!("container {:?} ({role}) sets NCCL_SHM_DISABLE=1", c.name),
+            "remove NCCL_SHM_DISABLE for production workloads (keep it only when benchmarking the NIC; lint with benchmark mode then)",
+        );
+    }
+    if let Some(e) = c.env_value("NCCL_IB_DISABLE")
+        && is_on(e.value.as_deref())
+    {
+        let severity = if options.benchmark {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
+        cx.emit(
+            IB_DISABLED,
+            severity,
+            e.path.clone(),
+            format!("container {:?} ({role}) sets NCCL_IB_DISABLE=1: NCCL will use TCP sockets", c.name),
+            "set NCCL_IB_DISABLE=0 (or remove it); keep =1 only for a deliberate TCP comparison run",
+        );
+    }
+    if erdma_doc && let Some(e) = c.env.iter().find(|e| e.name.starts_with("UCX_")) {
+        cx.emit(
+            NIXL_ERDMA,
+            Severity::Warning,
+            e.path.clone(),
+            format!("container {:?} ({role}) configures UCX ({}) on eRDMA", c.name, e.name),
+            "stock UCX cannot use eRDMA (no UD, no SRQ); use NCCL, or a UCX rebuilt with the eRDMA patch",
+        );
+    }
+}
+
+fn is_on(v: Option<&str>) -> bool {
+    matches!(
+        v.map(|s| s.trim().to_ascii_lowercase()).as_deref(),
+        Some("1" | "true" | "yes" | "on")
+    )
+}
+
+/// Returns the first `NCCL_IB_HCA` entry that matches no device of the pattern(s).
+fn hca_mismatch(value: &str, patterns: &str) -> Option<String> {
+    let v = value.trim();
+    if v.is_empty() || v.starts_with('^') {
+        return None; // exclusion lists name devices to avoid
+    }
+    let (exact, list) = match v.strip_prefix('=') {
+        Some(rest) => (true, rest),
+        None => (false, v),
+    };
+    let pats: Vec<&str> = patterns
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    for entry in list.split(',') {
+        let dev = entry.split(':').next().unwrap_or("").trim();
+        if dev.is_empty() {
+            continue;
+        }
+        let ok = pats.iter().any(|p| {
+            let prefix = p.split(['*', '?']).next().unwrap_or("");
+            glob_match(p, dev) || (!exact && (prefix.starts_with(dev) || dev.starts_with(prefix)))
+        });
+        if !ok {
+            return Some(dev.to_owned());
+        }
+    }
+    None
+}
+
+fn example_device(pattern: &str) -> String {
+    let first = pattern.split(',').next().unwrap_or(pattern).trim();
+    first.replace(['*', '?'], "0")
+}
+
+fn glob_match(pattern: &str, text: &str) -> bool {
+    fn rec(p: &[char], t: &[char]) -> bool {
+        match p.split_first() {
+            None => t.is_empty(),
+            Some(('*', rest)) => (0..=t.len()).any(|i| rec(rest, &t[i..])),
+            Some(('?', rest)) => !t.is_empty() && rec(rest, &t[1..]),
+            Some((c, rest)) => t.first() == Some(c) && rec(rest, &t[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    rec(&p, &t)
+}
+
+fn lint_ray_groups(cx: &mut Ctx<'_>, pods: &[PodSite<'_>]) {
+    for pod in pods {
+        let Some((hpath, holder)) = &pod.holder else {
+            continue;
+        };
+        let params = holder.get("rayStartParams").and_then(Value::as_object);
+        if let Some(params) = params {
+            for (k, v) in params {
+                if !v.is_string() {
+                    let quoted = Value::String(quantity_text(v));
+                    cx.hit(
+                        RAY_START_PARAMS_STRING,
+                        hpath.key("rayStartParams").key(k),
+                        format!("rayStartParams.{k} is {v}, not a string"),
+                        format!("quote it: {k}: {quoted}"),
+                    );
+                }
+            }
+        }
+        if pod.is_ray_head() {
+            let head_has_gpu_limit = pod.containers.iter().any(|c| {
+                c.resources("limits")
+                    .iter()
+                    .any(|(r, _)| is_gpu_resource(r))
+            });
+            let num_gpus = params.and_then(|p| p.get("num-gpus"));
+            let zero = num_gpus.is_some_and(|v| quantity_text(v).trim() == "0");
+            if !head_has_gpu_limit && !zero {
+                let path = match (params, num_gpus) {
+                    (_, Some(_)) => hpath.key("rayStartParams").key("num-gpus"),
+                    (Some(_), None) => hpath.key("rayStartParams"),
+                    (None, None) => hpath.clone(),
+                };
+                cx.hit(
+                    RAY_HEAD_NUM_GPUS,
+                    path,
+                    "the Ray head has no GPU limit and does not set num-gpus: \"0\"".to_owned(),
+                    "set headGroupSpec.rayStartParams: {num-cpus: \"0\", num-gpus: \"0\"} so no work is scheduled on the head",
+                );
+            }
+        }
+    }
+}
+
+/// Text rules over every string in the document (commands, args, env, ConfigMap data).
+fn lint_strings(cx: &mut Ctx<'_>, erdma: bool) {
+    fn collect<'v>(v: &'v Value, path: FieldPath, out: &mut Vec<(FieldPath, &'v str)>) {
+        match v {
+            Value::String(s) => out.push((path, s)),
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    collect(x, path.index(i), out);
+                }
+            }
+            Value::Object(m) => {
+                for (k, x) in m {
+                    collect(x, path.key(k), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut strings = Vec::new();
+    collect(&cx.doc.value, FieldPath::root(), &mut strings);
+    let has_good_pin = strings.iter().any(|(_, s)| good_nccl_pin(s));
+    for (path, s) in strings {
+        let mut hits = Vec::new();
+        text_rules(s, erdma, has_good_pin, &mut hits);
+        for (rule, severity, message, fix) in hits {
+            cx.emit(rule, severity, path.clone(), message, fix);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hca_patterns() {
+        assert_eq!(hca_mismatch("erdma", "erdma_*"), None);
+        assert_eq!(hca_mismatch("erdma_0", "erdma_*"), None);
+        assert_eq!(hca_mismatch("erdma_0:1,erdma_1:1", "erdma_*"), None);
+        assert_eq!(hca_mismatch("mlx5_0", "erdma_*"), Some("mlx5_0".to_owned()));
+        assert_eq!(hca_mismatch("=mlx5", "mlx5_*"), Some("mlx5".to_owned()));
+        assert_eq!(hca_mismatch("^mlx5_2", "erdma_*"), None);
+        assert_eq!(hca_mismatch("mlx5_1", "erdma_*,mlx5_*"), None);
+    }
+
+    #[test]
+    fn bad_nccl_regex() {
+        let re = bad_nccl_re().expect("regex compiles");
+        assert!(re.is_match("pip install nvidia-nccl-cu13==2.28.9"));
+        assert!(re.is_match("nvidia-nccl-cu12==2.28.7 torch"));
+        assert!(re.is_match("apt-get install libnccl2=2.28.9-1+cuda13.0"));
+        assert!(re.is_match("NCCL_VERSION=2.28.7"));
+        assert!(!re.is_match("nvidia-nccl-cu13==2.30.7"));
+        assert!(!re.is_match("nvidia-nccl-cu13==2.28.3"));
+        assert!(!re.is_match("nccl-tests:12.2.2-cudnn8-devel-ubuntu22.04-nccl2.19.3-1-85f9143"));
+        assert!(!re.is_match("nvidia-nccl-cu13==2.28.90"));
+    }
+
+    #[test]
+    fn every_rule_id_is_unique() {
+        let ids: BTreeSet<&str> = ALL_RULES.iter().map(|r| r.id).collect();
+        assert_eq!(ids.len(), ALL_RULES.len());
+    }
+}

@@ -1,0 +1,116 @@
+//! Reading manifests: multi-document streams, positions, and clear errors for bad input.
+
+use k8s_render::manifest::{self, FieldPath, ManifestError};
+
+#[test]
+fn malformed_yaml_names_file_document_and_line() {
+    let path = format!(
+        "{}/tests/fixtures/check/malformed.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let err = manifest::read_path(&path).expect_err("malformed");
+    match &err {
+        ManifestError::Yaml { doc, line, .. } => {
+            assert_eq!(*doc, 1);
+            assert!((14..=16).contains(line), "line {line}");
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains("malformed.yaml doc 1, line"), "{text}");
+    assert!(text.contains("invalid YAML"), "{text}");
+}
+
+#[test]
+fn missing_kind_and_non_objects_are_clear_errors() {
+    let err = manifest::parse_str("x.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\napiVersion: v1\nmetadata: {name: b}\n")
+        .expect_err("no kind");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("x.yaml doc 1 (line 5): kind is missing"),
+        "{text}"
+    );
+
+    let err =
+        manifest::parse_str("x.yaml", "kind: Pod\napiVersion: 1\n").expect_err("bad apiVersion");
+    assert!(
+        err.to_string()
+            .contains("apiVersion must be a non-empty string, found integer 1"),
+        "{err}"
+    );
+
+    let err = manifest::parse_str("x.yaml", "- a\n- b\n").expect_err("a list");
+    assert!(
+        matches!(err, ManifestError::NotAMapping { doc: 0, .. }),
+        "{err:?}"
+    );
+
+    let err = manifest::read_path("/nonexistent/dir/ray.yaml").expect_err("no file");
+    assert!(
+        err.to_string()
+            .starts_with("/nonexistent/dir/ray.yaml: cannot read"),
+        "{err}"
+    );
+}
+
+#[test]
+fn documents_keep_index_start_line_and_field_positions() {
+    let text = "# header comment\n---\n# empty document\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: one\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: two\nspec:\n  containers:\n    - name: c\n      image: busybox\n      resources:\n        limits:\n          aliyun/erdma: 1\n...\n";
+    let docs = manifest::parse_str("stream.yaml", text).expect("parses");
+    assert_eq!(docs.len(), 2);
+    assert_eq!((docs[0].index, docs[0].line), (0, Some(5)));
+    assert_eq!((docs[1].index, docs[1].line), (1, Some(10)));
+    assert_eq!(docs[1].describe(), "stream.yaml doc 1 (Pod two)");
+    assert_eq!(docs[1].api_version, "v1");
+    let limit = FieldPath::root()
+        .key("spec")
+        .key("containers")
+        .index(0)
+        .key("resources")
+        .key("limits")
+        .key("aliyun/erdma");
+    assert_eq!(
+        limit.to_string(),
+        "spec.containers[0].resources.limits[\"aliyun/erdma\"]"
+    );
+    assert_eq!(docs[1].line_of(&limit), Some(20));
+    assert_eq!(
+        docs[1].line_of(&FieldPath::root().key("spec").key("containers").index(0)),
+        Some(16)
+    );
+    // A missing field is placed at its nearest present ancestor.
+    assert_eq!(
+        docs[1].line_of(&FieldPath::root().key("spec").key("hostNetwork")),
+        Some(14)
+    );
+}
+
+#[test]
+fn yaml_is_read_like_kubernetes_reads_it() {
+    let docs = manifest::parse_str(
+        "k.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k}\nmode: 0644\nflag: yes\nquoted: \"0\"\nnum: 0\n",
+    )
+    .expect("parses");
+    let v = &docs[0].value;
+    assert_eq!(v["mode"], serde_json::json!(420));
+    assert_eq!(v["flag"], serde_json::json!(true));
+    assert_eq!(v["quoted"], serde_json::json!("0"));
+    assert_eq!(v["num"], serde_json::json!(0));
+}
+
+#[test]
+fn duplicate_keys_are_rejected() {
+    let err = manifest::parse_str("d.yaml", "apiVersion: v1\nkind: Pod\nkind: Service\n")
+        .expect_err("duplicate");
+    assert!(err.to_string().starts_with("d.yaml doc 0, line 3"), "{err}");
+}
+
+#[test]
+fn streams_are_read_from_any_reader() {
+    let input = b"apiVersion: v1\nkind: Namespace\nmetadata: {name: rdma}\n";
+    let docs = manifest::read_from("<stdin>", &input[..]).expect("parses");
+    assert_eq!(docs[0].describe(), "<stdin> doc 0 (Namespace rdma)");
+    let err = manifest::read_from("<stdin>", &b"\xff\xfe"[..]).expect_err("not UTF-8");
+    assert!(err.to_string().starts_with("<stdin>: not UTF-8"), "{err}");
+}
