@@ -116,6 +116,12 @@ rules! {
     DRA_CLAIM = "dra-claim-mismatch", Error,
         "DRA claim declared but not used by any container, or used but not declared",
         "A pod-level resourceClaim that no container lists in resources.claims allocates the RDMA device but injects it into no container; a container claim without a pod-level entry is rejected by the API server.";
+    RDT_RECEIVER = "rdt-receiver-missing-enable-tensor-transport", Error,
+        "Ray RDT program without enable_tensor_transport=True on the receiving actor",
+        "Only actors declared with enable_tensor_transport=True get the background thread that receives RDT tensors; otherwise the receive queues behind consume(), which waits for the tensor, and fails with 'not found in RDT object store after 60.0s'.";
+    RDT_GROUP = "rdt-missing-collective-group", Error,
+        "Ray RDT over NCCL without create_collective_group",
+        "The NCCL tensor transport needs an explicit collective group (ray.experimental.collective.create_collective_group) between sender and receiver; without it the transfer cannot start.";
     SOCKET_IFNAME = "nccl-socket-ifname-unset", Info,
         "NCCL over RDMA without NCCL_SOCKET_IFNAME",
         "NCCL bootstraps and falls back over a TCP interface it picks itself; on hosts with several interfaces (docker0, lo, secondary NICs) it can pick one the peer cannot reach.";
@@ -205,7 +211,8 @@ fn sort(findings: &mut [Finding]) {
 }
 
 /// Lints plain text that is not a manifest (a Dockerfile, a shell or Python script) for the
-/// rules that apply to text: known-bad NCCL pins, torch's bundled NCCL, NIXL on eRDMA.
+/// rules that apply to text: known-bad NCCL pins, torch's bundled NCCL, NIXL on eRDMA, and the
+/// Ray RDT requirements (receiver with `enable_tensor_transport=True`, NCCL collective group).
 /// Findings have the root path and the line of the match.
 pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -214,23 +221,20 @@ pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding
         .as_deref()
         .is_some_and(|p| p.contains("erdma"));
     let has_good_pin = good_nccl_pin(text);
-    for (i, line) in text.lines().enumerate() {
-        let mut hits = Vec::new();
-        text_rules(line, erdma, has_good_pin, &mut hits);
-        for (rule, severity, message, fix) in hits {
-            out.push(Finding {
-                rule: rule.id,
-                severity,
-                source: source.to_owned(),
-                doc: 0,
-                object: "text".to_owned(),
-                path: FieldPath::root(),
-                line: Some(i as u64 + 1),
-                message,
-                why: rule.why,
-                fix,
-            });
-        }
+    for ((rule, severity, message, fix), at) in text_rules(text, erdma, has_good_pin) {
+        let line = text[..at].matches('\n').count() as u64 + 1;
+        out.push(Finding {
+            rule: rule.id,
+            severity,
+            source: source.to_owned(),
+            doc: 0,
+            object: "text".to_owned(),
+            path: FieldPath::root(),
+            line: Some(line),
+            message,
+            why: rule.why,
+            fix,
+        });
     }
     sort(&mut out);
     out
@@ -253,48 +257,94 @@ fn good_nccl_pin(text: &str) -> bool {
         .is_some_and(|r| r.is_match(text))
 }
 
-/// Rules that look at free text (strings in manifests, Dockerfiles).
-fn text_rules(text: &str, erdma: bool, has_good_pin: bool, hits: &mut Vec<TextHit>) {
-    if let Some(re) = bad_nccl_re()
-        && let Some(c) = re.captures(text)
-    {
-        let version = c.get(2).map_or("", |m| m.as_str());
-        let matched = c.get(0).map_or("", |m| m.as_str()).trim_end();
-        hits.push((
-            BAD_NCCL,
-            Severity::Error,
-            format!("pins NCCL {version} ({matched:?})"),
-            "pin a working NCCL, e.g. `pip install nvidia-nccl-cu13==2.30.7` (or 2.29.7 / 2.28.3), after installing torch".to_owned(),
-        ));
+fn cached(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
+    cell.get_or_init(|| Regex::new(pattern).ok()).as_ref()
+}
+
+/// Rules that look at free text (strings in manifests, Dockerfiles, Ray programs). Each hit
+/// carries the byte offset of the match, so callers can turn it into a line.
+fn text_rules(text: &str, erdma: bool, has_good_pin: bool) -> Vec<(TextHit, usize)> {
+    let mut hits = Vec::new();
+    if let Some(re) = bad_nccl_re() {
+        for c in re.captures_iter(text) {
+            let version = c.get(2).map_or("", |m| m.as_str());
+            let whole = c.get(0);
+            let matched = whole.map_or("", |m| m.as_str()).trim_end();
+            hits.push((
+                (
+                    BAD_NCCL,
+                    Severity::Error,
+                    format!("pins NCCL {version} ({matched:?})"),
+                    "pin a working NCCL, e.g. `pip install nvidia-nccl-cu13==2.30.7` (or 2.29.7 / 2.28.3), after installing torch".to_owned(),
+                ),
+                whole.map_or(0, |m| m.start()),
+            ));
+        }
     }
     static TORCH: OnceLock<Option<Regex>> = OnceLock::new();
-    if !has_good_pin
-        && TORCH
-            .get_or_init(|| Regex::new(r"(?i)\btorch\s*==\s*2\.11(\.\d+)?\b").ok())
-            .as_ref()
-            .is_some_and(|r| r.is_match(text))
-    {
-        hits.push((
-            TORCH_NCCL,
-            Severity::Warning,
-            "installs torch 2.11, whose bundled NCCL is 2.28.9".to_owned(),
-            "also install `nvidia-nccl-cu13==2.30.7` (after torch) so the bundled 2.28.9 is replaced".to_owned(),
-        ));
+    if !has_good_pin && let Some(re) = cached(&TORCH, r"(?i)\btorch\s*==\s*2\.11(\.\d+)?\b") {
+        for m in re.find_iter(text) {
+            hits.push((
+                (
+                    TORCH_NCCL,
+                    Severity::Warning,
+                    format!("installs {}, whose bundled NCCL is 2.28.9", m.as_str()),
+                    "also install `nvidia-nccl-cu13==2.30.7` (after torch) so the bundled 2.28.9 is replaced".to_owned(),
+                ),
+                m.start(),
+            ));
+        }
     }
-    static NIXL: OnceLock<Option<Regex>> = OnceLock::new();
-    if erdma
-        && NIXL
-            .get_or_init(|| Regex::new(r#"(?i)tensor_transport\s*=\s*["']nixl["']"#).ok())
-            .as_ref()
-            .is_some_and(|r| r.is_match(text))
-    {
-        hits.push((
-            NIXL_ERDMA,
-            Severity::Error,
-            "uses tensor_transport=\"nixl\" on eRDMA".to_owned(),
-            "use @ray.method(tensor_transport=\"nccl\") (and enable_tensor_transport=True on the receiver)".to_owned(),
-        ));
+    static TRANSPORT: OnceLock<Option<Regex>> = OnceLock::new();
+    static ENABLE: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(transport_re) = cached(&TRANSPORT, r#"tensor_transport\s*=\s*["']([A-Za-z]+)["']"#)
+    else {
+        return hits;
+    };
+    let mut first_transport = None;
+    for c in transport_re.captures_iter(text) {
+        let backend = c.get(1).map_or("", |m| m.as_str()).to_ascii_lowercase();
+        let at = c.get(0).map_or(0, |m| m.start());
+        first_transport.get_or_insert((backend.clone(), at));
+        if erdma && backend == "nixl" {
+            hits.push((
+                (
+                    NIXL_ERDMA,
+                    Severity::Error,
+                    "uses tensor_transport=\"nixl\" on eRDMA".to_owned(),
+                    "use @ray.method(tensor_transport=\"nccl\") (and enable_tensor_transport=True on the receiver)".to_owned(),
+                ),
+                at,
+            ));
+        }
     }
+    if let Some((backend, at)) = first_transport {
+        let enabled = cached(&ENABLE, r"enable_tensor_transport\s*=\s*True")
+            .is_some_and(|r| r.is_match(text));
+        if !enabled {
+            hits.push((
+                (
+                    RDT_RECEIVER,
+                    Severity::Error,
+                    format!("uses tensor_transport=\"{backend}\" but no actor sets enable_tensor_transport=True"),
+                    "declare the receiving actor with @ray.remote(num_gpus=1, enable_tensor_transport=True)".to_owned(),
+                ),
+                at,
+            ));
+        }
+        if backend == "nccl" && !text.contains("create_collective_group") {
+            hits.push((
+                (
+                    RDT_GROUP,
+                    Severity::Error,
+                    "uses tensor_transport=\"nccl\" without create_collective_group".to_owned(),
+                    "call ray.experimental.collective.create_collective_group([producer, consumer], backend=\"nccl\") before the first transfer".to_owned(),
+                ),
+                at,
+            ));
+        }
+    }
+    hits
 }
 
 /// An environment variable as the container sees it.
@@ -1163,9 +1213,7 @@ fn lint_strings(cx: &mut Ctx<'_>, erdma: bool) {
     collect(&cx.doc.value, FieldPath::root(), &mut strings);
     let has_good_pin = strings.iter().any(|(_, s)| good_nccl_pin(s));
     for (path, s) in strings {
-        let mut hits = Vec::new();
-        text_rules(s, erdma, has_good_pin, &mut hits);
-        for (rule, severity, message, fix) in hits {
+        for ((rule, severity, message, fix), _) in text_rules(s, erdma, has_good_pin) {
             cx.emit(rule, severity, path.clone(), message, fix);
         }
     }

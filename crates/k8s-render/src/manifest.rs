@@ -11,7 +11,8 @@
 //!
 //! Documents are split at `---` / `...` marker lines before parsing, so that an error in one
 //! document names that document's index, and empty documents (comments only) are skipped without
-//! taking an index, as `kubectl` does.
+//! taking an index, as `kubectl` does. A `List` document (what `kubectl get -o yaml` prints) is
+//! expanded into one document per item, with the items' own line numbers.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -85,6 +86,13 @@ impl FieldPath {
     /// Builds a path from segments.
     pub fn from_segments(segments: Vec<PathSeg>) -> Self {
         Self(segments)
+    }
+
+    /// The rest of this path below `prefix`, or `None` when `prefix` is not a prefix of it.
+    pub fn strip_prefix(&self, prefix: &FieldPath) -> Option<FieldPath> {
+        self.0
+            .strip_prefix(prefix.0.as_slice())
+            .map(|rest| Self(rest.to_vec()))
     }
 
     /// This path extended by a mapping key.
@@ -508,6 +516,25 @@ pub fn parse_str(source: &str, text: &str) -> Result<Vec<Document>, ManifestErro
         if value.is_null() {
             continue;
         }
+        // `kubectl get -o yaml` prints a `List` whose items are the objects: check each item.
+        if let Some(items) = list_items(&value) {
+            for (i, item) in items.iter().enumerate() {
+                let prefix = FieldPath::root().key("items").index(i);
+                let sub: BTreeMap<FieldPath, Position> = positions
+                    .iter()
+                    .filter_map(|(p, pos)| p.strip_prefix(&prefix).map(|rest| (rest, *pos)))
+                    .collect();
+                let line = sub.get(&FieldPath::root()).map(|p| p.line);
+                docs.push(Document::build(
+                    source.to_owned(),
+                    docs.len(),
+                    line,
+                    item.clone(),
+                    sub,
+                )?);
+            }
+            continue;
+        }
         let start = chunk.first_content_line();
         docs.push(Document::build(
             source.to_owned(),
@@ -518,6 +545,15 @@ pub fn parse_str(source: &str, text: &str) -> Result<Vec<Document>, ManifestErro
         )?);
     }
     Ok(docs)
+}
+
+/// The items of a `kind: List` (or `RayClusterList`, ...) document.
+fn list_items(value: &Value) -> Option<&Vec<Value>> {
+    let kind = value.get("kind")?.as_str()?;
+    if !kind.ends_with("List") || value.get("apiVersion").is_none() {
+        return None;
+    }
+    value.get("items")?.as_array()
 }
 
 /// The parser appends ` at line L column C` with chunk-local numbers; we report our own.

@@ -86,7 +86,7 @@ fn good_pod_and_seed_manifests_are_clean() {
 #[test]
 fn rule_list_is_complete_and_documented() {
     let rules = lint::rules();
-    assert!(rules.len() >= 20, "{}", rules.len());
+    assert!(rules.len() >= 22, "{}", rules.len());
     for r in &rules {
         assert!(!r.why.is_empty() && !r.summary.is_empty(), "{}", r.id);
     }
@@ -624,4 +624,71 @@ fn findings_are_sorted_displayable_and_serialisable() {
         "spec.headGroupSpec.template.spec.containers[0].securityContext"
     );
     assert!(json["line"].is_u64());
+}
+
+const RDT_DEMO: &str = r#"import ray, torch
+from ray.experimental.collective import create_collective_group
+
+@ray.remote(num_gpus=1)
+class Producer:
+    @ray.method(tensor_transport="nccl")
+    def make_tensor(self, n: int):
+        return torch.ones(n, dtype=torch.float32, device="cuda")
+
+@ray.remote(num_gpus=1, enable_tensor_transport=True)
+class Consumer:
+    def consume(self, tensor):
+        return tensor.sum().item()
+
+producer, consumer = Producer.remote(), Consumer.remote()
+create_collective_group([producer, consumer], backend="nccl")
+"#;
+
+#[test]
+fn rdt_receiver_missing_enable_tensor_transport() {
+    assert!(lint::lint_text("rdt_nccl_demo.py", RDT_DEMO, &erdma()).is_empty());
+    let bad = RDT_DEMO.replace(
+        "@ray.remote(num_gpus=1, enable_tensor_transport=True)",
+        "@ray.remote(num_gpus=1)",
+    );
+    let f = lint::lint_text("rdt_nccl_demo.py", &bad, &erdma());
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(
+        (f[0].rule, f[0].line),
+        ("rdt-receiver-missing-enable-tensor-transport", Some(6))
+    );
+    // The same program kept in a ConfigMap is linted as a manifest string.
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: rdt}}\ndata:\n  rdt_nccl_demo.py: {}\n",
+        serde_json::Value::String(bad)
+    );
+    let f = run(&cm, &erdma());
+    assert_eq!(
+        with_rule(&f, "rdt-receiver-missing-enable-tensor-transport")[0]
+            .path
+            .to_string(),
+        "data[\"rdt_nccl_demo.py\"]"
+    );
+}
+
+#[test]
+fn rdt_missing_collective_group() {
+    let bad = RDT_DEMO.replace(
+        "create_collective_group([producer, consumer], backend=\"nccl\")",
+        "",
+    );
+    let bad = bad.replace(
+        "from ray.experimental.collective import create_collective_group\n",
+        "",
+    );
+    let f = lint::lint_text("rdt_nccl_demo.py", &bad, &erdma());
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].rule, "rdt-missing-collective-group");
+    // NIXL needs no NCCL group (but is its own finding on eRDMA).
+    let nixl = bad.replace("tensor_transport=\"nccl\"", "tensor_transport=\"nixl\"");
+    let rules: Vec<&str> = lint::lint_text("demo.py", &nixl, &erdma())
+        .iter()
+        .map(|f| f.rule)
+        .collect();
+    assert_eq!(rules, ["ucx-nixl-on-erdma"]);
 }

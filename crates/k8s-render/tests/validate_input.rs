@@ -114,3 +114,20 @@ fn streams_are_read_from_any_reader() {
     let err = manifest::read_from("<stdin>", &b"\xff\xfe"[..]).expect_err("not UTF-8");
     assert!(err.to_string().starts_with("<stdin>: not UTF-8"), "{err}");
 }
+
+#[test]
+fn kubectl_lists_are_expanded_into_their_items() {
+    let text = "apiVersion: v1\nkind: List\nmetadata: {resourceVersion: \"\"}\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n  spec:\n    hostNetwork: true\n- apiVersion: v1\n  kind: Service\n  metadata: {name: b}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+    let docs = manifest::parse_str("get.yaml", text).expect("parses");
+    let labels: Vec<String> = docs
+        .iter()
+        .map(|d| format!("{} {}", d.index, d.label()))
+        .collect();
+    assert_eq!(labels, ["0 Pod a", "1 Service b", "2 ConfigMap c"]);
+    assert_eq!(docs[0].line, Some(5));
+    assert_eq!(docs[1].line, Some(10));
+    assert_eq!(
+        docs[0].line_of(&FieldPath::root().key("spec").key("hostNetwork")),
+        Some(9)
+    );
+}
