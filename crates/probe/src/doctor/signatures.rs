@@ -1,0 +1,557 @@
+//! The built-in knowledge base: log signatures of NCCL, UCX/NIXL, Ray RDT, ibverbs, BuildKit,
+//! registries and Kubernetes, each with a cause and a fix.
+//!
+//! `{1}`, `{2}` in `cause`/`fix` are replaced by the pattern's capture groups.
+
+use serde::Serialize;
+
+use crate::facts::limits::MEMLOCK_FIX;
+use crate::verdict::Verdict;
+
+/// Which component writes the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// NCCL (`NCCL INFO` / `NCCL WARN`).
+    Nccl,
+    /// UCX (and NIXL's UCX backend).
+    Ucx,
+    /// Ray / Ray Direct Transport.
+    Ray,
+    /// libibverbs and verbs tools (`ibv_devinfo`).
+    Ibverbs,
+    /// BuildKit / image builds.
+    Buildkit,
+    /// Container registries.
+    Registry,
+    /// Kubernetes events and kubelet.
+    Kubernetes,
+    /// nccl-tests.
+    NcclTests,
+    /// Shell tools (`ulimit -a`).
+    Shell,
+}
+
+/// One known log line and what it means.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Signature {
+    /// Stable id (`memlock-create-qp-enomem`).
+    pub id: &'static str,
+    /// What a match means.
+    pub severity: Verdict,
+    /// Who writes the line.
+    pub source: Source,
+    /// Regular expression matched against each line.
+    pub pattern: &'static str,
+    /// Why it happens.
+    pub cause: &'static str,
+    /// What to do (empty for positive findings).
+    pub fix: &'static str,
+    /// A second pattern that must match within this many lines (before or after).
+    pub context: Option<(&'static str, usize)>,
+    /// Reported only when no other (non-fallback) signature matched the same line.
+    pub fallback: bool,
+}
+
+const fn sig(
+    id: &'static str,
+    severity: Verdict,
+    source: Source,
+    pattern: &'static str,
+    cause: &'static str,
+    fix: &'static str,
+) -> Signature {
+    Signature {
+        id,
+        severity,
+        source,
+        pattern,
+        cause,
+        fix,
+        context: None,
+        fallback: false,
+    }
+}
+
+const fn fallback(mut s: Signature) -> Signature {
+    s.fallback = true;
+    s
+}
+
+const fn with_context(mut s: Signature, pattern: &'static str, window: usize) -> Signature {
+    s.context = Some((pattern, window));
+    s
+}
+
+use Source::*;
+use Verdict::{Fail, Info, Ok as Good, Warn};
+
+const NCCL_PIN_FIX: &str = "Install a working NCCL in the image: `pip install nvidia-nccl-cu13==2.30.7` \
+(2.28.3, 2.29.7 and 2.30.7 work on eRDMA); check with `python -c \"import cupy.cuda.nccl as n; print(n.get_version())\"` \
+→ 23007.";
+const NCCL_NOT_NIXL_FIX: &str = "On eRDMA use `@ray.method(tensor_transport=\"nccl\")` (NCCL over eRDMA, ~11.5 GiB/s). \
+NIXL works only with UCX rebuilt with Alibaba's eRDMA patch or a source-built NIXL with the Mooncake backend.";
+const BUILD_DISK_FIX: &str = "Give buildkitd a persistent cache volume of at least 200 GiB (a PVC on a cloud disk \
+mounted at /var/lib/buildkit): unpacking the Ray base image needs more than 100 GiB, which exhausts node \
+ephemeral storage and gets the pod evicted.";
+const NO_DEVICE_FIX: &str = "Run `rdmakit probe` inside the pod: the pod must request the RDMA resource \
+(`aliyun/erdma: 1`, `rdma/rdma_shared_device_a: 1`, a DRA claim) so /dev/infiniband is mounted, the image must \
+carry the device's userspace provider (eRDMA: ibverbs-providers from the Alibaba Cloud eRDMA APT source), and \
+NCCL_IB_HCA must match a device name.";
+
+/// The built-in signatures, in priority order.
+pub static SIGNATURES: &[Signature] = &[
+    // --- memory locking ---------------------------------------------------------------------
+    sig(
+        "memlock-create-qp-enomem",
+        Fail,
+        Nccl,
+        r"ibv_create_qp failed with (?:error )?(?:Unknown error -12|(?:12 )?Cannot allocate memory)",
+        "ibv_create_qp returned ENOMEM: the container's RLIMIT_MEMLOCK is the 64 KiB systemd default inherited from containerd, too small to pin queue memory",
+        MEMLOCK_FIX,
+    ),
+    sig(
+        "memlock-create-cq-enomem",
+        Fail,
+        Nccl,
+        r"ibv_create_cq failed with (?:error )?(?:Unknown error -12|Cannot allocate memory)",
+        "ibv_create_cq returned ENOMEM: locked-memory limit too small (64 KiB inherited from containerd) or, at very large scale, too many CQs",
+        MEMLOCK_FIX,
+    ),
+    sig(
+        "memlock-reg-mr-enomem",
+        Fail,
+        Nccl,
+        r"ibv_reg_mr\w* failed with (?:error )?(?:Unknown error -12|Cannot allocate memory)",
+        "memory registration returned ENOMEM: locked-memory limit too small, or the device's total MR size cap was hit (eRDMA: about 64 GiB in all)",
+        "Make RLIMIT_MEMLOCK unlimited (containerd LimitMEMLOCK=infinity drop-in, see memlock-create-qp-enomem); on eRDMA split very large registrations.",
+    ),
+    fallback(sig(
+        "create-qp-failed",
+        Fail,
+        Nccl,
+        r"Call to ibv_create_qp failed",
+        "ibv_create_qp failed; without an errno this is most often the locked-memory limit",
+        MEMLOCK_FIX,
+    )),
+    sig(
+        "ulimit-memlock-limited",
+        Fail,
+        Shell,
+        r"max locked memory\s+\(kbytes, -l\)\s+(\d+)",
+        "RLIMIT_MEMLOCK is {1} KiB, not unlimited: RDMA queue pairs cannot be created",
+        MEMLOCK_FIX,
+    ),
+    // --- NCCL crashes and versions ----------------------------------------------------------
+    with_context(
+        sig(
+            "nccl-netinit-segfault",
+            Fail,
+            Nccl,
+            r"ncclNetInit",
+            "NCCL 2.28.7 / 2.28.9 (the one torch 2.11 ships) segfault in ncclNetInit() while probing eRDMA devices",
+            NCCL_PIN_FIX,
+        ),
+        r"SIGSEGV|Segmentation fault|signal 11\b|Caught signal",
+        40,
+    ),
+    sig(
+        "nccl-version-known-bad",
+        Warn,
+        Nccl,
+        r"NCCL version (2\.28\.[79])\b",
+        "NCCL {1} segfaults in ncclNetInit() on eRDMA (fatal there, harmless elsewhere)",
+        NCCL_PIN_FIX,
+    ),
+    fallback(sig(
+        "nccl-version",
+        Info,
+        Nccl,
+        r"NCCL version (\d+\.\d+\.\d+\S*)",
+        "NCCL {1}",
+        "",
+    )),
+    fallback(sig(
+        "segfault",
+        Warn,
+        Ray,
+        r"SIGSEGV|Segmentation fault \(core dumped\)|Fatal Python error: Segmentation fault",
+        "a process crashed with SIGSEGV; the frames around it name the library",
+        "Look at the stack: ncclNetInit → NCCL version (pin nvidia-nccl-cu13==2.30.7); libuct/libucs → UCX on eRDMA.",
+    )),
+    // --- UCX / NIXL -------------------------------------------------------------------------
+    sig(
+        "ucx-ud-unsupported",
+        Fail,
+        Ucx,
+        r"uct_iface_open\((ud_(?:verbs|mlx5))/([^)]+)\) failed",
+        "UCX (NIXL's backend) needs UD queue pairs to wire up RC connections, and {2} has no UD (eRDMA is RC only)",
+        NCCL_NOT_NIXL_FIX,
+    ),
+    sig(
+        "ucx-srq-unsupported",
+        Fail,
+        Ucx,
+        r"ibv_create_srq\w*(?:\(\))? failed:? .*(?:Operation not supported|EOPNOTSUPP)",
+        "UCX's rc_verbs transport always creates a shared receive queue; eRDMA has no SRQ",
+        NCCL_NOT_NIXL_FIX,
+    ),
+    sig(
+        "ucx-no-am-transport",
+        Fail,
+        Ucx,
+        r"no active messages transport",
+        "UCX found no usable transport between the peers: its RDMA transports did not see the device (the NIXL wheel bundles its own UCX and a renamed libibverbs that cannot load the eRDMA provider)",
+        "Build UCX/NIXL against the system rdma-core (eRDMA: with Alibaba's UCX patch), or use tensor_transport=\"nccl\".",
+    ),
+    sig(
+        "ucx-transport-unavailable",
+        Warn,
+        Ucx,
+        r"transports? '([^']+)' (?:is|are) not available",
+        "UCX_TLS asks for {1}, which UCX cannot open here",
+        "Drop it from UCX_TLS or install the transport's support (rdma-core provider, CUDA).",
+    ),
+    sig(
+        "extended-verbs-unsupported",
+        Fail,
+        Ibverbs,
+        r"(ibv_create_qp_ex|ibv_create_cq_ex|ibv_wr_\w+|ibv_start_poll)\b.*(?:not supported|Function not implemented)",
+        "{1} is an extended verb; eRDMA implements the classic verbs only",
+        "Use classic verbs (ibv_create_qp, ibv_post_send) — erdma-verbs does; UCX/NIXL need eRDMA-patched builds.",
+    ),
+    // --- Ray RDT ------------------------------------------------------------------------------
+    sig(
+        "rdt-object-not-found",
+        Fail,
+        Ray,
+        r"not found in RDT object store after ([\d.]+)s",
+        "the receiving actor has no RDT receive thread (it lacks enable_tensor_transport=True), so the receive is queued behind consume(), which blocks waiting for the tensor until the {1}s timeout",
+        "Declare the consumer with `@ray.remote(num_gpus=1, enable_tensor_transport=True)`, and create the NCCL group with ray.experimental.collective.create_collective_group([producer, consumer], backend=\"nccl\").",
+    ),
+    sig(
+        "ray-uniqueid-store-leftover",
+        Warn,
+        Ray,
+        r"NCCLUniqueIDStore",
+        "an NCCLUniqueIDStore actor of an earlier collective group is still around: Ray destroys a group when a transfer fails but can leave this actor behind, and each actor may join only one group per backend",
+        "Before retrying, kill leftovers: `ray list actors --filter class_name=NCCLUniqueIDStore` then `ray.kill(ray.get_actor(<name>))` (or restart the RayCluster).",
+    ),
+    sig(
+        "rdt-checksum-bad",
+        Fail,
+        Ray,
+        r"checksum (?:MISMATCH|FAILED|BAD|ERROR|mismatch|failed)",
+        "the received tensor differs from the sent one",
+        "RDT does not copy tensors: do not modify a tensor after returning it from a tensor_transport method; rerun with NCCL_DEBUG=INFO.",
+    ),
+    sig(
+        "rdt-iteration-ok",
+        Good,
+        Ray,
+        r"iter \d+: .*checksum OK",
+        "RDT transfer completed with a correct checksum",
+        "",
+    ),
+    sig(
+        "rdt-demo-ok",
+        Good,
+        Ray,
+        r"RDT over \S+: OK",
+        "RDT demo finished: OK",
+        "",
+    ),
+    // --- NCCL transport selection ----------------------------------------------------------------
+    sig(
+        "nccl-net-ib-using",
+        Good,
+        Nccl,
+        r"NET/IB ?: Using (\[\d+\]\S+(?: \[\d+\]\S+)*)",
+        "NCCL uses RDMA devices {1}",
+        "",
+    ),
+    sig(
+        "nccl-using-network-ib",
+        Good,
+        Nccl,
+        r"Using network (IB\w*)",
+        "NCCL selected the {1} network (RDMA)",
+        "",
+    ),
+    sig(
+        "nccl-qp-created",
+        Good,
+        Nccl,
+        r"ncclIbReceiverQpsCreateToRts: QP created.*?devName=(\S+)",
+        "NCCL created RC queue pairs on {1}",
+        "",
+    ),
+    sig(
+        "nccl-channel-net-ib",
+        Good,
+        Nccl,
+        r"via NET/IB/(\d+)(/GDRDMA)?",
+        "NCCL channels run over NET/IB device {1}{2}",
+        "",
+    ),
+    sig(
+        "nccl-channel-net-socket",
+        Warn,
+        Nccl,
+        r"via NET/Socket/(\d+)",
+        "NCCL channels run over TCP sockets",
+        "See nccl-tcp-fallback.",
+    ),
+    sig(
+        "nccl-gdr-disabled",
+        Info,
+        Nccl,
+        r"GPU Direct RDMA Disabled for HCA (\d+) '([^']+)'",
+        "GPUDirect RDMA is off for {2}: data is staged through host memory (expected on eRDMA; NCCL overlaps the copies with the network)",
+        "",
+    ),
+    sig(
+        "nccl-ib-disabled-env",
+        Info,
+        Nccl,
+        r"NCCL_IB_DISABLE set by environment to 1",
+        "NCCL_IB_DISABLE=1: RDMA disabled on purpose (the TCP A/B run)",
+        "",
+    ),
+    sig(
+        "nccl-ib-hca-env",
+        Info,
+        Nccl,
+        r"NCCL_IB_HCA set (?:by environment )?to (\S+)",
+        "NCCL_IB_HCA={1}",
+        "",
+    ),
+    sig(
+        "nccl-gid-index-env",
+        Info,
+        Nccl,
+        r"NCCL_IB_GID_INDEX set by environment to (\d+)",
+        "NCCL_IB_GID_INDEX={1}",
+        "",
+    ),
+    sig(
+        "nccl-shm-disable-env",
+        Info,
+        Nccl,
+        r"NCCL_SHM_DISABLE set by environment to 1",
+        "shared-memory transport disabled: intra-node traffic also crosses the NIC (benchmarks only)",
+        "Remove NCCL_SHM_DISABLE=1 for production multi-GPU workloads.",
+    ),
+    sig(
+        "nccl-bootstrap",
+        Info,
+        Nccl,
+        r"Bootstrap ?: Using (\S+)",
+        "NCCL bootstrap (out-of-band TCP) on {1}",
+        "",
+    ),
+    // --- NCCL / verbs failures ----------------------------------------------------------------------
+    sig(
+        "nccl-ib-no-device",
+        Fail,
+        Nccl,
+        r"NET/IB ?: No device found",
+        "NCCL found no usable RDMA device and will fall back to TCP",
+        NO_DEVICE_FIX,
+    ),
+    sig(
+        "nccl-libibverbs-missing",
+        Fail,
+        Nccl,
+        r"(?i)(?:failed to open|unable to open|cannot open) libibverbs\.so",
+        "libibverbs is not in the image (or not on the library path): NCCL cannot use RDMA",
+        "Install libibverbs1, ibverbs-providers and librdmacm1 in the image (eRDMA: from the Alibaba Cloud eRDMA APT source).",
+    ),
+    sig(
+        "ibverbs-no-provider",
+        Fail,
+        Ibverbs,
+        r"libibverbs: Warning: no userspace device-specific driver found for (\S+)",
+        "libibverbs has no userspace provider for {1}: the image lacks the device's driver library (stock Ray images have no erdma provider)",
+        "Install ibverbs-providers from the device vendor's repository (eRDMA: the Alibaba Cloud eRDMA APT source, reachable only inside the VPC — build in-cluster).",
+    ),
+    sig(
+        "ibverbs-couldnt-load-driver",
+        Info,
+        Ibverbs,
+        r"libibverbs: Warning: couldn't load driver '([^']+)'",
+        "libibverbs could not load provider {1}; harmless unless it is the provider of your device",
+        "",
+    ),
+    sig(
+        "ibverbs-no-devices",
+        Fail,
+        Ibverbs,
+        r"No IB devices found|Failed to get IB devices list",
+        "verbs sees no RDMA device in this container",
+        NO_DEVICE_FIX,
+    ),
+    sig(
+        "modify-qp-timeout",
+        Fail,
+        Nccl,
+        r"ibv_modify_qp failed with (?:error )?(?:110 )?Connection timed out",
+        "the queue pair could not be moved to RTR/RTS: the peers cannot reach each other over RDMA (wrong GID index, NICs on different rails, or a security group blocking the traffic)",
+        "Set NCCL_IB_GID_INDEX to the IPv4-mapped RoCE v2 GID (eRDMA: 1; `rdmakit probe` shows it), try NCCL_CROSS_NIC=0 on rail-optimised fabrics, allow traffic between the nodes, and check with `ib_write_bw -d <dev> -x <gid>` between the two nodes.",
+    ),
+    sig(
+        "modify-qp-unreachable",
+        Fail,
+        Nccl,
+        r"ibv_modify_qp failed with (?:error )?(?:\d+ )?Network is unreachable",
+        "the GID used for the connection has no route to the peer",
+        "Set NCCL_IB_GID_INDEX to the IPv4-mapped RoCE v2 entry of the port (`rdmakit probe` prints it).",
+    ),
+    sig(
+        "modify-qp-no-device",
+        Fail,
+        Nccl,
+        r"ibv_modify_qp failed with (?:error )?(?:\d+ )?No such device",
+        "a selected device or port cannot carry traffic (port down, or a device without link)",
+        "Exclude it (NCCL_IB_HCA=^mlx5_3) or list the exact devices (NCCL_IB_HCA==mlx5_0,mlx5_1).",
+    ),
+    sig(
+        "nccl-retry-exceeded",
+        Fail,
+        Nccl,
+        r"Got completion from peer .*?(?:status=12|error 12)|transport retry counter exceeded",
+        "RDMA retries exhausted: packets between the NICs are being dropped (MTU mismatch, congestion without PFC/ECN, wrong GID)",
+        "Check the path with ib_write_bw between the nodes, the GID index and MTU; on RoCE enable lossless settings.",
+    ),
+    sig(
+        "nccl-remote-error",
+        Fail,
+        Nccl,
+        r"remote process exited or there was a network error",
+        "a peer died or the network broke during the collective",
+        "Read the other rank's log first; the first failing rank shows the cause.",
+    ),
+    fallback(sig(
+        "nccl-unhandled-system-error",
+        Fail,
+        Nccl,
+        r"unhandled system error",
+        "NCCL hit a failing system or verbs call; the real cause is a WARN line before this one",
+        "Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and feed the whole log to `rdmakit doctor`; common causes: memlock, ibv_modify_qp timeouts, missing devices.",
+    )),
+    sig(
+        "ibv-port-down",
+        Fail,
+        Ibverbs,
+        r"state:\s+PORT_(DOWN|INIT|ARMED)",
+        "port state is {1}, not ACTIVE",
+        "Bring the link up; for rxe the netdev under it must be up.",
+    ),
+    sig(
+        "ibv-port-active",
+        Good,
+        Ibverbs,
+        r"state:\s+PORT_ACTIVE",
+        "port is ACTIVE",
+        "",
+    ),
+    sig(
+        "ibv-hca-id",
+        Good,
+        Ibverbs,
+        r"hca_id:\s*(\S+)",
+        "RDMA device {1} is visible to verbs",
+        "",
+    ),
+    // --- nccl-tests ---------------------------------------------------------------------------
+    sig(
+        "nccl-tests-wrong-values",
+        Fail,
+        NcclTests,
+        r"Out of bounds values\s*:\s*([1-9]\d*) FAILED",
+        "nccl-tests found {1} wrong values: data corruption",
+        "Rerun with -c 1 on fewer nodes to isolate the node; check GPU/NIC health.",
+    ),
+    sig(
+        "nccl-tests-avg-busbw",
+        Info,
+        NcclTests,
+        r"# Avg bus bandwidth\s*:\s*([\d.]+)",
+        "nccl-tests average bus bandwidth {1} GB/s",
+        "",
+    ),
+    // --- image builds and registries ------------------------------------------------------------
+    sig(
+        "registry-insufficient-scope",
+        Fail,
+        Registry,
+        r"insufficient_scope: authorization failed",
+        "the credentials only have pull rights on that repository (re-hosted base images are pull-only)",
+        "Push to a repository you own, and give the BuildKit client one merged docker config with both the pull and the push registry: `jq -s '{auths: (.[0].auths + .[1].auths)}' a.json b.json`.",
+    ),
+    sig(
+        "registry-unauthorized",
+        Fail,
+        Registry,
+        r"(?i)unauthorized: (?:authentication required|incorrect username or password)|401 Unauthorized",
+        "the registry rejected the credentials (none mounted, or wrong)",
+        "Mount the merged docker config Secret at the buildctl client (config.json, DOCKER_CONFIG) and check the registry host name matches the auths key.",
+    ),
+    sig(
+        "dockerhub-unreachable",
+        Fail,
+        Registry,
+        r"(?:registry-1\.docker\.io|index\.docker\.io|docker\.io).*(?:i/o timeout|connection refused|connection reset|TLS handshake timeout|no such host)",
+        "docker.io is not reachable from this network (e.g. mainland-China regions)",
+        "Pull the base image from a reachable copy (the runbook uses a re-hosted rayproject/ray-llm) or a registry mirror.",
+    ),
+    sig(
+        "erdma-apt-unreachable",
+        Fail,
+        Buildkit,
+        r"mirrors\.cloud\.aliyuncs\.com.*(?:Could not resolve|Failed to fetch|Connection timed out|Could not connect|Temporary failure)",
+        "the eRDMA APT source is reachable only from inside an Alibaba Cloud VPC",
+        "Build the image inside the cluster (BuildKit in the VPC), not on a laptop.",
+    ),
+    sig(
+        "buildkit-no-space",
+        Fail,
+        Buildkit,
+        r"(?i)no space left on device",
+        "the build ran out of disk",
+        BUILD_DISK_FIX,
+    ),
+    sig(
+        "k8s-ephemeral-eviction",
+        Fail,
+        Kubernetes,
+        r"(?i)low on resource: ephemeral-storage|ephemeral local storage usage exceeds",
+        "the pod was evicted for using too much node ephemeral storage",
+        BUILD_DISK_FIX,
+    ),
+    sig(
+        "buildkit-pushed",
+        Good,
+        Buildkit,
+        r"pushing manifest for (\S+)",
+        "image pushed: {1}",
+        "",
+    ),
+    // --- scheduling -------------------------------------------------------------------------------
+    sig(
+        "k8s-insufficient-resource",
+        Fail,
+        Kubernetes,
+        r"Insufficient ((?:aliyun/erdma|rdma/[\w.-]+|nvidia\.com/[\w.-]+|vke\.volcengine\.com/[\w.-]+))",
+        "no node has free {1}",
+        "Check node capacity (`kubectl get nodes -o custom-columns=...`), the device plugin (ack-erdma-controller / rdma-device-plugin) and that hostNetwork worker replicas do not exceed the number of RDMA nodes.",
+    ),
+    sig(
+        "k8s-node-selector-mismatch",
+        Warn,
+        Kubernetes,
+        r"didn't match Pod's node affinity/selector",
+        "the pod's nodeSelector/affinity matches no node with free resources",
+        "Compare the nodeSelector (e.g. the GPU model label aliyun.accelerator/nvidia_name) with `kubectl get nodes --show-labels`.",
+    ),
+];

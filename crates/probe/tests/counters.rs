@@ -1,0 +1,176 @@
+//! Counter snapshots, diffs and the RDMA-vs-TCP proof on fixture trees.
+
+use std::path::{Path, PathBuf};
+
+use probe::counters::{self, Basis, CounterDelta};
+use probe::facts::DeviceKind;
+use probe::{ProbeError, Verdict};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Copy a fixture tree so a test can bump counter files like a run would.
+fn copy_tree(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).expect("read fixture dir") {
+        let e = e.expect("dir entry");
+        let dst = to.join(e.file_name());
+        if e.file_type().expect("file type").is_dir() {
+            std::fs::create_dir_all(&dst).expect("mkdir");
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).expect("copy");
+        }
+    }
+}
+
+fn bump(root: &Path, dev: &str, file: &str, by: u64) {
+    let p = root
+        .join("sys/class/infiniband")
+        .join(dev)
+        .join("ports/1")
+        .join(file);
+    let v: u64 = std::fs::read_to_string(&p)
+        .expect("counter file")
+        .trim()
+        .parse()
+        .expect("counter value");
+    std::fs::write(&p, format!("{}\n", v + by)).expect("write counter");
+}
+
+const GIB: u64 = 1 << 30;
+
+#[test]
+fn erdma_rdt_run_moves_1_53_gib_and_tcp_run_moves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("erdma"), dir.path());
+    let root = dir.path();
+    // RDMA run: three 512 MiB transfers plus protocol overhead (the runbook saw 1.53 GiB).
+    let before = counters::snapshot(root, "erdma_0", 1).unwrap();
+    assert_eq!(before.kind, DeviceKind::Erdma);
+    assert_eq!(before.values["hw_counters/hw_tx_bytes_cnt"], 7_421_337_610);
+    bump(
+        root,
+        "erdma_0",
+        "hw_counters/hw_tx_bytes_cnt",
+        1_642_824_909,
+    );
+    bump(root, "erdma_0", "hw_counters/hw_tx_packets_cnt", 401_080);
+    bump(root, "erdma_0", "hw_counters/hw_rx_bytes_cnt", 2_100_000);
+    let after = counters::snapshot(root, "erdma_0", 1).unwrap();
+    let rdma = CounterDelta::between(&before, &after).unwrap();
+    assert_eq!(rdma.tx_bytes, Some(1_642_824_909));
+    assert_eq!(rdma.rx_bytes, Some(2_100_000));
+    assert_eq!(rdma.tx_packets, Some(401_080));
+    let proof = counters::prove(&rdma, 3 * 512 * (1 << 20), counters::DEFAULT_MIN_FRACTION);
+    assert_eq!(proof.verdict, Verdict::Ok);
+    assert_eq!(proof.basis, Basis::Bytes);
+    assert!(proof.summary.contains("1.530 GiB"), "{}", proof.summary);
+
+    // TCP run with NCCL_IB_DISABLE=1: the counter does not move.
+    let before_tcp = counters::snapshot(root, "erdma_0", 1).unwrap();
+    let after_tcp = counters::snapshot(root, "erdma_0", 1).unwrap();
+    let tcp = CounterDelta::between(&before_tcp, &after_tcp).unwrap();
+    let ab = counters::compare_ab(&rdma, &tcp, 3 * 512 * (1 << 20));
+    assert_eq!(ab.verdict, Verdict::Ok);
+    assert_eq!(ab.lines[0], "eRDMA tx during RDMA run: 1.530 GiB");
+    assert_eq!(ab.lines[1], "TCP-run eRDMA tx delta: 0.000 GiB");
+    assert!(ab.fix.is_none());
+}
+
+#[test]
+fn silent_fallback_fails_the_proof() {
+    let root = fixture("erdma");
+    let s = counters::snapshot(&root, "erdma_0", 1).unwrap();
+    let still = CounterDelta::between(&s, &s).unwrap();
+    let proof = counters::prove(&still, GIB, 0.9);
+    assert_eq!(proof.verdict, Verdict::Fail);
+    assert!(proof.summary.contains("TCP fallback"));
+    let ab = counters::compare_ab(&still, &still, GIB);
+    assert_eq!(ab.verdict, Verdict::Fail);
+    assert!(ab.fix.as_deref().unwrap().contains("fell back to TCP"));
+}
+
+#[test]
+fn tcp_run_that_moves_rdma_bytes_is_a_warning() {
+    let root = fixture("erdma");
+    let before = counters::snapshot(&root, "erdma_0", 1).unwrap();
+    let mut after = before.clone();
+    *after.values.get_mut("hw_counters/hw_tx_bytes_cnt").unwrap() += 2 * GIB;
+    let d = CounterDelta::between(&before, &after).unwrap();
+    let ab = counters::compare_ab(&d, &d, GIB);
+    assert_eq!(ab.verdict, Verdict::Warn);
+    assert!(ab.fix.as_deref().unwrap().contains("NCCL_IB_DISABLE"));
+}
+
+#[test]
+fn mlx5_counts_four_byte_words() {
+    let root = fixture("mlx5");
+    let before = counters::snapshot(&root, "mlx5_0", 1).unwrap();
+    assert_eq!(before.kind, DeviceKind::Mlx5);
+    assert!(before.values.contains_key("counters/port_xmit_data"));
+    assert!(before.values.contains_key("hw_counters/out_of_buffer"));
+    let mut after = before.clone();
+    *after.values.get_mut("counters/port_xmit_data").unwrap() += GIB / 4;
+    let d = CounterDelta::between(&before, &after).unwrap();
+    assert_eq!(d.tx_bytes, Some(GIB));
+    assert_eq!(counters::prove(&d, GIB, 0.9).verdict, Verdict::Ok);
+    assert_eq!(counters::prove(&d, 2 * GIB, 0.9).verdict, Verdict::Fail);
+}
+
+#[test]
+fn rxe_uses_a_packet_estimate() {
+    let root = fixture("rxe");
+    let before = counters::snapshot(&root, "rxe0", 1).unwrap();
+    assert_eq!(before.kind, DeviceKind::Rxe);
+    let mut after = before.clone();
+    *after.values.get_mut("hw_counters/sent_pkts").unwrap() += 70_000;
+    let d = CounterDelta::between(&before, &after).unwrap();
+    assert_eq!(d.tx_bytes, None);
+    assert_eq!(d.tx_packets, Some(70_000));
+    let p = counters::prove(&d, 256 << 20, 0.9);
+    assert_eq!(p.basis, Basis::PacketEstimate);
+    assert_eq!(p.verdict, Verdict::Ok, "{}", p.summary);
+    let p = counters::prove(&d, 4 * GIB, 0.9);
+    assert_eq!(p.verdict, Verdict::Fail);
+}
+
+#[test]
+fn counter_reset_is_reported_not_underflowed() {
+    let root = fixture("erdma");
+    let before = counters::snapshot(&root, "erdma_0", 1).unwrap();
+    let mut after = before.clone();
+    *after.values.get_mut("hw_counters/hw_tx_bytes_cnt").unwrap() = 5;
+    let d = CounterDelta::between(&before, &after).unwrap();
+    assert_eq!(d.tx_bytes, Some(0));
+    assert_eq!(d.reset, vec!["hw_counters/hw_tx_bytes_cnt".to_string()]);
+}
+
+#[test]
+fn errors_name_the_device_and_the_path() {
+    let root = fixture("erdma");
+    let e = counters::snapshot(&root, "mlx5_0", 1).unwrap_err();
+    assert!(matches!(e, ProbeError::NoSuchDevice { .. }));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("mlx5_0") && msg.contains("found: erdma_0"),
+        "{msg}"
+    );
+    let e = counters::snapshot(&root, "erdma_0", 2).unwrap_err();
+    assert!(matches!(e, ProbeError::NoCounters { port: 2, .. }), "{e}");
+    let a = counters::snapshot(&root, "erdma_0", 1).unwrap();
+    let b = counters::snapshot(&fixture("mlx5"), "mlx5_0", 1).unwrap();
+    assert!(matches!(
+        CounterDelta::between(&a, &b),
+        Err(ProbeError::SnapshotMismatch(_))
+    ));
+}
+
+#[test]
+fn snapshot_all_covers_every_port() {
+    let all = counters::snapshot_all(&fixture("mlx5")).unwrap();
+    let names: Vec<(String, u32)> = all.iter().map(|s| (s.device.clone(), s.port)).collect();
+    assert_eq!(names, vec![("mlx5_0".into(), 1), ("mlx5_1".into(), 1)]);
+}

@@ -1,0 +1,82 @@
+//! No input makes a parser or the doctor panic.
+
+use proptest::prelude::*;
+
+fn lines_strategy() -> impl Strategy<Value = String> {
+    // Mix of arbitrary text and fragments of the real formats, so the parsers' deeper branches run.
+    let frag = prop_oneof![
+        Just("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong".to_string()),
+        Just("   536870912     134217728     float     sum      -1    90210    5.95    8.93    N/A    90011    5.96    8.95    N/A".to_string()),
+        Just("# Avg bus bandwidth    : 9.02337".to_string()),
+        Just("iter 1: 512 MiB -> cuda:0 in 43.5 ms (11.51 GiB/s), checksum OK".to_string()),
+        Just("RDT over eRDMA: OK".to_string()),
+        Just("hca_id:\terdma_0".to_string()),
+        Just("\t\tport:\t1".to_string()),
+        Just(" #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]".to_string()),
+        Just(" 65536      5000             1103.45            1101.22\t\t   0.017620".to_string()),
+        Just("NCCL WARN Call to ibv_create_qp failed with error Unknown error -12".to_string()),
+        Just("NET/Socket : Using [0]eth0".to_string()),
+        Just("*** SIGSEGV received".to_string()),
+        Just("@ ncclNetInit()".to_string()),
+        "\\PC{0,80}",
+        "[0-9 .:#-]{0,60}",
+    ];
+    prop::collection::vec(frag, 0..30).prop_map(|v| v.join("\n"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn nccl_tests_never_panics(s in lines_strategy()) {
+        let _ = probe::parse::parse_nccl_tests(&s);
+    }
+
+    #[test]
+    fn nccl_tests_json_never_panics(s in "\\PC{0,200}") {
+        let _ = probe::parse::parse_nccl_tests_json(&s);
+        let wrapped = format!("{{\"results\":[{s}]}}");
+        let _ = probe::parse::parse_nccl_tests_json(&wrapped);
+    }
+
+    #[test]
+    fn rdt_never_panics(s in lines_strategy()) {
+        let _ = probe::parse::parse_rdt(&s);
+    }
+
+    #[test]
+    fn ibv_devinfo_never_panics(s in lines_strategy()) {
+        let _ = probe::parse::parse_ibv_devinfo(&s);
+    }
+
+    #[test]
+    fn perftest_never_panics(s in lines_strategy()) {
+        let _ = probe::parse::parse_perftest(&s);
+    }
+
+    #[test]
+    fn doctor_never_panics_and_orders_findings(s in lines_strategy()) {
+        let d = probe::doctor::diagnose(&s).unwrap();
+        let lines: Vec<usize> = d.findings.iter().map(|f| f.line).collect();
+        let mut sorted = lines.clone();
+        sorted.sort_unstable();
+        prop_assert_eq!(lines, sorted);
+        for f in &d.findings {
+            prop_assert!(f.line >= 1 && f.line <= d.lines_read.max(1));
+        }
+    }
+
+    #[test]
+    fn doctor_reader_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let _ = probe::doctor::diagnose_reader(std::io::Cursor::new(bytes)).unwrap();
+    }
+
+    #[test]
+    fn limit_parsers_never_panic(s in "\\PC{0,120}") {
+        let _ = probe::facts::limits::parse_limits(&s);
+        let _ = probe::facts::limits::parse_status_caps(&s);
+        let _ = probe::facts::nccl::parse_nccl_h(&s);
+        let _ = probe::facts::NcclVersion::parse(&s);
+        let _ = probe::preflight::parse_quantity(&s);
+    }
+}
