@@ -65,6 +65,38 @@ fn nccl_tests_old_format_without_root_and_with_timestamps() {
 }
 
 #[test]
+fn nccl_tests_with_mpi_tagged_output() {
+    let t = "[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+             [1,0]<stdout>:   536870912     134217728     float     sum      -1    90210    5.95    8.93      0    90011    5.96    8.95      0\n\
+             [1,0]<stdout>:# Avg bus bandwidth    : 8.94 \n";
+    let r = parse::parse_nccl_tests(t).unwrap();
+    assert_eq!(r.rows.len(), 1);
+    assert_eq!(r.rows[0].in_place.as_ref().unwrap().wrong, Some(0));
+    assert_eq!(r.avg_busbw_gbps, Some(8.94));
+}
+
+#[test]
+fn parse_any_recognises_each_format() {
+    use probe::parse::Parsed;
+    let kind = |name: &str| match parse::parse_any(&text(name)) {
+        Some(Parsed::NcclTests(_)) => "nccl-tests",
+        Some(Parsed::Rdt(_)) => "rdt",
+        Some(Parsed::Perftest(_)) => "perftest",
+        Some(Parsed::IbvDevinfo(_)) => "ibv_devinfo",
+        None => "none",
+    };
+    assert_eq!(kind("logs/nccl-tests-erdma.log"), "nccl-tests");
+    assert_eq!(kind("nccl-tests.json"), "nccl-tests");
+    assert_eq!(kind("logs/rdt-demo-ok.log"), "rdt");
+    assert_eq!(kind("ib_write_bw.txt"), "perftest");
+    assert_eq!(kind("ibv_devinfo.txt"), "ibv_devinfo");
+    assert_eq!(kind("logs/nccl-memlock.log"), "none");
+    let json = serde_json::to_value(parse::parse_any(&text("ib_write_bw.txt")).unwrap()).unwrap();
+    assert_eq!(json["kind"], "perftest");
+    assert_eq!(json["result"]["bw"][0]["bytes"], 65536);
+}
+
+#[test]
 fn nccl_tests_json_output() {
     let j = text("nccl-tests.json");
     let r = parse::parse_nccl_tests_json(&j).unwrap();

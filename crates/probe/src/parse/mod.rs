@@ -14,6 +14,41 @@ pub use nccl_tests::{
 pub use perftest::{BwUnit, PerftestBwRow, PerftestLatRow, PerftestRun, parse_perftest};
 pub use rdt::{ActorPlacement, RdtIteration, RdtRun, parse_rdt};
 
+/// Any tool output this module understands, recognised by [`parse_any`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", content = "result", rename_all = "kebab-case")]
+pub enum Parsed {
+    /// nccl-tests text or JSON.
+    NcclTests(NcclTestsRun),
+    /// The RDT demo.
+    Rdt(RdtRun),
+    /// perftest.
+    Perftest(PerftestRun),
+    /// `ibv_devinfo`.
+    IbvDevinfo(Vec<IbvDevice>),
+}
+
+/// Try every parser, most specific first: nccl-tests JSON (text starting with `{`), nccl-tests
+/// text, the RDT demo, perftest, `ibv_devinfo`. `None` when nothing matches — a plain log, which
+/// is what the doctor reads.
+pub fn parse_any(text: &str) -> Option<Parsed> {
+    if text.trim_start().starts_with('{') {
+        return parse_nccl_tests_json(text).ok().map(Parsed::NcclTests);
+    }
+    if let Ok(r) = parse_nccl_tests(text)
+        && !r.rows.is_empty()
+    {
+        return Some(Parsed::NcclTests(r));
+    }
+    if let Ok(r) = parse_rdt(text) {
+        return Some(Parsed::Rdt(r));
+    }
+    if let Ok(r) = parse_perftest(text) {
+        return Some(Parsed::Perftest(r));
+    }
+    parse_ibv_devinfo(text).ok().map(Parsed::IbvDevinfo)
+}
+
 /// Parse `512 MiB`, `1.5 GiB`, `64 KB`, `4096 B` into bytes (binary units for Ki/Mi/Gi,
 /// decimal for k/M/G).
 pub fn parse_size(value: &str, unit: &str) -> Option<u64> {

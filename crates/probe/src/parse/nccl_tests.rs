@@ -282,6 +282,17 @@ fn parse_rank_line(body: &str) -> Option<RankDevice> {
     })
 }
 
+/// Drop Open MPI's `--tag-output` prefix (`[1,0]<stdout>:`).
+fn strip_mpi_tag(line: &str) -> &str {
+    if line.starts_with('[')
+        && let Some(end) = line.find(">:")
+        && line[..end].contains("]<std")
+    {
+        return line[end + 2..].trim();
+    }
+    line
+}
+
 /// Parse the text output of an nccl-tests binary (launcher log with NCCL INFO noise is fine).
 pub fn parse_nccl_tests(text: &str) -> Result<NcclTestsRun, ParseError> {
     let mut run = NcclTestsRun::default();
@@ -290,7 +301,7 @@ pub fn parse_nccl_tests(text: &str) -> Result<NcclTestsRun, ParseError> {
         per_iter: false,
     };
     for raw in text.lines() {
-        let line = raw.trim();
+        let line = strip_mpi_tag(raw.trim());
         if let Some(pos) = line.find("NCCL version ")
             && run.nccl_version.is_none()
         {
