@@ -336,15 +336,16 @@ impl CompletionQueue {
         let mut total = 0;
         while total < max {
             let want = (max - total).min(POLL_BATCH);
-            // SAFETY: ibv_wc is plain data; zeroed is a valid bit pattern.
-            let mut wcs: [sys::ibv_wc; POLL_BATCH] = unsafe { std::mem::zeroed() };
+            // Left uninitialised: the driver writes the first `n` entries and only those are read.
+            let mut wcs: [std::mem::MaybeUninit<sys::ibv_wc>; POLL_BATCH] =
+                [const { std::mem::MaybeUninit::uninit() }; POLL_BATCH];
             // SAFETY: ptr is a live CQ and wcs has room for `want` entries.
             let n = unsafe {
                 let poll = (*(*self.ptr).context)
                     .ops
                     .poll_cq
                     .ok_or_else(|| Error::verbs("ibv_poll_cq", libc::ENOSYS))?;
-                poll(self.ptr, want as libc::c_int, wcs.as_mut_ptr())
+                poll(self.ptr, want as libc::c_int, wcs.as_mut_ptr().cast())
             };
             if n < 0 {
                 return Err(Error::verbs(
@@ -355,6 +356,8 @@ impl CompletionQueue {
             let n = n as usize;
             let mut t = self.table();
             for wc in &wcs[..n] {
+                // SAFETY: ibv_poll_cq initialised the first n entries.
+                let wc = unsafe { wc.assume_init_ref() };
                 let p = t.remove(&wc.wr_id);
                 let with_imm = wc.wc_flags & sys::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
                 // SAFETY: reading the union's imm member is always defined (plain u32).

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Benchmark suite (runs INSIDE the soft-RoCE VM, started by tests/rxe/run.sh):
 # erdma-verbs' write_bw example against perftest's ib_write_bw on the same rxe device, same message size,
-# same TX depth and iteration count, alternating rounds (perftest, ours, perftest, ours, ...).
-# Writes $RDMAKIT_RXE_OUT/erdma-write-bw.json with every round, the mean of each tool and ratio = ours/perftest.
+# same TX depth and iteration count, in alternating rounds whose order flips each round (perftest first in odd
+# rounds, ours first in even ones) so drift hits both alike. The VM is emulated (TCG) on a shared host, so single
+# rounds are noisy: the JSON in $RDMAKIT_RXE_OUT/erdma-write-bw.json keeps every round, the mean and the best of
+# each tool, and `ratio` = best(ours) / best(perftest) (best-of-N filters out rounds slowed by the host);
+# `ratio_mean` is given beside it.
 #
 # Environment: RDMAKIT_ROOT, RDMAKIT_RXE_OUT, RDMAKIT_RXE_DEVICE (rxe0), RDMAKIT_RXE_GID_INDEX (1);
-# optional ERDMA_BW_SIZE (1048576), ERDMA_BW_ITERS (100: rxe under TCG moves ~0.05 Gb/s), ERDMA_BW_TX_DEPTH
-# (128, perftest's default), ERDMA_BW_ROUNDS (2).
+# optional ERDMA_BW_SIZE (1048576), ERDMA_BW_ITERS (50: rxe under TCG moves ~0.05 Gb/s), ERDMA_BW_TX_DEPTH
+# (128, perftest's default), ERDMA_BW_ROUNDS (5), ERDMA_BW_BUDGET_S (150: no new round starts after this many
+# seconds, so a slow VM still ends inside the suite timeout; the JSON is rewritten after every round).
 # Exit: 0 measured (the ratio target is reported, not enforced); 1 a run failed; 0 with a SKIP line when
 # the release write_bw example has not been built.
 set -uo pipefail
@@ -16,9 +20,10 @@ OUT=${RDMAKIT_RXE_OUT:?RDMAKIT_RXE_OUT must be set}
 DEV=${RDMAKIT_RXE_DEVICE:-rxe0}
 GID=${RDMAKIT_RXE_GID_INDEX:-1}
 SIZE=${ERDMA_BW_SIZE:-1048576}
-ITERS=${ERDMA_BW_ITERS:-100}
+ITERS=${ERDMA_BW_ITERS:-50}
 DEPTH=${ERDMA_BW_TX_DEPTH:-128}
-ROUNDS=${ERDMA_BW_ROUNDS:-2}
+ROUNDS=${ERDMA_BW_ROUNDS:-5}
+BUDGET=${ERDMA_BW_BUDGET_S:-150}
 OURS=$ROOT/target/release/examples/write_bw
 JSON=$OUT/erdma-write-bw.json
 
@@ -66,20 +71,14 @@ ours_round() {
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gbps"])' "$cli"
 }
 
-pt=() ours=()
-for r in $(seq 1 "$ROUNDS"); do
-  p=$(perftest_round) || { rm -rf "$tmp"; exit 1; }
-  o=$(ours_round) || { rm -rf "$tmp"; exit 1; }
-  echo "round $r: perftest ib_write_bw ${p} Gb/s, erdma-verbs write_bw ${o} Gb/s"
-  pt+=("$p") ours+=("$o")
-done
-
-python3 - "$JSON" "$DEV" "$GID" "$SIZE" "$ITERS" "$DEPTH" "${pt[*]}" "${ours[*]}" "$(uname -r)" <<'PY'
+write_json() {
+  python3 - "$JSON" "$DEV" "$GID" "$SIZE" "$ITERS" "$DEPTH" "${pt[*]}" "${ours[*]}" "$(uname -r)" <<'PY'
 import json, statistics, sys
 out, dev, gid, size, iters, depth, pt, ours, kernel = sys.argv[1:]
 pt = [float(x) for x in pt.split()]
 ours = [float(x) for x in ours.split()]
 mp, mo = statistics.mean(pt), statistics.mean(ours)
+bp, bo = max(pt), max(ours)
 res = {
     "benchmark": "erdma-verbs RDMA WRITE bandwidth vs perftest ib_write_bw",
     "device": dev, "gid_index": int(gid), "bytes": int(size), "iterations": int(iters), "tx_depth": int(depth),
@@ -88,14 +87,38 @@ res = {
     "perftest_cmd": f"ib_write_bw -d {dev} -x {gid} -s {size} -n {iters} -t {depth} --report_gbits",
     "ours_cmd": f"write_bw -d {dev} -x {gid} -s {size} -n {iters} -t {depth}",
     "rounds": {"perftest_gbps": pt, "erdma_verbs_gbps": ours},
-    "perftest_gbps": round(mp, 3), "erdma_verbs_gbps": round(mo, 3),
-    "ratio": round(mo / mp, 3) if mp > 0 else None,
+    "perftest_gbps": round(bp, 4), "erdma_verbs_gbps": round(bo, 4),
+    "perftest_mean_gbps": round(mp, 4), "erdma_verbs_mean_gbps": round(mo, 4),
+    "ratio": round(bo / bp, 3) if bp > 0 else None,
+    "ratio_mean": round(mo / mp, 3) if mp > 0 else None,
+    "ratio_method": "best of rounds (ours) / best of rounds (perftest); rounds alternate order",
     "target_ratio": 0.95,
 }
 res["meets_target"] = res["ratio"] is not None and res["ratio"] >= 0.95
 json.dump(res, open(out, "w"), indent=2)
 print(json.dumps(res, indent=2))
 PY
+}
+
+pt=() ours=()
+start=$(date +%s)
+for r in $(seq 1 "$ROUNDS"); do
+  if [ "$r" -gt 1 ] && [ $(($(date +%s) - start)) -ge "$BUDGET" ]; then
+    echo "time budget of ${BUDGET}s used after $((r - 1)) round(s); stopping (ERDMA_BW_BUDGET_S)"
+    break
+  fi
+  if [ $((r % 2)) -eq 1 ]; then
+    p=$(perftest_round) || { rm -rf "$tmp"; exit 1; }
+    o=$(ours_round) || { rm -rf "$tmp"; exit 1; }
+  else
+    o=$(ours_round) || { rm -rf "$tmp"; exit 1; }
+    p=$(perftest_round) || { rm -rf "$tmp"; exit 1; }
+  fi
+  echo "round $r: perftest ib_write_bw ${p} Gb/s, erdma-verbs write_bw ${o} Gb/s"
+  pt+=("$p") ours+=("$o")
+  write_json >/dev/null || { rm -rf "$tmp"; exit 1; }
+done
+write_json
 rc=$?
 rm -rf "$tmp"
 exit $rc
