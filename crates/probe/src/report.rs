@@ -205,6 +205,35 @@ impl From<&AbComparison> for Report {
     }
 }
 
+/// The node table of a preflight, like the runbook's
+/// `kubectl get nodes -o custom-columns=NAME:...,GPU:...,ERDMA:...,GPU_NAME:...`.
+pub fn nodes_table(p: &PreflightResult) -> String {
+    let mut t = new_table(DEFAULT_WIDTH);
+    t.set_header(vec![
+        "NAME",
+        "GPU",
+        "RDMA",
+        "RDMA RESOURCE",
+        "GPU_NAME",
+        "ELIGIBLE",
+    ]);
+    for n in &p.nodes {
+        t.add_row(vec![
+            n.name.clone(),
+            n.gpus.to_string(),
+            n.rdma.to_string(),
+            n.rdma_resources.join(", "),
+            n.gpu_model.clone().unwrap_or_default(),
+            if n.eligible {
+                "yes".into()
+            } else {
+                "no".into()
+            },
+        ]);
+    }
+    t.to_string()
+}
+
 /// Table of a counter delta (non-zero counters).
 pub fn counters_table(d: &CounterDelta) -> String {
     let mut t = new_table(DEFAULT_WIDTH);

@@ -88,6 +88,11 @@ fn two_erdma_gpu_nodes_pass() {
     );
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["verdict"], "ok");
+    let t = report::nodes_table(&r);
+    assert!(
+        t.contains("cn-beijing.10.0.5.76") && t.contains("400") && t.contains("aliyun/erdma"),
+        "{t}"
+    );
 }
 
 #[test]
