@@ -221,7 +221,9 @@ pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding
         .as_deref()
         .is_some_and(|p| p.contains("erdma"));
     let has_good_pin = good_nccl_pin(text);
-    for ((rule, severity, message, fix), at) in text_rules(text, erdma, has_good_pin) {
+    for ((rule, severity, message, fix), at) in
+        text_rules(text, erdma, other_vendor(options), has_good_pin)
+    {
         let line = text[..at].matches('\n').count() as u64 + 1;
         out.push(Finding {
             rule: rule.id,
@@ -241,6 +243,13 @@ pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding
 }
 
 type TextHit = (&'static Rule, Severity, String, String);
+
+fn other_vendor(options: &LintOptions) -> bool {
+    options
+        .device_pattern
+        .as_deref()
+        .is_some_and(|p| !p.contains("erdma"))
+}
 
 fn bad_nccl_re() -> Option<&'static Regex> {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
@@ -263,7 +272,20 @@ fn cached(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'sta
 
 /// Rules that look at free text (strings in manifests, Dockerfiles, Ray programs). Each hit
 /// carries the byte offset of the match, so callers can turn it into a line.
-fn text_rules(text: &str, erdma: bool, has_good_pin: bool) -> Vec<(TextHit, usize)> {
+///
+/// `other_vendor` is true when the profile's devices are known not to be eRDMA: the NCCL
+/// segfault is eRDMA-specific, so a bad pin is then only a warning.
+fn text_rules(
+    text: &str,
+    erdma: bool,
+    other_vendor: bool,
+    has_good_pin: bool,
+) -> Vec<(TextHit, usize)> {
+    let pin_severity = if other_vendor && !erdma {
+        Severity::Warning
+    } else {
+        Severity::Error
+    };
     let mut hits = Vec::new();
     if let Some(re) = bad_nccl_re() {
         for c in re.captures_iter(text) {
@@ -273,7 +295,7 @@ fn text_rules(text: &str, erdma: bool, has_good_pin: bool) -> Vec<(TextHit, usiz
             hits.push((
                 (
                     BAD_NCCL,
-                    Severity::Error,
+                    pin_severity,
                     format!("pins NCCL {version} ({matched:?})"),
                     "pin a working NCCL, e.g. `pip install nvidia-nccl-cu13==2.30.7` (or 2.29.7 / 2.28.3), after installing torch".to_owned(),
                 ),
@@ -287,7 +309,7 @@ fn text_rules(text: &str, erdma: bool, has_good_pin: bool) -> Vec<(TextHit, usiz
             hits.push((
                 (
                     TORCH_NCCL,
-                    Severity::Warning,
+                    if other_vendor && !erdma { Severity::Info } else { Severity::Warning },
                     format!("installs {}, whose bundled NCCL is 2.28.9", m.as_str()),
                     "also install `nvidia-nccl-cu13==2.30.7` (after torch) so the bundled 2.28.9 is replaced".to_owned(),
                 ),
@@ -1213,7 +1235,9 @@ fn lint_strings(cx: &mut Ctx<'_>, erdma: bool) {
     collect(&cx.doc.value, FieldPath::root(), &mut strings);
     let has_good_pin = strings.iter().any(|(_, s)| good_nccl_pin(s));
     for (path, s) in strings {
-        for ((rule, severity, message, fix), _) in text_rules(s, erdma, has_good_pin) {
+        for ((rule, severity, message, fix), _) in
+            text_rules(s, erdma, other_vendor(cx.options), has_good_pin)
+        {
             cx.emit(rule, severity, path.clone(), message, fix);
         }
     }

@@ -29,16 +29,32 @@ use serde_json::{Map, Value};
 
 use crate::manifest::{Document, FieldPath, Severity, describe_value};
 
-/// The vendored CRD files (see `schemas/README.md` for source, version and licence).
-const BUILTIN_CRDS: &[(&str, &str)] = &[
-    (
-        "ray.io_rayclusters.yaml",
-        include_str!("../schemas/ray.io_rayclusters.yaml"),
-    ),
-    (
-        "kubeflow.org_mpijobs.yaml",
-        include_str!("../schemas/kubeflow.org_mpijobs.yaml"),
-    ),
+/// A vendored CRD file (see `schemas/README.md` for source, version and licence).
+struct BuiltinCrd {
+    file: &'static str,
+    group: &'static str,
+    kind: &'static str,
+    /// Served versions, listed here so that naming the supported kinds needs no parsing; a test
+    /// checks them against the file.
+    versions: &'static [&'static str],
+    text: &'static str,
+}
+
+const BUILTIN_CRDS: [BuiltinCrd; 2] = [
+    BuiltinCrd {
+        file: "ray.io_rayclusters.yaml",
+        group: "ray.io",
+        kind: "RayCluster",
+        versions: &["v1", "v1alpha1"],
+        text: include_str!("../schemas/ray.io_rayclusters.yaml"),
+    },
+    BuiltinCrd {
+        file: "kubeflow.org_mpijobs.yaml",
+        group: "kubeflow.org",
+        kind: "MPIJob",
+        versions: &["v2beta1"],
+        text: include_str!("../schemas/kubeflow.org_mpijobs.yaml"),
+    },
 ];
 
 /// How strictly to validate.
@@ -75,6 +91,8 @@ pub enum ViolationKind {
     UnknownKind,
     /// The Kubernetes API types refused the object.
     Decode,
+    /// The schema for this kind could not be loaded (a damaged build).
+    SchemaUnavailable,
 }
 
 /// One validation problem.
@@ -175,21 +193,49 @@ fn crd_versions(crd: &Value) -> Result<Vec<CrdVersion>, String> {
     Ok(out)
 }
 
-/// The vendored CRDs, parsed once per process.
-fn builtin_crds() -> Result<&'static [CrdVersion], ValidateError> {
-    static CRDS: OnceLock<Result<Vec<CrdVersion>, (&'static str, String)>> = OnceLock::new();
-    let loaded = CRDS.get_or_init(|| {
-        let mut all = Vec::new();
-        for (file, text) in BUILTIN_CRDS {
-            let value: Value = serde_saphyr::from_str(text).map_err(|e| (*file, e.to_string()))?;
-            all.extend(crd_versions(&value).map_err(|e| (*file, e))?);
+/// Drops `description:` texts from a controller-gen CRD before parsing: they are most of the
+/// file and the validator never reads them. A description is a key with a scalar on its line
+/// (`description: text`, `description: |-`) plus every deeper-indented line after it; a property
+/// *named* `description` has nothing after the colon and is kept.
+fn strip_descriptions(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() / 3);
+    let mut skip_deeper_than: Option<usize> = None;
+    for line in text.lines() {
+        let body = line.trim_start_matches(' ');
+        let indent = line.len() - body.len();
+        if let Some(limit) = skip_deeper_than {
+            if body.is_empty() || indent > limit {
+                continue;
+            }
+            skip_deeper_than = None;
         }
-        Ok(all)
+        if let Some(rest) = body.strip_prefix("description:") {
+            let rest = rest.trim();
+            if !rest.is_empty() && !rest.starts_with(['{', '[', '&', '*', '#']) {
+                skip_deeper_than = Some(indent);
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Parses one vendored CRD, once per process, on first use.
+fn load_builtin(index: usize) -> Result<&'static [CrdVersion], ValidateError> {
+    static LOADED: [OnceLock<Result<Vec<CrdVersion>, String>>; 2] =
+        [OnceLock::new(), OnceLock::new()];
+    let crd = &BUILTIN_CRDS[index];
+    let loaded = LOADED[index].get_or_init(|| {
+        let value: Value =
+            serde_saphyr::from_str(&strip_descriptions(crd.text)).map_err(|e| e.to_string())?;
+        crd_versions(&value)
     });
     match loaded {
         Ok(v) => Ok(v),
-        Err((file, message)) => Err(ValidateError::BuiltinSchema {
-            file,
+        Err(message) => Err(ValidateError::BuiltinSchema {
+            file: crd.file,
             message: message.clone(),
         }),
     }
@@ -211,6 +257,8 @@ struct CoreSchemas {
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+/// Arbitrary JSON (CRD `default`/`enum` values); k8s-openapi's schema says "object", which is wrong.
+const ANY_JSON: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON";
 
 /// `{"$ref": ObjectMeta}`, for checking `metadata` of custom and embedded resources.
 fn object_meta_ref() -> &'static Value {
@@ -257,6 +305,7 @@ fn core_schemas() -> &'static CoreSchemas {
             core_kind::<dra::DeviceClass>(&mut g),
             core_kind::<dra::ResourceClaimTemplate>(&mut g),
             core_kind::<dra::ResourceClaim>(&mut g),
+            core_kind::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(&mut g),
         ];
         let _ = g.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
         CoreSchemas {
@@ -270,18 +319,17 @@ fn core_schemas() -> &'static CoreSchemas {
 #[derive(Debug)]
 pub struct Validator {
     options: ValidateOptions,
-    builtin: &'static [CrdVersion],
     extra: Vec<CrdVersion>,
 }
 
 impl Validator {
-    /// A validator that knows the vendored CRDs and the core kinds.
-    pub fn new(options: ValidateOptions) -> Result<Self, ValidateError> {
-        Ok(Self {
+    /// A validator that knows the vendored CRDs and the core kinds. Schemas are loaded on
+    /// first use and shared by all validators of the process.
+    pub fn new(options: ValidateOptions) -> Self {
+        Self {
             options,
-            builtin: builtin_crds()?,
             extra: Vec::new(),
-        })
+        }
     }
 
     /// Teaches the validator a further CustomResourceDefinition (`apiextensions.k8s.io/v1`).
@@ -310,20 +358,30 @@ impl Validator {
             .chain(
                 self.extra
                     .iter()
-                    .chain(self.builtin.iter())
                     .map(|c| format!("{} {}", c.api_version, c.kind)),
             )
+            .chain(BUILTIN_CRDS.iter().flat_map(|c| {
+                c.versions
+                    .iter()
+                    .map(move |v| format!("{}/{v} {}", c.group, c.kind))
+            }))
             .collect();
         kinds.sort();
         kinds.dedup();
         kinds
     }
 
-    fn crd_for(&self, doc: &Document) -> Option<&CrdVersion> {
-        self.extra
-            .iter()
-            .chain(self.builtin.iter())
-            .find(|c| c.api_version == doc.api_version && c.kind == doc.kind)
+    fn crd_for(&self, doc: &Document) -> Result<Option<&CrdVersion>, ValidateError> {
+        let matches = |c: &&CrdVersion| c.api_version == doc.api_version && c.kind == doc.kind;
+        if let Some(c) = self.extra.iter().find(matches) {
+            return Ok(Some(c));
+        }
+        for (i, b) in BUILTIN_CRDS.iter().enumerate() {
+            if b.group == doc.group() && b.kind == doc.kind {
+                return Ok(load_builtin(i)?.iter().find(matches));
+            }
+        }
+        Ok(None)
     }
 
     /// Validates every document; violations come in document order, then path order.
@@ -335,7 +393,22 @@ impl Validator {
     pub fn validate(&self, doc: &Document) -> Vec<Violation> {
         let core = core_schemas();
         let mut issues = Vec::new();
-        if let Some(crd) = self.crd_for(doc) {
+        let crd = match self.crd_for(doc) {
+            Ok(crd) => crd,
+            Err(e) => {
+                return vec![Violation {
+                    severity: Severity::Error,
+                    source: doc.source.clone(),
+                    doc: doc.index,
+                    object: doc.label(),
+                    path: FieldPath::root(),
+                    line: doc.line,
+                    kind: ViolationKind::SchemaUnavailable,
+                    message: e.to_string(),
+                }];
+            }
+        };
+        if let Some(crd) = crd {
             let mut ctx = Ctx::new(Some(&core.defs), self.options.strict);
             let mut value = doc.value.clone();
             // The API server handles the root's type fields itself and validates metadata as
@@ -384,7 +457,9 @@ impl Validator {
                 message: self.unknown_kind_message(doc),
             });
         }
+        // Naming rules differ by kind; those we know schemas for all use DNS subdomains.
         if let Some(name) = doc.name.as_deref()
+            && !issues.iter().any(|i| i.kind == ViolationKind::UnknownKind)
             && doc.value.pointer("/metadata/name").is_some()
             && !is_dns_subdomain(name)
         {
@@ -450,16 +525,39 @@ impl Validator {
 ///     "ray.yaml",
 ///     "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: demo\nspec:\n  headGroupSpec:\n    rayStartParams:\n      num-gpus: 0\n    template:\n      spec:\n        containers:\n        - name: ray-head\n          image: rayproject/ray:2.57.0\n",
 /// )?;
-/// let violations = validate::validate(&docs, &validate::ValidateOptions::default())?;
+/// let violations = validate::validate(&docs, &validate::ValidateOptions::default());
 /// assert_eq!(violations.len(), 1);
 /// assert!(violations[0].to_string().contains("rayStartParams.num-gpus: expected string, got integer 0"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn validate(
-    docs: &[Document],
-    options: &ValidateOptions,
-) -> Result<Vec<Violation>, ValidateError> {
-    Ok(Validator::new(options.clone())?.validate_all(docs))
+///
+/// CustomResourceDefinitions in `docs` are validated themselves and then taught to the
+/// validator, so a stream that carries its own CRDs validates its custom resources too. A CRD
+/// that cannot be used is reported as a violation on that CRD document.
+pub fn validate(docs: &[Document], options: &ValidateOptions) -> Vec<Violation> {
+    let mut validator = Validator::new(options.clone());
+    let mut unusable = Vec::new();
+    for doc in docs
+        .iter()
+        .filter(|d| d.kind == "CustomResourceDefinition" && d.group() == "apiextensions.k8s.io")
+    {
+        if let Err(e) = validator.add_crd(doc) {
+            unusable.push(Violation {
+                severity: Severity::Error,
+                source: doc.source.clone(),
+                doc: doc.index,
+                object: doc.label(),
+                path: FieldPath::root().key("spec"),
+                line: doc.line_of(&FieldPath::root().key("spec")),
+                kind: ViolationKind::InvalidValue,
+                message: e.to_string(),
+            });
+        }
+    }
+    let mut out = validator.validate_all(docs);
+    out.extend(unusable);
+    out.sort_by(|a, b| (&a.source, a.doc, &a.path).cmp(&(&b.source, b.doc, &b.path)));
+    out
 }
 
 struct Issue {
@@ -522,6 +620,9 @@ impl<'a> Ctx<'a> {
         if value.is_null() {
             return;
         }
+        if def_name == Some(ANY_JSON) {
+            return;
+        }
         if def_name == Some(QUANTITY) {
             self.check_quantity(value, path);
             return;
@@ -545,7 +646,17 @@ impl<'a> Ctx<'a> {
         }
         for (key, exactly_one) in [("anyOf", false), ("oneOf", true)] {
             if let Some(branches) = schema.get(key).and_then(Value::as_array) {
-                let passing = branches
+                // Branches whose type cannot fit are out; when one remains, check it directly
+                // (precise messages, and no repeated trial runs down recursive schemas).
+                let fitting: Vec<&'a Value> = branches
+                    .iter()
+                    .filter(|b| self.type_fits(b, value))
+                    .collect();
+                if let [only] = fitting.as_slice() {
+                    self.check(value, only, path);
+                    continue;
+                }
+                let passing = fitting
                     .iter()
                     .filter(|b| {
                         let mut trial = Ctx::new(self.defs, self.strict);
@@ -889,6 +1000,28 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Whether a value's JSON type is one the schema could accept.
+    fn type_fits(&self, schema: &'a Value, value: &Value) -> bool {
+        let (s, name) = self.resolve(schema);
+        if name == Some(ANY_JSON) {
+            return true;
+        }
+        if name == Some(QUANTITY) || truthy(s, "x-kubernetes-int-or-string") {
+            return value.is_string() || value.is_number();
+        }
+        match s.get("type").and_then(Value::as_str) {
+            Some("object") => value.is_object(),
+            Some("array") => value.is_array(),
+            Some("string") => value.is_string(),
+            Some("boolean") => value.is_boolean(),
+            Some("integer") => value.is_i64() || value.is_u64(),
+            Some("number") => value.is_number(),
+            Some(_) => false,
+            None if s.get("properties").is_some() => value.is_object(),
+            None => true,
+        }
+    }
+
     fn type_label(&self, schema: &'a Value) -> String {
         let (s, _) = self.resolve(schema);
         if truthy(s, "x-kubernetes-int-or-string") {
@@ -999,8 +1132,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Kinds in the built-in set, as `apiVersion Kind`, e.g. for `--help` texts.
-pub fn builtin_kinds() -> Result<Vec<String>, ValidateError> {
-    Ok(Validator::new(ValidateOptions::default())?.supported_kinds())
+pub fn builtin_kinds() -> Vec<String> {
+    Validator::new(ValidateOptions::default()).supported_kinds()
 }
 
 /// Counts violations by severity: (errors, warnings).
@@ -1023,6 +1156,43 @@ mod tests {
             Some("hostNetwork")
         );
         assert_eq!(suggest("zzz", ["hostNetwork"].into_iter()), None);
+    }
+
+    fn without_descriptions(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.retain(|k, x| !(k == "description" && x.is_string()));
+                m.values_mut().for_each(without_descriptions);
+            }
+            Value::Array(a) => a.iter_mut().for_each(without_descriptions),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn stripping_descriptions_keeps_every_schema_field() {
+        for crd in &BUILTIN_CRDS {
+            let mut full: Value = serde_saphyr::from_str(crd.text).expect("vendored CRD parses");
+            without_descriptions(&mut full);
+            let stripped: Value =
+                serde_saphyr::from_str(&strip_descriptions(crd.text)).expect("stripped parses");
+            assert!(
+                full == stripped,
+                "{}: stripping changed the schema",
+                crd.file
+            );
+            let served: Vec<String> = crd_versions(&stripped)
+                .expect("served versions")
+                .iter()
+                .map(|v| v.api_version.clone())
+                .collect();
+            let listed: Vec<String> = crd
+                .versions
+                .iter()
+                .map(|v| format!("{}/{v}", crd.group))
+                .collect();
+            assert_eq!(served, listed, "{}", crd.file);
+        }
     }
 
     #[test]

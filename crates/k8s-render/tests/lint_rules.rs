@@ -692,3 +692,26 @@ fn rdt_missing_collective_group() {
         .collect();
     assert_eq!(rules, ["ucx-nixl-on-erdma"]);
 }
+
+#[test]
+fn bad_nccl_pin_is_a_warning_on_other_vendors() {
+    let mlx = LintOptions {
+        device_pattern: Some("mlx5_*".to_owned()),
+        ..LintOptions::default()
+    };
+    let f = lint::lint_text(
+        "Dockerfile",
+        "RUN pip install nvidia-nccl-cu13==2.28.9\n",
+        &mlx,
+    );
+    assert_eq!(
+        (f[0].rule, f[0].severity),
+        ("nccl-known-bad-version", Severity::Warning)
+    );
+    let f = lint::lint_text(
+        "Dockerfile",
+        "RUN pip install nvidia-nccl-cu13==2.28.9\n",
+        &LintOptions::default(),
+    );
+    assert_eq!(f[0].severity, Severity::Error);
+}

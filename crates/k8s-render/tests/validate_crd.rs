@@ -11,7 +11,7 @@ fn fixture(name: &str) -> Vec<Document> {
 }
 
 fn strict(docs: &[Document]) -> Vec<Violation> {
-    validate::validate(docs, &ValidateOptions::default()).expect("schemas load")
+    validate::validate(docs, &ValidateOptions::default())
 }
 
 fn at<'v>(violations: &'v [Violation], path: &str) -> Vec<&'v Violation> {
@@ -62,8 +62,7 @@ fn misspelt_field_is_caught_only_in_strict_mode() {
             strict: false,
             ..ValidateOptions::default()
         },
-    )
-    .expect("schemas load");
+    );
     assert!(
         lax.iter().all(|v| v.kind != ViolationKind::UnknownField),
         "{lax:#?}"
@@ -218,8 +217,7 @@ fn unknown_kinds_and_versions_are_explained() {
             allow_unknown_kinds: true,
             ..ValidateOptions::default()
         },
-    )
-    .expect("schemas load");
+    );
     assert!(lenient.iter().all(|x| x.severity == Severity::Warning));
 }
 
@@ -252,7 +250,7 @@ spec:
                 x-kubernetes-preserve-unknown-fields: true
 "#,
     );
-    let mut validator = Validator::new(ValidateOptions::default()).expect("schemas load");
+    let mut validator = Validator::new(ValidateOptions::default());
     validator.add_crd(&crd[0]).expect("valid CRD");
     assert!(
         validator
@@ -269,4 +267,53 @@ spec:
 
     let not_a_crd = parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");
     assert!(validator.add_crd(&not_a_crd[0]).is_err());
+}
+
+#[test]
+fn crds_in_the_stream_are_learnt_and_checked() {
+    let docs = parse(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Gadget, plural: gadgets}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              ports: {type: integer}
+---
+apiVersion: example.com/v1
+kind: Gadget
+metadata: {name: g}
+spec: {ports: "8"}
+"#,
+    );
+    let v = strict(&docs);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(
+        (v[0].doc, v[0].path.to_string()),
+        (1, "spec.ports".to_owned())
+    );
+}
+
+#[test]
+fn vendored_crds_are_valid_custom_resource_definitions() {
+    for name in ["ray.io_rayclusters.yaml", "kubeflow.org_mpijobs.yaml"] {
+        let path = format!("{}/schemas/{name}", env!("CARGO_MANIFEST_DIR"));
+        let docs = manifest::read_path(&path).expect("CRD parses");
+        assert_eq!(docs[0].kind, "CustomResourceDefinition");
+        let v = strict(&docs);
+        assert!(v.is_empty(), "{name}: {v:#?}");
+    }
 }
