@@ -1,0 +1,82 @@
+//! `<short>-nccl-check-pods.yaml` + `nccl_allreduce_check.py`: NCCL between two nodes without Ray.
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::pod::{ContainerSpec, spread_by_hostname, strings};
+use super::template::{fill, py_str};
+use super::{Ctx, RenderError};
+use crate::bundle::{Bundle, FileKind};
+
+pub(crate) const PROGRAM: &str = "nccl_allreduce_check.py";
+const TEMPLATE: &str = include_str!("../../templates/nccl_allreduce_check.py");
+
+pub(crate) fn pods_file(ctx: &Ctx<'_>) -> String {
+    format!("{}-nccl-check-pods.yaml", ctx.profile.short_name)
+}
+
+pub(crate) fn pod_names(ctx: &Ctx<'_>) -> [String; 2] {
+    let s = &ctx.profile.short_name;
+    [format!("{s}-nccl-check-0"), format!("{s}-nccl-check-1")]
+}
+
+pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderError> {
+    let app = format!("{}-nccl-check", ctx.profile.short_name);
+    let names = pod_names(ctx);
+    let pods: Vec<Pod> = names
+        .iter()
+        .map(|name| {
+            let container = ctx.container(ContainerSpec {
+                name: "nccl-check",
+                image: ctx.image(),
+                command: Some(strings(&["sleep", "infinity"])),
+                args: None,
+                gpus: ctx.values.gpus_per_worker,
+                cpu: Some(&ctx.values.worker_cpu),
+                memory: Some(&ctx.values.worker_memory),
+                rdma: true,
+                nccl: true,
+                requests: true,
+                extra_env: Vec::new(),
+            });
+            let mut spec = ctx.pod_spec(vec![container], true, true);
+            // The check is only meaningful across nodes.
+            spec.affinity = Some(spread_by_hostname(&[("app", app.as_str())]));
+            Pod {
+                metadata: ctx.meta(name, &[("app", app.as_str())]),
+                spec: Some(spec),
+                status: None,
+            }
+        })
+        .collect();
+    let file = pods_file(ctx);
+    bundle.add_manifests(&file, &pods)?;
+
+    let p = ctx.profile;
+    let v = ctx.values;
+    let debug_file = if v.nccl_debug_file.is_empty() {
+        "stderr".to_owned()
+    } else {
+        v.nccl_debug_file.clone()
+    };
+    let text = fill(
+        PROGRAM,
+        TEMPLATE,
+        &[
+            ("FABRIC", p.fabric.clone()),
+            ("FABRIC_PY", py_str(&p.fabric)),
+            ("PROFILE", p.name.clone()),
+            ("PODS_FILE", file),
+            ("POD0", names[0].clone()),
+            ("POD1", names[1].clone()),
+            ("DEVICE_GLOB", p.devices.name_pattern.clone()),
+            ("DEVICE_GLOB_PY", py_str(&p.devices.name_pattern)),
+            ("TX_COUNTER", p.devices.tx_counter.clone()),
+            ("TX_COUNTER_PY", py_str(&p.devices.tx_counter)),
+            ("MULTIPLIER", p.devices.counter_multiplier.to_string()),
+            ("SIZE_MIB", v.check_size_mib.to_string()),
+            ("NCCL_DEBUG_FILE", debug_file),
+        ],
+    )?;
+    bundle.add_text(PROGRAM, FileKind::Python, text)?;
+    Ok(())
+}

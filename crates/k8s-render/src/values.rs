@@ -1,0 +1,758 @@
+//! Values: the few per-deployment settings (names, image, sizes) that complete a profile.
+//!
+//! The defaults reproduce seed 000 (Ray RDT over eRDMA on ACK) when combined with the `aliyun-erdma`
+//! profile. Fields shown as `None` derive their value from the profile (`ray-{short_name}-cluster`, ...).
+//! `rdmakit --set key=value` goes through [`Values::set`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::profile::{Profile, is_dns_label};
+
+/// Per-deployment settings. See [`Values::KEYS`] for every key `set` accepts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Values {
+    /// RayCluster name; default `ray-{short_name}-cluster` (`ray-erdma-cluster`).
+    pub cluster_name: Option<String>,
+    /// Namespace written into every object; `None` leaves it to `kubectl -n` / the context.
+    pub namespace: Option<String>,
+    /// Registry (with repository path) the derived image is pushed to.
+    pub registry: String,
+    /// Image name inside the registry.
+    pub image_name: String,
+    /// Full image reference for Ray and check pods; default `{registry}/{image_name}:{base tag}-{short_name}`.
+    pub image: Option<String>,
+    /// Base image of the Dockerfile.
+    pub base_image: String,
+    /// `spec.rayVersion` of the RayCluster.
+    pub ray_version: String,
+    /// Worker group name; default `gpu-{short_name}`.
+    pub worker_group: Option<String>,
+    /// Ray GPU worker pods (with hostNetwork, one per node: set it to the node count).
+    pub worker_replicas: u32,
+    /// GPUs per Ray worker, NCCL check pod and MPI worker.
+    pub gpus_per_worker: u32,
+    /// GPUs of the Ray head. 0 (default) makes a CPU-only head with `num-cpus: "0"` and `num-gpus: "0"`;
+    /// more gives the head GPUs and the profile's RDMA resources (seed 001).
+    pub head_gpus: u32,
+    /// CPU of the head (requests = limits).
+    pub head_cpu: String,
+    /// Memory of the head (requests = limits).
+    pub head_memory: String,
+    /// CPU of each worker (requests = limits).
+    pub worker_cpu: String,
+    /// Memory of each worker (requests = limits).
+    pub worker_memory: String,
+    /// docker-registry Secret used to pull the image (`imagePullSecrets`); `None` for public images.
+    pub pull_secret: Option<String>,
+    /// Secret holding the merged docker `config.json` mounted into the BuildKit client.
+    pub push_secret: String,
+    /// BuildKit image for buildkitd and the client.
+    pub buildkit_image: String,
+    /// Size of the BuildKit cache volume (unpacking the Ray image needs more than 100 GiB).
+    pub buildkit_cache_size: String,
+    /// Storage class of the cache volume; default the profile's, else the cluster default.
+    pub storage_class: Option<String>,
+    /// NCCL version for the image; default the profile's pin. Known-bad versions are refused.
+    pub nccl_version: Option<String>,
+    /// Add a Dockerfile stage that copies an `rdmakit` binary from the build context into the image.
+    pub with_rdmakit: bool,
+    /// Tensor size of the RDT demo in MiB.
+    pub size_mib: u32,
+    /// Iterations of the RDT demo.
+    pub iterations: u32,
+    /// Size of the NCCL check all_reduce in MiB.
+    pub check_size_mib: u32,
+    /// `NCCL_DEBUG` on RDMA containers (empty: not set).
+    pub nccl_debug: String,
+    /// `NCCL_DEBUG_FILE` (`%h` host, `%p` pid; empty: log to stderr).
+    pub nccl_debug_file: String,
+    /// Extra node selector entries; an empty value removes a profile entry.
+    pub node_selector: BTreeMap<String, String>,
+    /// MPIJob name; default `nccl-test-{short_name}`.
+    pub mpijob_name: Option<String>,
+    /// nccl-tests image of the MPIJob.
+    pub nccl_tests_image: String,
+    /// MPI worker pods.
+    pub mpi_workers: u32,
+    /// MPI slots per worker; default `gpus_per_worker`.
+    pub slots_per_worker: Option<u32>,
+    /// `all_reduce_perf -b`.
+    pub nccl_tests_min_bytes: String,
+    /// `all_reduce_perf -e`.
+    pub nccl_tests_max_bytes: String,
+    /// `NCCL_SHM_DISABLE=1` in the MPIJob: forces intra-node traffic over RDMA. For benchmarks only.
+    pub nccl_shm_disable: bool,
+    /// Name of the plain RDMA test pod.
+    pub test_pod_name: String,
+    /// Image of the plain RDMA test pod.
+    pub test_image: String,
+    /// Shell command of the plain RDMA test pod.
+    pub test_command: String,
+    /// GPUs of the plain RDMA test pod.
+    pub test_pod_gpus: u32,
+}
+
+impl Default for Values {
+    fn default() -> Self {
+        Values {
+            cluster_name: None,
+            namespace: None,
+            registry: "registry.example.com/your-namespace".to_owned(),
+            image_name: "ray-llm".to_owned(),
+            image: None,
+            base_image: "rayproject/ray-llm:2.57.0-py312-cu130".to_owned(),
+            ray_version: "2.57.0".to_owned(),
+            worker_group: None,
+            worker_replicas: 2,
+            gpus_per_worker: 1,
+            head_gpus: 0,
+            head_cpu: "4".to_owned(),
+            head_memory: "16Gi".to_owned(),
+            worker_cpu: "16".to_owned(),
+            worker_memory: "64Gi".to_owned(),
+            pull_secret: None,
+            push_secret: "buildkit-push-creds".to_owned(),
+            buildkit_image: "moby/buildkit:v0.23.2".to_owned(),
+            buildkit_cache_size: "200Gi".to_owned(),
+            storage_class: None,
+            nccl_version: None,
+            with_rdmakit: false,
+            size_mib: 512,
+            iterations: 3,
+            check_size_mib: 512,
+            nccl_debug: "INFO".to_owned(),
+            nccl_debug_file: "/tmp/nccl-%h-%p.log".to_owned(),
+            node_selector: BTreeMap::new(),
+            mpijob_name: None,
+            nccl_tests_image: "dsw-registry.cn-hangzhou.cr.aliyuncs.com/pai/nccl-tests:12.2.2-cudnn8-devel-ubuntu22.04-nccl2.19.3-1-85f9143".to_owned(),
+            mpi_workers: 2,
+            slots_per_worker: None,
+            nccl_tests_min_bytes: "512M".to_owned(),
+            nccl_tests_max_bytes: "8G".to_owned(),
+            nccl_shm_disable: true,
+            test_pod_name: "rdma-test".to_owned(),
+            test_image: "busybox".to_owned(),
+            test_command: "sleep 10000".to_owned(),
+            test_pod_gpus: 0,
+        }
+    }
+}
+
+/// A `--set key=value` that cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValuesError {
+    /// The key is not a value.
+    #[error("unknown value key `{key}`; known keys: {known}")]
+    UnknownKey {
+        /// The key given.
+        key: String,
+        /// Comma-separated list of accepted keys.
+        known: String,
+    },
+    /// The value does not parse or is out of range.
+    #[error("value `{key}={value}`: expected {expected}")]
+    BadValue {
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What the key accepts.
+        expected: String,
+    },
+}
+
+/// Kinds of value, for `KEYS` and error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// Any non-empty string.
+    Text,
+    /// A string; empty clears it back to its derived default.
+    OptionalText,
+    /// A DNS-1123 label (object names).
+    Name,
+    /// A DNS-1123 label; empty clears it.
+    OptionalName,
+    /// An unsigned integer.
+    Count,
+    /// An unsigned integer; empty clears it.
+    OptionalCount,
+    /// A Kubernetes quantity (`16`, `64Gi`, `1600G`, `500m`).
+    Quantity,
+    /// `true` or `false`.
+    Flag,
+    /// `node_selector.<label key>`; empty value removes the profile's entry.
+    NodeSelector,
+}
+
+impl ValueKind {
+    fn expected(self) -> &'static str {
+        match self {
+            ValueKind::Text => "a non-empty string",
+            ValueKind::OptionalText => "a string (empty to use the default)",
+            ValueKind::Name => "a lowercase DNS label (letters, digits, '-', at most 63)",
+            ValueKind::OptionalName => "a lowercase DNS label, or empty to use the default",
+            ValueKind::Count => "a whole number",
+            ValueKind::OptionalCount => "a whole number, or empty to use the default",
+            ValueKind::Quantity => "a Kubernetes quantity such as 16, 500m, 64Gi or 1600G",
+            ValueKind::Flag => "true or false",
+            ValueKind::NodeSelector => "a label value (empty removes the entry)",
+        }
+    }
+}
+
+impl Values {
+    /// Every key [`Values::set`] accepts, with its kind and a one-line description.
+    pub const KEYS: &'static [(&'static str, ValueKind, &'static str)] = &[
+        (
+            "cluster_name",
+            ValueKind::OptionalName,
+            "RayCluster name (default ray-<short>-cluster)",
+        ),
+        (
+            "namespace",
+            ValueKind::OptionalName,
+            "namespace of every object (default: none written)",
+        ),
+        (
+            "registry",
+            ValueKind::Text,
+            "registry/repository the image is pushed to",
+        ),
+        (
+            "image_name",
+            ValueKind::Text,
+            "image name inside the registry",
+        ),
+        (
+            "image",
+            ValueKind::OptionalText,
+            "full image reference (default <registry>/<image_name>:<base tag>-<short>)",
+        ),
+        ("base_image", ValueKind::Text, "Dockerfile base image"),
+        ("ray_version", ValueKind::Text, "spec.rayVersion"),
+        (
+            "worker_group",
+            ValueKind::OptionalName,
+            "Ray worker group name (default gpu-<short>)",
+        ),
+        (
+            "worker_replicas",
+            ValueKind::Count,
+            "Ray GPU worker pods (one per node with hostNetwork)",
+        ),
+        (
+            "gpus_per_worker",
+            ValueKind::Count,
+            "GPUs per worker / check pod / MPI worker",
+        ),
+        (
+            "head_gpus",
+            ValueKind::Count,
+            "GPUs of the Ray head (0: CPU-only head)",
+        ),
+        ("head_cpu", ValueKind::Quantity, "head CPU"),
+        ("head_memory", ValueKind::Quantity, "head memory"),
+        ("worker_cpu", ValueKind::Quantity, "worker CPU"),
+        ("worker_memory", ValueKind::Quantity, "worker memory"),
+        (
+            "pull_secret",
+            ValueKind::OptionalName,
+            "imagePullSecrets entry (empty: none)",
+        ),
+        (
+            "push_secret",
+            ValueKind::Name,
+            "Secret with the merged docker config.json for BuildKit",
+        ),
+        ("buildkit_image", ValueKind::Text, "BuildKit image"),
+        (
+            "buildkit_cache_size",
+            ValueKind::Quantity,
+            "BuildKit cache volume size",
+        ),
+        (
+            "storage_class",
+            ValueKind::OptionalText,
+            "cache volume storage class (default: the profile's)",
+        ),
+        (
+            "nccl_version",
+            ValueKind::OptionalText,
+            "NCCL version for the image (default: the profile's pin)",
+        ),
+        (
+            "with_rdmakit",
+            ValueKind::Flag,
+            "add the rdmakit binary stage to the Dockerfile",
+        ),
+        ("size_mib", ValueKind::Count, "RDT demo tensor size in MiB"),
+        ("iterations", ValueKind::Count, "RDT demo iterations"),
+        (
+            "check_size_mib",
+            ValueKind::Count,
+            "NCCL check all_reduce size in MiB",
+        ),
+        (
+            "nccl_debug",
+            ValueKind::OptionalText,
+            "NCCL_DEBUG (empty: unset)",
+        ),
+        (
+            "nccl_debug_file",
+            ValueKind::OptionalText,
+            "NCCL_DEBUG_FILE (empty: stderr)",
+        ),
+        (
+            "node_selector.<label>",
+            ValueKind::NodeSelector,
+            "node selector entry",
+        ),
+        (
+            "mpijob_name",
+            ValueKind::OptionalName,
+            "MPIJob name (default nccl-test-<short>)",
+        ),
+        ("nccl_tests_image", ValueKind::Text, "nccl-tests image"),
+        ("mpi_workers", ValueKind::Count, "MPI worker pods"),
+        (
+            "slots_per_worker",
+            ValueKind::OptionalCount,
+            "MPI slots per worker (default gpus_per_worker)",
+        ),
+        (
+            "nccl_tests_min_bytes",
+            ValueKind::Text,
+            "all_reduce_perf -b",
+        ),
+        (
+            "nccl_tests_max_bytes",
+            ValueKind::Text,
+            "all_reduce_perf -e",
+        ),
+        (
+            "nccl_shm_disable",
+            ValueKind::Flag,
+            "NCCL_SHM_DISABLE=1 in the MPIJob (benchmarks only)",
+        ),
+        ("test_pod_name", ValueKind::Name, "plain RDMA test pod name"),
+        ("test_image", ValueKind::Text, "plain RDMA test pod image"),
+        (
+            "test_command",
+            ValueKind::Text,
+            "plain RDMA test pod shell command",
+        ),
+        (
+            "test_pod_gpus",
+            ValueKind::Count,
+            "GPUs of the plain RDMA test pod",
+        ),
+    ];
+
+    /// Applies one `key=value` override. The error names the key or the value and what was expected.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ValuesError> {
+        let key = key.trim();
+        if let Some(label) = key.strip_prefix("node_selector.") {
+            if label.is_empty() || label.contains(char::is_whitespace) {
+                return Err(bad(
+                    key,
+                    value,
+                    "node_selector.<label key> with a non-empty label key",
+                ));
+            }
+            self.node_selector
+                .insert(label.to_owned(), value.to_owned());
+            return Ok(());
+        }
+        let Some(&(_, kind, _)) = Self::KEYS.iter().find(|(k, _, _)| *k == key) else {
+            return Err(ValuesError::UnknownKey {
+                key: key.to_owned(),
+                known: Self::KEYS
+                    .iter()
+                    .map(|(k, _, _)| *k)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        let parsed = Parsed::parse(key, value, kind)?;
+        match key {
+            "cluster_name" => self.cluster_name = parsed.opt(),
+            "namespace" => self.namespace = parsed.opt(),
+            "registry" => self.registry = parsed.text(),
+            "image_name" => self.image_name = parsed.text(),
+            "image" => self.image = parsed.opt(),
+            "base_image" => self.base_image = parsed.text(),
+            "ray_version" => self.ray_version = parsed.text(),
+            "worker_group" => self.worker_group = parsed.opt(),
+            "worker_replicas" => self.worker_replicas = parsed.count(),
+            "gpus_per_worker" => self.gpus_per_worker = parsed.count(),
+            "head_gpus" => self.head_gpus = parsed.count(),
+            "head_cpu" => self.head_cpu = parsed.text(),
+            "head_memory" => self.head_memory = parsed.text(),
+            "worker_cpu" => self.worker_cpu = parsed.text(),
+            "worker_memory" => self.worker_memory = parsed.text(),
+            "pull_secret" => self.pull_secret = parsed.opt(),
+            "push_secret" => self.push_secret = parsed.text(),
+            "buildkit_image" => self.buildkit_image = parsed.text(),
+            "buildkit_cache_size" => self.buildkit_cache_size = parsed.text(),
+            "storage_class" => self.storage_class = parsed.opt(),
+            "nccl_version" => self.nccl_version = parsed.opt(),
+            "with_rdmakit" => self.with_rdmakit = parsed.flag(),
+            "size_mib" => self.size_mib = parsed.count(),
+            "iterations" => self.iterations = parsed.count(),
+            "check_size_mib" => self.check_size_mib = parsed.count(),
+            "nccl_debug" => self.nccl_debug = parsed.text(),
+            "nccl_debug_file" => self.nccl_debug_file = parsed.text(),
+            "mpijob_name" => self.mpijob_name = parsed.opt(),
+            "nccl_tests_image" => self.nccl_tests_image = parsed.text(),
+            "mpi_workers" => self.mpi_workers = parsed.count(),
+            "slots_per_worker" => self.slots_per_worker = parsed.opt_count(),
+            "nccl_tests_min_bytes" => self.nccl_tests_min_bytes = parsed.text(),
+            "nccl_tests_max_bytes" => self.nccl_tests_max_bytes = parsed.text(),
+            "nccl_shm_disable" => self.nccl_shm_disable = parsed.flag(),
+            "test_pod_name" => self.test_pod_name = parsed.text(),
+            "test_image" => self.test_image = parsed.text(),
+            "test_command" => self.test_command = parsed.text(),
+            "test_pod_gpus" => self.test_pod_gpus = parsed.count(),
+            // KEYS and this match list the same keys; a key in KEYS without an arm is a bug caught by
+            // the `every_key_is_settable` test.
+            _ => {
+                return Err(ValuesError::UnknownKey {
+                    key: key.to_owned(),
+                    known: String::new(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `key=value` strings in order (as `--set` gives them).
+    pub fn set_all<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), ValuesError> {
+        for pair in pairs {
+            let Some((k, v)) = pair.split_once('=') else {
+                return Err(bad(pair, "", "key=value"));
+            };
+            self.set(k, v)?;
+        }
+        Ok(())
+    }
+
+    /// Checks values that serde accepted but rendering cannot use (a values file bypasses `set`).
+    pub fn check(&self) -> Result<(), ValuesError> {
+        let names: [(&str, Option<&String>); 6] = [
+            ("cluster_name", self.cluster_name.as_ref()),
+            ("namespace", self.namespace.as_ref()),
+            ("worker_group", self.worker_group.as_ref()),
+            ("pull_secret", self.pull_secret.as_ref()),
+            ("mpijob_name", self.mpijob_name.as_ref()),
+            ("push_secret", Some(&self.push_secret)),
+        ];
+        for (key, v) in names {
+            if let Some(v) = v
+                && !is_dns_label(v)
+            {
+                return Err(bad(key, v, ValueKind::Name.expected()));
+            }
+        }
+        if !is_dns_label(&self.test_pod_name) {
+            return Err(bad(
+                "test_pod_name",
+                &self.test_pod_name,
+                ValueKind::Name.expected(),
+            ));
+        }
+        for (key, v) in [
+            ("head_cpu", &self.head_cpu),
+            ("head_memory", &self.head_memory),
+            ("worker_cpu", &self.worker_cpu),
+            ("worker_memory", &self.worker_memory),
+            ("buildkit_cache_size", &self.buildkit_cache_size),
+        ] {
+            if !is_quantity(v) {
+                return Err(bad(key, v, ValueKind::Quantity.expected()));
+            }
+        }
+        for (key, v) in [
+            ("gpus_per_worker", self.gpus_per_worker),
+            ("size_mib", self.size_mib),
+            ("iterations", self.iterations),
+            ("check_size_mib", self.check_size_mib),
+            ("mpi_workers", self.mpi_workers),
+        ] {
+            if v == 0 {
+                return Err(bad(key, "0", "at least 1"));
+            }
+        }
+        Ok(())
+    }
+
+    /// RayCluster name.
+    pub fn cluster_name_for(&self, profile: &Profile) -> String {
+        self.cluster_name
+            .clone()
+            .unwrap_or_else(|| format!("ray-{}-cluster", profile.short_name))
+    }
+
+    /// Ray worker group name.
+    pub fn worker_group_for(&self, profile: &Profile) -> String {
+        self.worker_group
+            .clone()
+            .unwrap_or_else(|| format!("gpu-{}", profile.short_name))
+    }
+
+    /// MPIJob name.
+    pub fn mpijob_name_for(&self, profile: &Profile) -> String {
+        self.mpijob_name
+            .clone()
+            .unwrap_or_else(|| format!("nccl-test-{}", profile.short_name))
+    }
+
+    /// The derived image: `{registry}/{image_name}:{tag of base_image}-{short_name}`.
+    pub fn image_for(&self, profile: &Profile) -> String {
+        if let Some(image) = &self.image {
+            return image.clone();
+        }
+        let tag = image_tag(&self.base_image).unwrap_or("latest");
+        format!(
+            "{}/{}:{}-{}",
+            self.registry.trim_end_matches('/'),
+            self.image_name,
+            tag,
+            profile.short_name
+        )
+    }
+
+    /// NCCL version that goes into the image.
+    pub fn nccl_version_for(&self, profile: &Profile) -> Option<String> {
+        self.nccl_version
+            .clone()
+            .or_else(|| profile.nccl.pin.clone())
+    }
+
+    /// MPI slots per worker.
+    pub fn slots_for(&self) -> u32 {
+        self.slots_per_worker.unwrap_or(self.gpus_per_worker)
+    }
+}
+
+/// The tag of an image reference (`repo:tag` or `host:port/repo:tag`), ignoring digests.
+fn image_tag(image: &str) -> Option<&str> {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    last.split_once(':').map(|(_, tag)| tag)
+}
+
+fn bad(key: &str, value: &str, expected: &str) -> ValuesError {
+    ValuesError::BadValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    }
+}
+
+/// A quantity as Kubernetes writes them: a decimal number and an optional suffix.
+pub(crate) fn is_quantity(s: &str) -> bool {
+    const SUFFIXES: &[&str] = &[
+        "", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+    ];
+    let num_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(num_end);
+    !num.is_empty()
+        && num.chars().filter(|c| *c == '.').count() <= 1
+        && num != "."
+        && SUFFIXES.contains(&suffix)
+}
+
+enum Parsed {
+    Text(String),
+    Opt(Option<String>),
+    Count(u32),
+    OptCount(Option<u32>),
+    Flag(bool),
+}
+
+impl Parsed {
+    fn parse(key: &str, value: &str, kind: ValueKind) -> Result<Parsed, ValuesError> {
+        let v = value.trim();
+        let err = || bad(key, value, kind.expected());
+        Ok(match kind {
+            ValueKind::Text | ValueKind::NodeSelector => {
+                if v.is_empty() {
+                    return Err(err());
+                }
+                Parsed::Text(v.to_owned())
+            }
+            ValueKind::OptionalText => Parsed::Opt((!v.is_empty()).then(|| v.to_owned())),
+            ValueKind::Name => {
+                if !is_dns_label(v) {
+                    return Err(err());
+                }
+                Parsed::Text(v.to_owned())
+            }
+            ValueKind::OptionalName => {
+                if v.is_empty() {
+                    Parsed::Opt(None)
+                } else if is_dns_label(v) {
+                    Parsed::Opt(Some(v.to_owned()))
+                } else {
+                    return Err(err());
+                }
+            }
+            ValueKind::Count => Parsed::Count(v.parse().map_err(|_| err())?),
+            ValueKind::OptionalCount => {
+                if v.is_empty() {
+                    Parsed::OptCount(None)
+                } else {
+                    Parsed::OptCount(Some(v.parse().map_err(|_| err())?))
+                }
+            }
+            ValueKind::Quantity => {
+                if !is_quantity(v) {
+                    return Err(err());
+                }
+                Parsed::Text(v.to_owned())
+            }
+            ValueKind::Flag => match v {
+                "true" => Parsed::Flag(true),
+                "false" => Parsed::Flag(false),
+                _ => return Err(err()),
+            },
+        })
+    }
+
+    fn text(self) -> String {
+        match self {
+            Parsed::Text(s) => s,
+            Parsed::Opt(s) => s.unwrap_or_default(),
+            Parsed::Count(n) => n.to_string(),
+            Parsed::OptCount(n) => n.map(|n| n.to_string()).unwrap_or_default(),
+            Parsed::Flag(b) => b.to_string(),
+        }
+    }
+
+    fn opt(self) -> Option<String> {
+        match self {
+            Parsed::Opt(s) => s,
+            other => Some(other.text()),
+        }
+    }
+
+    fn count(self) -> u32 {
+        match self {
+            Parsed::Count(n) => n,
+            Parsed::OptCount(n) => n.unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    fn opt_count(self) -> Option<u32> {
+        match self {
+            Parsed::OptCount(n) => n,
+            Parsed::Count(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    fn flag(self) -> bool {
+        matches!(self, Parsed::Flag(true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_settable() {
+        for (key, kind, _) in Values::KEYS {
+            let value = match kind {
+                ValueKind::Count | ValueKind::OptionalCount => "7",
+                ValueKind::Quantity => "8Gi",
+                ValueKind::Flag => "true",
+                _ => "abc",
+            };
+            let key = if *kind == ValueKind::NodeSelector {
+                "node_selector.example.com/pool"
+            } else {
+                key
+            };
+            let mut v = Values::default();
+            v.set(key, value).unwrap_or_else(|e| panic!("{key}: {e}"));
+            assert_ne!(v, Values::default(), "{key} changed nothing");
+        }
+    }
+
+    #[test]
+    fn set_errors_name_key_and_value() {
+        let mut v = Values::default();
+        let e = v.set("worker_replica", "2").unwrap_err();
+        assert!(
+            matches!(&e, ValuesError::UnknownKey { key, known } if key == "worker_replica" && known.contains("worker_replicas"))
+        );
+        let e = v.set("worker_replicas", "two").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "value `worker_replicas=two`: expected a whole number"
+        );
+        let e = v.set("cluster_name", "Ray_Cluster").unwrap_err();
+        assert!(e.to_string().contains("cluster_name=Ray_Cluster"));
+        assert!(v.set("worker_memory", "64 GB").is_err());
+        assert!(v.set("with_rdmakit", "yes").is_err());
+        assert!(v.set_all(["worker_replicas"]).is_err());
+    }
+
+    #[test]
+    fn set_and_clear() {
+        let mut v = Values::default();
+        v.set_all(["worker_replicas=4", "namespace=ml", "slots_per_worker=2"])
+            .unwrap();
+        assert_eq!(v.worker_replicas, 4);
+        assert_eq!(v.namespace.as_deref(), Some("ml"));
+        assert_eq!(v.slots_per_worker, Some(2));
+        v.set("namespace", "").unwrap();
+        assert_eq!(v.namespace, None);
+        v.set("node_selector.aliyun.accelerator/nvidia_name", "NVIDIA-L20")
+            .unwrap();
+        assert_eq!(
+            v.node_selector
+                .get("aliyun.accelerator/nvidia_name")
+                .map(String::as_str),
+            Some("NVIDIA-L20")
+        );
+    }
+
+    #[test]
+    fn quantities_and_tags() {
+        for q in ["16", "500m", "64Gi", "1600G", "0.5", "200Gi"] {
+            assert!(is_quantity(q), "{q}");
+        }
+        for q in ["", "Gi", "64GB", "1.2.3", "-1"] {
+            assert!(!is_quantity(q), "{q}");
+        }
+        assert_eq!(
+            image_tag("rayproject/ray-llm:2.57.0-py312-cu130"),
+            Some("2.57.0-py312-cu130")
+        );
+        assert_eq!(image_tag("host:8443/ns/img"), None);
+        assert_eq!(image_tag("host:8443/ns/img:1.0@sha256:ab"), Some("1.0"));
+    }
+
+    #[test]
+    fn default_values_check() {
+        assert!(Values::default().check().is_ok());
+        let v = Values {
+            head_memory: "lots".into(),
+            ..Values::default()
+        };
+        assert!(
+            matches!(v.check(), Err(ValuesError::BadValue { key, .. }) if key == "head_memory")
+        );
+    }
+}
