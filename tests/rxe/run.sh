@@ -7,7 +7,7 @@
 #   --no-build   skip the cargo build and the Rust rxe_* tests (suites and smoke test still run)
 # Environment (all optional):
 #   RDMAKIT_RXE_KERNEL         kernel image to boot (default: newest /boot/vmlinuz-*-amd64 with modules)
-#   RDMAKIT_RXE_VM_TIMEOUT     seconds the whole VM may run (default 840)
+#   RDMAKIT_RXE_VM_TIMEOUT     seconds the whole VM may run (default 1200; a hang guard, not a budget)
 #   RDMAKIT_RXE_TEST_TIMEOUT   seconds one test binary may run inside the VM (default 300)
 #   RDMAKIT_RXE_SUITE_TIMEOUT  seconds one suite may run inside the VM (default 300)
 # Exit status: 0 all passed; 1 something inside the VM failed; 2 the VM could not boot or did not finish
@@ -18,7 +18,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WORK=$ROOT/target/rxe
 SHARE=$WORK/share
 CARGO=${CARGO:-cargo}
-VM_TIMEOUT=${RDMAKIT_RXE_VM_TIMEOUT:-840}
+VM_TIMEOUT=${RDMAKIT_RXE_VM_TIMEOUT:-1200}
 build=1
 
 for arg in "$@"; do
