@@ -1048,7 +1048,7 @@ fn lint_nccl_env(
             cx.hit(
                 HCA_WITHOUT_RDMA,
                 hca.path.clone(),
-                format!("container {:?} ({role}) sets NCCL_IB_HCA={value} but the pod requests no RDMA resource or claim", c.name),
+                format!("container {:?} ({role}) gets NCCL_IB_HCA={value}{} but the pod requests no RDMA resource or claim", c.name, origin(hca)),
                 "request the profile's RDMA resource in resources.limits (e.g. aliyun/erdma: 1, rdma/rdma_shared_device_a: 1, vke.volcengine.com/infiniband-rdma: 1) or add a DRA resourceClaim",
             );
         }
@@ -1081,7 +1081,7 @@ fn lint_nccl_env(
         cx.hit(
             SHM_DISABLED,
             e.path.clone(),
-            format!("container {:?} ({role}) sets NCCL_SHM_DISABLE=1", c.name),
+            format!("container {:?} ({role}) gets NCCL_SHM_DISABLE=1{}", c.name, origin(e)),
             "remove NCCL_SHM_DISABLE for production workloads (keep it only when benchmarking the NIC; lint with benchmark mode then)",
         );
     }
@@ -1097,7 +1097,7 @@ fn lint_nccl_env(
             IB_DISABLED,
             severity,
             e.path.clone(),
-            format!("container {:?} ({role}) sets NCCL_IB_DISABLE=1: NCCL will use TCP sockets", c.name),
+            format!("container {:?} ({role}) gets NCCL_IB_DISABLE=1{}: NCCL will use TCP sockets", c.name, origin(e)),
             "set NCCL_IB_DISABLE=0 (or remove it); keep =1 only for a deliberate TCP comparison run",
         );
     }
@@ -1109,6 +1109,15 @@ fn lint_nccl_env(
             format!("container {:?} ({role}) configures UCX ({}) on eRDMA", c.name, e.name),
             "stock UCX cannot use eRDMA (no UD, no SRQ); use NCCL, or a UCX rebuilt with the eRDMA patch",
         );
+    }
+}
+
+/// Where a variable comes from, when that is not the container itself.
+fn origin(e: &EnvVar) -> &'static str {
+    if e.mpi_export {
+        " (exported by the launcher's mpirun -x)"
+    } else {
+        ""
     }
 }
 

@@ -559,10 +559,16 @@ fn list_items(value: &Value) -> Option<&Vec<Value>> {
 /// The parser appends ` at line L column C` with chunk-local numbers; we report our own.
 fn strip_location_suffix(message: &str) -> String {
     let first = message.lines().next().unwrap_or(message);
-    match first.rfind(" at line ") {
+    let mut text = match first.rfind(" at line ") {
         Some(i) => first[..i].to_owned(),
         None => first.to_owned(),
+    };
+    // The parser's advice about its own options means nothing to someone editing a manifest.
+    if let Some(i) = text.find(", set DuplicateKeyPolicy") {
+        text.truncate(i);
+        text.push_str(" (each key may appear only once in a mapping)");
     }
+    text
 }
 
 fn parse_chunk(text: &str) -> Result<Option<Node>, serde_saphyr::Error> {

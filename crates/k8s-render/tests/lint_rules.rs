@@ -374,6 +374,13 @@ fn nccl_shm_disabled() {
         "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].args[0]"
     );
     assert_eq!(hits[0].doc, 2);
+    assert!(
+        hits[0].message.contains(
+            "(Worker replicas) gets NCCL_SHM_DISABLE=1 (exported by the launcher's mpirun -x)"
+        ),
+        "{}",
+        hits[0].message
+    );
     let bench = LintOptions {
         benchmark: true,
         ..erdma()

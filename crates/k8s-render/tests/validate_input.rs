@@ -103,7 +103,12 @@ fn yaml_is_read_like_kubernetes_reads_it() {
 fn duplicate_keys_are_rejected() {
     let err = manifest::parse_str("d.yaml", "apiVersion: v1\nkind: Pod\nkind: Service\n")
         .expect_err("duplicate");
-    assert!(err.to_string().starts_with("d.yaml doc 0, line 3"), "{err}");
+    let text = err.to_string();
+    assert!(text.starts_with("d.yaml doc 0, line 3"), "{text}");
+    assert!(
+        text.ends_with("duplicate mapping key: kind (each key may appear only once in a mapping)"),
+        "{text}"
+    );
 }
 
 #[test]
