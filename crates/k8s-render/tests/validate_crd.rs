@@ -317,3 +317,71 @@ fn vendored_crds_are_valid_custom_resource_definitions() {
         assert!(v.is_empty(), "{name}: {v:#?}");
     }
 }
+
+#[test]
+fn embedded_resources_and_preserved_fields() {
+    let docs = parse(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: wrappers.example.com}
+spec:
+  group: example.com
+  names: {kind: Wrapper, plural: wrappers}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              object:
+                type: object
+                x-kubernetes-embedded-resource: true
+                properties:
+                  spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+              count:
+                x-kubernetes-int-or-string: true
+                anyOf: [{type: integer}, {type: string}]
+---
+apiVersion: example.com/v1
+kind: Wrapper
+metadata: {name: ok}
+spec:
+  count: "50%"
+  object:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: inner}
+    spec: {anything: {goes: [1]}}
+---
+apiVersion: example.com/v1
+kind: Wrapper
+metadata: {name: bad}
+spec:
+  count: 1.5
+  object:
+    metadata: {nmae: inner}
+"#,
+    );
+    let v = strict(&docs);
+    let got: Vec<String> = v
+        .iter()
+        .map(|x| format!("{} {} {:?}", x.doc, x.path, x.kind))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "2 spec.count WrongType",
+            "2 spec.object.apiVersion MissingRequired",
+            "2 spec.object.kind MissingRequired",
+            "2 spec.object.metadata.nmae UnknownField",
+        ],
+        "{v:#?}"
+    );
+}
