@@ -1,3 +1,35 @@
-//! rdmakit — the CLI's library half: Rhai host, vendor profile loading, Kubernetes executors.
+//! rdmakit — the CLI's library half: the Rhai workflow host, the executors that carry workflow actions to
+//! a Kubernetes cluster (or record them in dry-run), plans, reports, and vendor profile loading.
+//!
+//! A workflow is a Rhai script. It renders manifests with `render::`, applies and checks them with `kube::`,
+//! and records checks with `report::`. With the dry-run executor nothing touches a cluster: every action is
+//! recorded into a [`plan::Plan`] that prints for humans and converts into an equivalent `plan.sh`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use rdmakit::{cancel::Cancel, exec::dry::DryRunExecutor, host::{Host, HostConfig}};
+//!
+//! let out = tempfile::tempdir().unwrap();
+//! let dry = Arc::new(DryRunExecutor::new("demo.rhai", None, None));
+//! let host = Host::new(dry.clone(), HostConfig::new(out.path()), Cancel::new(), "demo.rhai");
+//! let outcome = host.run("demo.rhai", r#"
+//!     step("Find the workers");
+//!     let workers = kube::pods("ray.io/node-type=worker", #{ save_as: "WORKERS", expect: 2 });
+//!     let r = kube::exec(workers[0], ["bash", "-lc", "ulimit -l"], #{ container: "ray-worker" });
+//!     if r.dry_run { report::planned("memlock unlimited", "would read ulimit -l"); }
+//! "#);
+//! assert!(outcome.error.is_none());
+//! let plan = dry.plan();
+//! assert_eq!(plan.action_count(), 2);
+//! assert!(plan.to_shell().contains("kubectl exec \"${WORKERS[0]}\" -c ray-worker -- bash -lc 'ulimit -l'"));
+//! ```
 
+pub mod cancel;
+pub mod error;
+pub mod exec;
+pub mod host;
+pub mod manifests;
+pub mod plan;
 pub mod profiles;
+pub mod report;
+pub mod workflows;

@@ -1,5 +1,7 @@
-//! rdmakit command-line interface.
-fn main() -> anyhow::Result<()> {
-    println!("rdmakit {}", env!("CARGO_PKG_VERSION"));
-    Ok(())
+//! rdmakit command-line interface. See `rdmakit --help` and the crate README.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
 }

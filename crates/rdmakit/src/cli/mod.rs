@@ -1,0 +1,165 @@
+//! Argument parsing, logging setup, exit codes and the subcommands.
+
+mod run;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Exit codes scripts can rely on.
+pub mod code {
+    /// Success: PASS verdict, dry-run plan complete, no findings.
+    pub const OK: u8 = 0;
+    /// The command worked and found problems: FAIL verdict, lint/doctor findings, validation errors.
+    pub const FINDINGS: u8 = 1;
+    /// Bad usage or input: unknown flag, unreadable file, script error, unknown profile.
+    pub const INPUT: u8 = 2;
+    /// The cluster failed us: unreachable, rejected an apply, a wait timed out, a missing CRD.
+    pub const CLUSTER: u8 = 3;
+    /// Interrupted by Ctrl-C.
+    pub const INTERRUPTED: u8 = 130;
+}
+
+const AFTER_HELP: &str = "\
+Examples:
+  rdmakit run scripts/workflows/erdma-ray-rdt.rhai --dry-run --out out/erdma-ray-rdt
+  rdmakit run erdma-ray-rdt --set registry=registry.example.com/me --set worker_replicas=2
+  rdmakit render raycluster --profile aliyun-erdma --set worker_replicas=2 --stdout | kubectl apply -f -
+  rdmakit lint out/erdma-ray-rdt/bundle --profile aliyun-erdma
+  rdmakit validate --strict my-raycluster.yaml
+  kubectl logs my-pod | rdmakit doctor -
+  rdmakit profiles
+
+Exit codes:
+  0 ok (PASS, or a complete dry-run plan)   1 findings (FAIL verdict, lint or doctor findings)
+  2 usage or input error (incl. script errors)   3 cluster error (unreachable, rejected, timeout)
+  130 interrupted (Ctrl-C)";
+
+/// rdmakit: GPU-to-GPU transfers over RDMA on Kubernetes that work the first time, and proof that they did.
+#[derive(Debug, Parser)]
+#[command(name = "rdmakit", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command accepts (kubectl conventions).
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// Kubeconfig context to use (like kubectl --context).
+    #[arg(long, global = true, env = "RDMAKIT_CONTEXT")]
+    pub context: Option<String>,
+    /// Namespace for namespaced objects (like kubectl -n).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// More log output (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a workflow script (build -> deploy -> verify -> report), or print its plan with --dry-run.
+    #[command(after_help = run::AFTER_HELP)]
+    Run(run::RunArgs),
+    /// Render manifests, Dockerfile and programs for a vendor profile into a bundle directory.
+    Render(tools::RenderArgs),
+    /// Validate manifests against the Kubernetes and CRD schemas.
+    Validate(tools::ValidateArgs),
+    /// Lint manifests for RDMA pitfalls (each finding: field path, why it breaks, the fix).
+    Lint(tools::LintArgs),
+    /// Probe this host (inside a pod or on a node): RDMA devices, memlock, NCCL, GPUs.
+    Probe(tools::ProbeArgs),
+    /// Read a NCCL/UCX/Ray/ibverbs log and name the cause and fix of known failures.
+    Doctor(tools::DoctorArgs),
+    /// Run a GPU staging or transport benchmark (gpu-stage) on this machine.
+    Bench(tools::BenchArgs),
+    /// List vendor profiles, or show one.
+    Profiles(tools::ProfilesArgs),
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// An error with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn input(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: code::INPUT,
+            error: error.into(),
+        }
+    }
+    pub fn cluster(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: code::CLUSTER,
+            error: error.into(),
+        }
+    }
+}
+
+pub type CmdResult = Result<u8, Failure>;
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                code::INPUT
+            } else {
+                code::OK
+            });
+        }
+    };
+    init_logging(cli.global.verbose);
+    let result = match cli.command {
+        Command::Run(a) => run::run(&cli.global, a),
+        Command::Render(a) => tools::render(&cli.global, a),
+        Command::Validate(a) => tools::validate(a),
+        Command::Lint(a) => tools::lint(a),
+        Command::Probe(a) => tools::probe(&cli.global, a),
+        Command::Doctor(a) => tools::doctor(a),
+        Command::Bench(a) => tools::bench(a),
+        Command::Profiles(a) => tools::profiles(a),
+    };
+    match result {
+        Ok(c) => ExitCode::from(c),
+        Err(f) => {
+            eprintln!("error: {:#}", f.error);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Parses `key=value`.
+pub fn parse_set(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(format!("expected key=value, got {s:?}")),
+    }
+}

@@ -1,0 +1,242 @@
+//! `rdmakit run`: load a workflow, pick the executor, run it, print the plan or the verdict.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use rdmakit::cancel::Cancel;
+use rdmakit::exec::Executor;
+use rdmakit::exec::dry::DryRunExecutor;
+use rdmakit::exec::kube::{ClusterOptions, KubeExecutor, connect};
+use rdmakit::host::{Host, HostConfig};
+use rdmakit::report::Verdict;
+
+use super::{CmdResult, Failure, Global, code, parse_set};
+
+pub const AFTER_HELP: &str = "\
+WORKFLOW is a .rhai file, or the name of a built-in workflow:
+  erdma-ray-rdt             Ray Direct Transport over Alibaba eRDMA (seed 000), end to end
+  dranet-nccl-tests         DRANET + MPIJob nccl-tests on ACK (seed 002)
+  shared-device-raycluster  RayCluster with rdma/rdma_shared_device_* (seed 001)
+  vke-ib-pod                InfiniBand test pod on Volcengine VKE (seed 004)
+
+Examples:
+  rdmakit run scripts/workflows/erdma-ray-rdt.rhai --dry-run --out out/erdma-ray-rdt
+  rdmakit run erdma-ray-rdt --context ack-prod -n ray \\
+      --set registry=registry.cn-beijing.aliyuncs.com/me --set pull_secret=acr-pull --set push_secret_source=acr-push
+
+In --dry-run nothing is sent to a cluster: the plan is printed, and OUT/plan.sh holds the equivalent kubectl
+commands. Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/bundle/.";
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Workflow script (.rhai) or built-in workflow name.
+    pub workflow: String,
+    /// Talk to no cluster: record every action, print the plan, write plan.sh.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Override a workflow parameter or render value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
+    pub set: Vec<(String, String)>,
+    /// Output directory (default: out/<workflow name>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Allow the workflow to run local shell commands (shell::run).
+    #[arg(long)]
+    pub allow_shell: bool,
+    /// Extra directory searched by `import` (before scripts/lib/ next to the workflow).
+    #[arg(long, value_name = "DIR")]
+    pub lib: Vec<PathBuf>,
+    /// Print the plan as JSON instead of text (dry-run).
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Loaded {
+    name: String,
+    source: String,
+    display: String,
+    dir: Option<PathBuf>,
+}
+
+fn load(workflow: &str) -> Result<Loaded, Failure> {
+    let path = Path::new(workflow);
+    if path.is_file() {
+        let source = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))
+            .map_err(Failure::input)?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "workflow".into());
+        return Ok(Loaded {
+            name,
+            source,
+            display: workflow.to_owned(),
+            dir: path.parent().map(Path::to_owned),
+        });
+    }
+    match rdmakit::workflows::builtin(workflow) {
+        Some(source) => {
+            let name = workflow.trim_end_matches(".rhai").to_owned();
+            Ok(Loaded {
+                display: format!("scripts/workflows/{name}.rhai"),
+                name,
+                source: source.to_owned(),
+                dir: None,
+            })
+        }
+        None => Err(Failure::input(anyhow::anyhow!(
+            "{workflow}: no such file, and not a built-in workflow (built-ins: {})",
+            rdmakit::workflows::BUILTIN
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+pub fn run(global: &Global, args: RunArgs) -> CmdResult {
+    let wf = load(&args.workflow)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out").join(&wf.name));
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("cannot create the out dir {}", out.display()))
+        .map_err(Failure::input)?;
+    let mut config = HostConfig::new(&out);
+    config.params = args.set.iter().cloned().collect::<BTreeMap<_, _>>();
+    config.allow_shell = args.allow_shell;
+    config.lib_dirs = args.lib.clone();
+    if let Some(dir) = &wf.dir {
+        let lib = dir.join("../lib");
+        if lib.is_dir() {
+            config.lib_dirs.push(lib);
+        }
+        let vendors = dir.join("../vendors");
+        if vendors.is_dir() {
+            config.vendor_dirs.push(vendors);
+        }
+    }
+    let workflow_file = Path::new(&wf.display)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(Failure::input)?;
+    let cancel = Cancel::new();
+    {
+        let cancel = cancel.clone();
+        runtime.spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!(
+                    "\ninterrupt: stopping after the current action (Ctrl-C again to exit at once)"
+                );
+                cancel.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(i32::from(code::INTERRUPTED));
+                }
+            }
+        });
+    }
+
+    let dry = args.dry_run.then(|| {
+        Arc::new(DryRunExecutor::new(
+            &workflow_file,
+            global.context.as_deref(),
+            global.namespace.as_deref(),
+        ))
+    });
+    let exec: Arc<dyn Executor> = match &dry {
+        Some(d) => d.clone(),
+        None => {
+            let opts = ClusterOptions {
+                kubeconfig: global.kubeconfig.clone(),
+                context: global.context.clone(),
+                namespace: global.namespace.clone(),
+            };
+            let client = runtime
+                .block_on(connect(&opts))
+                .context("cannot reach the cluster (use --dry-run to see the plan without one)")
+                .map_err(Failure::cluster)?;
+            Arc::new(KubeExecutor::new(
+                client,
+                runtime.handle().clone(),
+                cancel.clone(),
+            ))
+        }
+    };
+
+    // The script runs on this thread (not a runtime worker), so the live executor can block on the runtime.
+    let host = Host::new(exec, config, cancel.clone(), &workflow_file);
+    let outcome = host.run(&wf.display, &wf.source);
+
+    if let Some(d) = &dry {
+        let plan = d.plan();
+        let sh = out.join("plan.sh");
+        std::fs::write(&sh, plan.to_shell())
+            .with_context(|| format!("cannot write {}", sh.display()))
+            .map_err(Failure::input)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&sh, std::fs::Permissions::from_mode(0o755));
+        }
+        let js = serde_json::to_string_pretty(&plan).unwrap_or_default();
+        let _ = std::fs::write(out.join("plan.json"), js.clone() + "\n");
+        if args.json {
+            println!("{js}");
+        } else {
+            print!("{}", plan.to_text());
+        }
+    }
+
+    let report = &outcome.report;
+    eprintln!();
+    eprintln!(
+        "verdict: {} — {}",
+        report.verdict.map(Verdict::word).unwrap_or("ERROR"),
+        report.summary
+    );
+    let bundle = out.join("bundle");
+    if bundle.is_dir() {
+        eprintln!("bundle:  {}", bundle.display());
+    }
+    if dry.is_some() {
+        eprintln!("plan:    {}", out.join("plan.sh").display());
+    }
+    eprintln!(
+        "report:  {} (and report.json)",
+        out.join("report.md").display()
+    );
+
+    if let Some(e) = &outcome.error {
+        eprintln!("error: {}:", wf.display);
+        eprintln!("  {e}");
+        for t in &e.trace {
+            eprintln!("  {t}");
+        }
+        return Ok(if e.interrupted {
+            code::INTERRUPTED
+        } else if e.cluster {
+            code::CLUSTER
+        } else {
+            code::INPUT
+        });
+    }
+    Ok(match outcome.verdict() {
+        Verdict::Pass | Verdict::Planned => code::OK,
+        Verdict::Fail => code::FINDINGS,
+        Verdict::Interrupted => code::INTERRUPTED,
+        Verdict::Error => code::INPUT,
+    })
+}

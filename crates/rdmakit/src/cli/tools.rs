@@ -1,0 +1,396 @@
+//! The direct subcommands: render, validate, lint, probe, doctor, bench, profiles.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use super::{CmdResult, Failure, Global, code, parse_set};
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Systems to render (image, buildkit, raycluster, rdt-demo, nccl-check, dra, mpijob, rdma-test-pod, all).
+    #[arg(required = true)]
+    pub systems: Vec<String>,
+    /// Vendor profile: built-in name or a .rhai file.
+    #[arg(long, short)]
+    pub profile: String,
+    /// Override a value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
+    pub set: Vec<(String, String)>,
+    /// Bundle directory.
+    #[arg(long, default_value = "out/bundle")]
+    pub out: PathBuf,
+    /// Print the manifests as one YAML stream instead of writing files.
+    #[arg(long)]
+    pub stdout: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Manifest files or directories.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Reject unknown fields.
+    #[arg(long)]
+    pub strict: bool,
+    /// Print findings as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// Manifest files or directories.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Vendor profile to check device names and NCCL settings against.
+    #[arg(long, short)]
+    pub profile: Option<String>,
+    /// Number of RDMA nodes (checks hostNetwork replica counts).
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// Print findings as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Print facts as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Log file, or - for stdin.
+    pub file: String,
+    /// Print findings as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which staging benchmark to run.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum BenchKind {
+    /// GPU src -> pinned host ring -> GPU dst in one process (the pipelined staging path).
+    Inprocess,
+    /// Pinned cudaMemcpyAsync device -> host alone (the peer figure for inprocess).
+    PinnedD2h,
+    /// Pinned cudaMemcpyAsync host -> device alone.
+    PinnedH2d,
+    /// Sender and receiver over TCP loopback with parallel connections.
+    Tcp,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum BenchBackend {
+    /// GPUs through the CUDA driver.
+    Cuda,
+    /// Host memory only (no GPU needed; measures the pipeline itself).
+    Host,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  rdmakit bench inprocess --size 512MiB\n  rdmakit bench tcp --backend host --size 64MiB --connections 4 --json"
+)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum, default_value = "inprocess")]
+    pub kind: BenchKind,
+    /// Bytes per transfer (e.g. 512MiB).
+    #[arg(long, default_value = "512MiB")]
+    pub size: String,
+    /// Timed iterations.
+    #[arg(long, default_value_t = 5)]
+    pub iters: usize,
+    /// Ring chunk size (e.g. 4MiB; never below 1MiB).
+    #[arg(long)]
+    pub chunk: Option<String>,
+    /// Ring buffers per direction.
+    #[arg(long)]
+    pub slots: Option<usize>,
+    /// Parallel TCP connections (tcp only).
+    #[arg(long)]
+    pub connections: Option<usize>,
+    /// Backend.
+    #[arg(long, value_enum, default_value = "cuda")]
+    pub backend: BenchBackend,
+    /// Source and destination GPU ordinals.
+    #[arg(long, default_value_t = 0)]
+    pub src: usize,
+    #[arg(long, default_value_t = 1)]
+    pub dst: usize,
+    /// Print results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfilesArgs {
+    /// Show this profile in full.
+    pub name: Option<String>,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn pending(what: &str, why: &str) -> CmdResult {
+    Err(Failure::input(anyhow::anyhow!(
+        "`rdmakit {what}` is not available in this build: {why}"
+    )))
+}
+
+fn read_input(file: &str) -> Result<String, Failure> {
+    if file == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .context("cannot read stdin")
+            .map_err(Failure::input)?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {file}"))
+            .map_err(Failure::input)
+    }
+}
+
+fn table(header: &[&str]) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    t.set_header(header.to_vec());
+    t
+}
+
+pub fn render(_g: &Global, a: RenderArgs) -> CmdResult {
+    let profile = rdmakit::profiles::load(&a.profile).map_err(Failure::input)?;
+    let mut values = k8s_render::Values::default();
+    for (k, v) in &a.set {
+        values
+            .set(k, v)
+            .map_err(|e| Failure::input(anyhow::anyhow!("--set {e}")))?;
+    }
+    values.check().map_err(Failure::input)?;
+    let systems: Vec<k8s_render::System> = if a.systems.iter().any(|s| s == "all") {
+        k8s_render::System::all()
+            .iter()
+            .copied()
+            .filter(|s| s.applies_to(&profile))
+            .collect()
+    } else {
+        a.systems
+            .iter()
+            .map(|s| s.parse::<k8s_render::System>().map_err(Failure::input))
+            .collect::<Result<_, _>>()?
+    };
+    let bundle = k8s_render::render_systems(&systems, &profile, &values).map_err(Failure::input)?;
+    if a.stdout {
+        print!("{}", bundle.to_stream());
+        return Ok(code::OK);
+    }
+    let written = bundle.write_to(&a.out).map_err(Failure::input)?;
+    for p in written {
+        println!("{}", p.display());
+    }
+    Ok(code::OK)
+}
+
+pub fn validate(_a: ValidateArgs) -> CmdResult {
+    pending(
+        "validate",
+        "k8s-render's validate module has no public API yet",
+    )
+}
+
+pub fn lint(_a: LintArgs) -> CmdResult {
+    pending("lint", "k8s-render's lint module has no public API yet")
+}
+
+pub fn probe(_g: &Global, a: ProbeArgs) -> CmdResult {
+    let mut opts = probe::ProbeOptions::new("/");
+    opts.env = std::env::vars()
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect();
+    let facts = probe::HostFacts::gather(&opts).map_err(Failure::input)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&facts).map_err(Failure::input)?
+        );
+    } else {
+        print!(
+            "{}",
+            probe::Report::from_checks("rdmakit probe: this host", &facts.checks).render_table()
+        );
+    }
+    Ok(if facts.verdict() >= probe::Verdict::Fail {
+        code::FINDINGS
+    } else {
+        code::OK
+    })
+}
+
+pub fn doctor(a: DoctorArgs) -> CmdResult {
+    let text = read_input(&a.file)?;
+    let d = probe::doctor::diagnose(&text).map_err(Failure::input)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&d).map_err(Failure::input)?
+        );
+    } else if d.findings.is_empty() {
+        println!("no known failure signature in {} lines", d.lines_read);
+    } else {
+        let mut t = table(&["line", "severity", "signature", "cause", "fix"]);
+        for f in &d.findings {
+            t.add_row(vec![
+                f.line.to_string(),
+                f.severity.as_str().to_owned(),
+                f.id.clone(),
+                f.cause.clone(),
+                f.fix.clone().unwrap_or_default(),
+            ]);
+        }
+        println!("{t}");
+    }
+    Ok(if d.findings.is_empty() {
+        code::OK
+    } else {
+        code::FINDINGS
+    })
+}
+
+pub fn bench(a: BenchArgs) -> CmdResult {
+    use gpu_stage::bench::{self, Backend, BenchConfig, Direction};
+    let mut cfg = BenchConfig {
+        bytes: gpu_stage::parse_size(&a.size).map_err(Failure::input)?,
+        iterations: a.iters.max(1),
+        src_device: a.src,
+        dst_device: a.dst,
+        backend: match a.backend {
+            BenchBackend::Cuda => Backend::Cuda,
+            BenchBackend::Host => Backend::Host,
+        },
+        ..BenchConfig::default()
+    };
+    if let Some(c) = &a.chunk {
+        cfg.ring.chunk_bytes = gpu_stage::parse_size(c).map_err(Failure::input)?;
+    }
+    if let Some(s) = a.slots {
+        cfg.ring.slots = s;
+    }
+    if let Some(c) = a.connections {
+        cfg.connections = c;
+    }
+    let run = |r: Result<bench::BenchResult, gpu_stage::StageError>| {
+        r.map_err(|e| Failure::input(anyhow::anyhow!("{e}")))
+    };
+    let results = match a.kind {
+        BenchKind::Inprocess => vec![
+            run(bench::run_pinned_copy(&cfg, Direction::D2h))?,
+            run(bench::run_inprocess(&cfg))?,
+        ],
+        BenchKind::PinnedD2h => vec![run(bench::run_pinned_copy(&cfg, Direction::D2h))?],
+        BenchKind::PinnedH2d => vec![run(bench::run_pinned_copy(&cfg, Direction::H2d))?],
+        BenchKind::Tcp => {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")
+                .context("bind 127.0.0.1")
+                .map_err(Failure::input)?;
+            let addr = listener
+                .local_addr()
+                .context("local address")
+                .map_err(Failure::input)?;
+            let rcfg = cfg.clone();
+            let receiver = std::thread::spawn(move || bench::run_tcp_receiver(&rcfg, &listener));
+            let sent = run(bench::run_tcp_sender(&cfg, addr))?;
+            let received = receiver
+                .join()
+                .map_err(|_| Failure::input(anyhow::anyhow!("the TCP receiver thread panicked")))?;
+            vec![sent, run(received)?]
+        }
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).map_err(Failure::input)?
+        );
+    } else {
+        let mut t = table(&[
+            "benchmark",
+            "backend",
+            "bytes",
+            "best GiB/s",
+            "median GiB/s",
+            "verified",
+        ]);
+        for r in &results {
+            t.add_row(vec![
+                r.name.clone(),
+                format!("{:?}", r.backend).to_lowercase(),
+                r.bytes.to_string(),
+                format!("{:.2}", r.gib_s_best),
+                format!("{:.2}", r.gib_s_median),
+                r.verified.to_string(),
+            ]);
+        }
+        println!("{t}");
+    }
+    Ok(if results.iter().all(|r| r.verified) {
+        code::OK
+    } else {
+        code::FINDINGS
+    })
+}
+
+pub fn profiles(a: ProfilesArgs) -> CmdResult {
+    if let Some(name) = &a.name {
+        let p = rdmakit::profiles::load(name).map_err(Failure::input)?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&p).map_err(Failure::input)?
+        );
+        return Ok(code::OK);
+    }
+    let mut rows = Vec::new();
+    for n in rdmakit::profiles::builtin_names() {
+        let p = rdmakit::profiles::load_builtin(n).map_err(Failure::input)?;
+        rows.push(p);
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).map_err(Failure::input)?
+        );
+        return Ok(code::OK);
+    }
+    let mut t = table(&[
+        "profile",
+        "fabric",
+        "RDMA via",
+        "GPU resource",
+        "description",
+    ]);
+    for p in &rows {
+        let via = match &p.rdma {
+            k8s_render::RdmaAttachment::DevicePlugin { resources } => {
+                resources.keys().cloned().collect::<Vec<_>>().join(", ")
+            }
+            k8s_render::RdmaAttachment::Dra(d) => format!("DRA DeviceClass {}", d.device_class),
+        };
+        t.add_row(vec![
+            p.name.clone(),
+            p.fabric.clone(),
+            via,
+            p.gpu_resource.clone(),
+            p.description.clone(),
+        ]);
+    }
+    println!("{t}");
+    println!(
+        "A profile is a Rhai script: copy scripts/vendors/<name>.rhai, edit, and pass its path as --profile."
+    );
+    Ok(code::OK)
+}

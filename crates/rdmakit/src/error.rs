@@ -1,0 +1,99 @@
+//! Typed errors of the library half. The binary turns them into `anyhow` reports and exit codes.
+
+use std::path::PathBuf;
+
+/// An error from an executor action (dry-run or live cluster).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The API server rejected a request; `message` is the server's own text.
+    #[error("{action}: the API server rejected it ({code} {reason}): {message}")]
+    Rejected {
+        /// What we tried, e.g. `apply RayCluster/ray-erdma-cluster`.
+        action: String,
+        /// HTTP status code.
+        code: u16,
+        /// Machine-readable reason (`Conflict`, `Invalid`, ...).
+        reason: String,
+        /// Human-readable message from the server.
+        message: String,
+    },
+    /// An action ran past its deadline (enforced in Rust, not by the server).
+    #[error("{action}: timed out after {secs}s{hint}")]
+    Timeout {
+        /// What we were doing.
+        action: String,
+        /// The limit that was hit.
+        secs: u64,
+        /// Extra context (e.g. the last observed state).
+        hint: String,
+    },
+    /// Ctrl-C (or another cancellation) stopped the action.
+    #[error("{action}: interrupted")]
+    Cancelled {
+        /// What was running.
+        action: String,
+    },
+    /// The cluster does not serve an API a workflow needs (CRD or DRA not installed).
+    #[error("the cluster does not serve {api_version} {kind}: {fix}")]
+    MissingApi {
+        /// e.g. `ray.io/v1`.
+        api_version: String,
+        /// e.g. `RayCluster`.
+        kind: String,
+        /// How to install it.
+        fix: String,
+    },
+    /// A wait finished in a failed state (MPIJob Failed, pod CrashLoopBackOff...).
+    #[error("{action}: {message}")]
+    Failed {
+        /// What we waited for.
+        action: String,
+        /// What the cluster reported.
+        message: String,
+    },
+    /// Bad input from a workflow or a manifest file.
+    #[error("{0}")]
+    Input(String),
+    /// Reading or writing a local file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// File involved.
+        path: PathBuf,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A transport-level error talking to the API server (after retries).
+    #[error("{action}: {message}")]
+    Transport {
+        /// What we tried.
+        action: String,
+        /// The client error.
+        message: String,
+    },
+    /// The operation was refused by policy (e.g. `shell::` without `--allow-shell`).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl ExecError {
+    /// Shorthand for an I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// True when the error came from the cluster side (rejection, timeout, transport, missing API).
+    pub fn is_cluster_error(&self) -> bool {
+        matches!(
+            self,
+            Self::Rejected { .. }
+                | Self::Timeout { .. }
+                | Self::MissingApi { .. }
+                | Self::Transport { .. }
+                | Self::Failed { .. }
+        )
+    }
+}

@@ -1,0 +1,483 @@
+//! The dry-run executor: talks to no cluster, records every action with its kubectl equivalent.
+//!
+//! Reads return placeholders marked `dry_run: true` (names such as `${WORKERS[0]}` that plan.sh binds to
+//! the real pods with a `kubectl get`), so a workflow can run end to end without presenting anything as
+//! measured.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{
+    CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, ListSpec, LogSpec,
+    Manifest, MergeSecretsSpec, MergeSummary, ObjRef, WaitFor, WaitSpec,
+};
+use crate::error::ExecError;
+use crate::plan::{Plan, shell_join, shell_quote};
+
+/// Records actions into a shared [`Plan`].
+#[derive(Debug, Clone)]
+pub struct DryRunExecutor {
+    plan: Arc<Mutex<Plan>>,
+}
+
+impl DryRunExecutor {
+    /// A dry-run executor for `workflow`, with the kubectl global flags a user passed.
+    pub fn new(workflow: &str, context: Option<&str>, namespace: Option<&str>) -> Self {
+        Self {
+            plan: Arc::new(Mutex::new(Plan::new(workflow, context, namespace))),
+        }
+    }
+
+    /// A copy of the plan recorded so far.
+    pub fn plan(&self) -> Plan {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Plan> {
+        // A panic while holding the lock cannot leave the plan half-written in a harmful way.
+        self.plan.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn kubectl(&self, namespace: Option<&str>) -> String {
+        let base = self.lock().kubectl.clone();
+        match namespace {
+            Some(ns) if !base.contains(" -n ") => format!("{base} -n {}", shell_quote(ns)),
+            _ => base,
+        }
+    }
+
+    fn exec_line(&self, spec: &ExecSpec) -> (String, Vec<String>, String) {
+        let k = self.kubectl(spec.namespace.as_deref());
+        let mut argv: Vec<String> = Vec::new();
+        if !spec.env.is_empty() {
+            argv.push("env".into());
+            argv.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+        }
+        argv.extend(spec.command.iter().cloned());
+        let cmd = format!(
+            "{k} exec {}{}{} -- {}",
+            shell_quote(&spec.pod),
+            container_flag(spec.container.as_deref()),
+            if spec.stdin.is_some() { " -i" } else { "" },
+            shell_join(&argv)
+        );
+        let line = match &spec.capture_var {
+            Some(v) => format!("{v}=$({cmd})"),
+            None => cmd,
+        };
+        let where_ = match &spec.container {
+            Some(c) => format!("{} (container {c})", spec.pod),
+            None => spec.pod.clone(),
+        };
+        (
+            format!("exec in {where_}, timeout {}", secs(spec.timeout)),
+            vec![format!("command: {}", shell_join(&argv))],
+            line,
+        )
+    }
+
+    fn record(&self, summary: String, detail: Vec<String>, shell: Vec<String>) {
+        self.lock().action(summary, detail, shell);
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{}s", d.as_secs())
+}
+
+fn container_flag(c: Option<&str>) -> String {
+    c.map(|c| format!(" -c {}", shell_quote(c)))
+        .unwrap_or_default()
+}
+
+fn objects_detail(manifest: &Manifest) -> Result<(Vec<ObjRef>, Vec<String>), ExecError> {
+    let refs = manifest
+        .objects
+        .iter()
+        .map(|o| ObjRef::from_object(o, &manifest.display_path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let detail = refs
+        .iter()
+        .map(|r| format!("{} {}", r.api_version, r))
+        .collect();
+    Ok((refs, detail))
+}
+
+fn labels_from_selector(selector: Option<&str>) -> Value {
+    let mut labels = serde_json::Map::new();
+    for part in selector.unwrap_or("").split(',') {
+        if let Some((k, v)) = part.split_once('=') {
+            labels.insert(
+                k.trim().trim_end_matches('=').to_owned(),
+                Value::String(v.trim().to_owned()),
+            );
+        }
+    }
+    Value::Object(labels)
+}
+
+impl Executor for DryRunExecutor {
+    fn is_dry_run(&self) -> bool {
+        true
+    }
+
+    fn begin_step(&self, name: &str) {
+        self.lock().begin_step(name);
+    }
+
+    fn note(&self, text: &str) {
+        self.lock().note(text);
+    }
+
+    fn plan_shell(&self, summary: &str, line: &str) {
+        self.record(summary.to_owned(), vec![], vec![line.to_owned()]);
+    }
+
+    fn has_api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        _timeout: Duration,
+    ) -> Result<bool, ExecError> {
+        let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+        let k = strip_namespace_flag(&self.kubectl(None));
+        self.record(
+            format!("check that the cluster serves {api_version} {kind}"),
+            vec![],
+            vec![format!(
+                "{k} api-resources --api-group={} | grep -qw {kind}",
+                shell_quote(group)
+            )],
+        );
+        Ok(true)
+    }
+
+    fn apply(&self, manifest: &Manifest, _timeout: Duration) -> Result<Vec<ObjRef>, ExecError> {
+        let (refs, detail) = objects_detail(manifest)?;
+        let k = self.kubectl(None);
+        self.record(
+            format!(
+                "apply {} (server-side, field manager {FIELD_MANAGER})",
+                manifest.display_path
+            ),
+            detail,
+            vec![format!(
+                "{k} apply --server-side --field-manager={FIELD_MANAGER} -f {}",
+                shell_quote(&manifest.display_path)
+            )],
+        );
+        Ok(refs)
+    }
+
+    fn delete(&self, manifest: &Manifest, _timeout: Duration) -> Result<Vec<ObjRef>, ExecError> {
+        let (refs, detail) = objects_detail(manifest)?;
+        let k = self.kubectl(None);
+        self.record(
+            format!("delete {}", manifest.display_path),
+            detail,
+            vec![format!(
+                "{k} delete --ignore-not-found -f {}",
+                shell_quote(&manifest.display_path)
+            )],
+        );
+        Ok(refs)
+    }
+
+    fn wait(&self, spec: &WaitSpec) -> Result<Value, ExecError> {
+        let k = self.kubectl(spec.namespace.as_deref());
+        let kind = spec.kind.to_lowercase();
+        let target = match (&spec.name, &spec.selector) {
+            (Some(n), _) => format!("{kind}/{}", shell_quote(n)),
+            (None, Some(s)) => format!("{kind} -l {}", shell_quote(s)),
+            (None, None) => format!("{kind} --all"),
+        };
+        let t = secs(spec.timeout);
+        let (summary, shell) = match &spec.what {
+            WaitFor::PodsReady => (
+                format!(
+                    "wait until {target} Ready (at least {}), timeout {t}",
+                    spec.expect.max(1)
+                ),
+                format!("{k} wait --for=condition=Ready {target} --timeout={t}"),
+            ),
+            WaitFor::RayClusterReady => (
+                format!("wait until {target} reports status.state=ready, timeout {t}"),
+                format!("{k} wait --for=jsonpath='{{.status.state}}'=ready {target} --timeout={t}"),
+            ),
+            WaitFor::MpiJobFinished => (
+                format!("wait until {target} Succeeded (Failed stops the workflow), timeout {t}"),
+                format!("{k} wait --for=condition=Succeeded {target} --timeout={t}"),
+            ),
+            WaitFor::ClaimsAllocated => (
+                format!(
+                    "wait until {} ResourceClaims are allocated, timeout {t}",
+                    spec.expect.max(1)
+                ),
+                format!("{k} get resourceclaims"),
+            ),
+            WaitFor::Condition(c) => (
+                format!("wait until {target} has {c}=True, timeout {t}"),
+                format!("{k} wait --for=condition={c} {target} --timeout={t}"),
+            ),
+        };
+        self.record(summary, vec![], vec![shell]);
+        Ok(json!({"dry_run": true, "state": "planned"}))
+    }
+
+    fn exec(&self, spec: &ExecSpec) -> Result<ExecOutput, ExecError> {
+        let (summary, detail, line) = self.exec_line(spec);
+        self.record(summary, detail, vec![line]);
+        Ok(ExecOutput {
+            dry_run: true,
+            ..ExecOutput::default()
+        })
+    }
+
+    fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
+        let mut detail = Vec::new();
+        let mut shell = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let (summary, d, line) = self.exec_line(spec);
+            detail.push(summary);
+            detail.extend(d.into_iter().map(|l| format!("  {l}")));
+            // All but the last run in the background; `wait` joins them (and fails if one failed).
+            shell.push(if i + 1 < specs.len() {
+                format!("{line} &")
+            } else {
+                line
+            });
+        }
+        if specs.len() > 1 {
+            shell.push("wait".into());
+        }
+        self.record(
+            format!("run {} commands at the same time", specs.len()),
+            detail,
+            shell,
+        );
+        Ok(specs
+            .iter()
+            .map(|_| ExecOutput {
+                dry_run: true,
+                ..ExecOutput::default()
+            })
+            .collect())
+    }
+
+    fn get_field(&self, spec: &FieldSpec) -> Result<String, ExecError> {
+        let k = self.kubectl(spec.namespace.as_deref());
+        let cmd = format!(
+            "{k} get {} {} -o jsonpath='{{{}}}'",
+            spec.kind.to_lowercase(),
+            shell_quote(&spec.name),
+            spec.path
+        );
+        let (line, value) = match &spec.capture_var {
+            Some(v) => (format!("{v}=$({cmd})"), format!("${{{v}}}")),
+            None => (
+                cmd,
+                format!("<dry-run: {}{} of {}>", spec.kind, spec.path, spec.name),
+            ),
+        };
+        self.record(
+            format!(
+                "read {} of {}/{}",
+                spec.path,
+                spec.kind.to_lowercase(),
+                spec.name
+            ),
+            vec![],
+            vec![line],
+        );
+        Ok(value)
+    }
+
+    fn copy_to(&self, spec: &CopySpec) -> Result<(), ExecError> {
+        let k = self.kubectl(spec.namespace.as_deref());
+        self.record(
+            format!(
+                "copy {} to {}:{}",
+                spec.local_display, spec.pod, spec.remote
+            ),
+            vec![],
+            vec![format!(
+                "{k} cp {} {}{}",
+                shell_quote(&spec.local_display),
+                shell_quote_pod_path(&spec.pod, &spec.remote),
+                container_flag(spec.container.as_deref())
+            )],
+        );
+        Ok(())
+    }
+
+    fn logs(&self, spec: &LogSpec) -> Result<String, ExecError> {
+        let k = self.kubectl(spec.namespace.as_deref());
+        let tail = spec
+            .tail
+            .map(|n| format!(" --tail={n}"))
+            .unwrap_or_default();
+        let cmd = format!(
+            "{k} logs {}{}{tail}",
+            shell_quote(&spec.pod),
+            container_flag(spec.container.as_deref())
+        );
+        let line = match &spec.capture_var {
+            Some(v) => format!("{v}=$({cmd})"),
+            None => cmd,
+        };
+        self.record(format!("read the log of {}", spec.pod), vec![], vec![line]);
+        Ok(String::new())
+    }
+
+    fn list(&self, spec: &ListSpec) -> Result<Vec<Value>, ExecError> {
+        let cluster_scoped =
+            spec.kind == "Node" || spec.kind == "DeviceClass" || spec.kind == "ResourceSlice";
+        // Cluster-scoped kinds take no namespace flag.
+        let k = if cluster_scoped {
+            strip_namespace_flag(&self.kubectl(None))
+        } else {
+            self.kubectl(spec.namespace.as_deref())
+        };
+        let resource = plural_lower(&spec.kind);
+        let sel = spec
+            .selector
+            .as_deref()
+            .map(|s| format!(" -l {}", shell_quote(s)))
+            .unwrap_or_default();
+        let line = match (&spec.capture_var, spec.kind.as_str()) {
+            (Some(v), _) => format!(
+                "{v}=($({k} get {resource}{sel} -o jsonpath='{{.items[*].metadata.name}}'))"
+            ),
+            (None, _) if !spec.columns.is_empty() => {
+                let cols: Vec<String> = spec
+                    .columns
+                    .iter()
+                    .map(|(h, p)| format!("{h}:{p}"))
+                    .collect();
+                format!(
+                    "{k} get {resource}{sel} -o custom-columns={}",
+                    shell_quote(&cols.join(","))
+                )
+            }
+            (None, _) => format!("{k} get {resource}{sel} -o wide"),
+        };
+        let what = match &spec.selector {
+            Some(s) => format!("list {resource} with labels {s}"),
+            None => format!("list {resource}"),
+        };
+        self.record(what, vec![], vec![line]);
+        let labels = labels_from_selector(spec.selector.as_deref());
+        let n = spec.expect.max(1);
+        Ok((0..n)
+            .map(|i| {
+                let name = match &spec.capture_var {
+                    Some(v) => format!("${{{v}[{i}]}}"),
+                    None => format!("dry-run-{}-{i}", spec.kind.to_lowercase()),
+                };
+                json!({
+                    "apiVersion": spec.api_version,
+                    "kind": spec.kind,
+                    "metadata": {"name": name, "labels": labels},
+                    "status": {},
+                    "dry_run": true,
+                })
+            })
+            .collect())
+    }
+
+    fn merge_registry_secrets(&self, spec: &MergeSecretsSpec) -> Result<MergeSummary, ExecError> {
+        if spec.sources.is_empty() {
+            return Err(ExecError::Input(
+                "merge_registry_secrets: give at least one source Secret".into(),
+            ));
+        }
+        let k = self.kubectl(spec.namespace.as_deref());
+        let mut shell = vec![
+            "# Merge registry credentials without echoing them: files live in a private temp dir."
+                .to_owned(),
+            "CREDS_DIR=$(umask 077; mktemp -d)".to_owned(),
+        ];
+        for (i, s) in spec.sources.iter().enumerate() {
+            shell.push(format!(
+                "{k} get secret {} -o jsonpath='{{.data.\\.dockerconfigjson}}' | base64 -d > \"$CREDS_DIR/{i}.json\"",
+                shell_quote(s)
+            ));
+        }
+        let files: Vec<String> = (0..spec.sources.len())
+            .map(|i| format!("\"$CREDS_DIR/{i}.json\""))
+            .collect();
+        let sum: Vec<String> = (0..spec.sources.len())
+            .map(|i| format!(".[{i}].auths"))
+            .collect();
+        shell.push(format!(
+            "jq -s '{{auths: ({})}}' {} > \"$CREDS_DIR/merged.json\"",
+            sum.join(" + "),
+            files.join(" ")
+        ));
+        shell.push(format!(
+            "{k} create secret generic {} --from-file={}=\"$CREDS_DIR/merged.json\" --dry-run=client -o yaml | {k} apply --server-side --field-manager={FIELD_MANAGER} -f -",
+            shell_quote(&spec.target),
+            spec.key
+        ));
+        shell.push("rm -rf \"$CREDS_DIR\"".to_owned());
+        self.record(
+            format!(
+                "merge registry credentials {} -> secret/{} (key {}; contents never printed)",
+                spec.sources
+                    .iter()
+                    .map(|s| format!("secret/{s}"))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                spec.target,
+                spec.key
+            ),
+            vec![],
+            shell,
+        );
+        Ok(MergeSummary {
+            target: spec.target.clone(),
+            registries: vec![],
+            dry_run: true,
+        })
+    }
+}
+
+fn shell_quote_pod_path(pod: &str, remote: &str) -> String {
+    if crate::plan::is_placeholder(pod) {
+        format!("\"{pod}\":{}", shell_quote(remote))
+    } else {
+        shell_quote(&format!("{pod}:{remote}"))
+    }
+}
+
+fn strip_namespace_flag(k: &str) -> String {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for w in k.split(' ') {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if w == "-n" {
+            skip = true;
+            continue;
+        }
+        out.push(w);
+    }
+    out.join(" ")
+}
+
+/// kubectl's lowercase plural for the kinds workflows use.
+pub fn plural_lower(kind: &str) -> String {
+    let lower = kind.to_lowercase();
+    match lower.as_str() {
+        "mpijob" => "mpijobs".into(),
+        "raycluster" => "rayclusters".into(),
+        "deviceclass" => "deviceclasses".into(),
+        "ingress" => "ingresses".into(),
+        _ if lower.ends_with('s') => format!("{lower}es"),
+        _ => format!("{lower}s"),
+    }
+}

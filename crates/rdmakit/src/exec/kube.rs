@@ -1,0 +1,747 @@
+//! The live executor: kube-rs with server-side apply, discovery, exec/cp over the API, polling waits with
+//! a progress spinner, retries with backoff on transient API errors, and deadlines enforced in Rust.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{
+    ApiResource, AttachParams, DeleteParams, DynamicObject, GroupVersionKind, ListParams,
+    LogParams, Patch, PatchParams,
+};
+use kube::discovery::{ApiCapabilities, Scope};
+use kube::{Api, Client, Config};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::wait::{WaitState, evaluate};
+use super::{
+    CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, ListSpec, LogSpec,
+    Manifest, MergeSecretsSpec, MergeSummary, ObjRef, WaitSpec, api_version_for_kind, field_at,
+    missing_api_fix,
+};
+use crate::cancel::Cancel;
+use crate::error::ExecError;
+
+/// How to reach the cluster (kubectl-like flags).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// Kubeconfig file (`--kubeconfig`); otherwise `$KUBECONFIG`, `~/.kube/config`, or in-cluster config.
+    pub kubeconfig: Option<PathBuf>,
+    /// Context name (`--context`).
+    pub context: Option<String>,
+    /// Namespace (`-n`); otherwise the context's namespace or `default`.
+    pub namespace: Option<String>,
+}
+
+/// Builds a kube client the way kubectl finds its config.
+pub async fn connect(opts: &ClusterOptions) -> Result<Client, ExecError> {
+    let kc_opts = kube::config::KubeConfigOptions {
+        context: opts.context.clone(),
+        ..Default::default()
+    };
+    let transport = |message: String| ExecError::Transport {
+        action: "load cluster config".into(),
+        message,
+    };
+    let mut config = match (&opts.kubeconfig, &opts.context) {
+        (Some(path), _) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| transport(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(kc, &kc_opts)
+                .await
+                .map_err(|e| transport(e.to_string()))?
+        }
+        (None, Some(_)) => Config::from_kubeconfig(&kc_opts)
+            .await
+            .map_err(|e| transport(e.to_string()))?,
+        (None, None) => Config::infer()
+            .await
+            .map_err(|e| transport(e.to_string()))?,
+    };
+    if let Some(ns) = &opts.namespace {
+        config.default_namespace = ns.clone();
+    }
+    Client::try_from(config).map_err(|e| transport(e.to_string()))
+}
+
+/// Retry policy for transient API errors.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Total attempts (1 = no retry).
+    pub attempts: u32,
+    /// First backoff; doubles each retry.
+    pub base: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            base: Duration::from_millis(250),
+        }
+    }
+}
+
+/// The kube-rs executor.
+pub struct KubeExecutor {
+    client: Client,
+    handle: tokio::runtime::Handle,
+    namespace: String,
+    cancel: Cancel,
+    retry: RetryPolicy,
+    poll: Duration,
+    discovered: Mutex<HashMap<(String, String), (ApiResource, ApiCapabilities)>>,
+}
+
+impl std::fmt::Debug for KubeExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeExecutor")
+            .field("namespace", &self.namespace)
+            .field("retry", &self.retry)
+            .field("poll", &self.poll)
+            .finish_non_exhaustive()
+    }
+}
+
+fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => matches!(s.code, 429 | 500 | 502 | 503 | 504),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+fn map_kube_err(action: &str, e: kube::Error) -> ExecError {
+    match e {
+        kube::Error::Api(s) => ExecError::Rejected {
+            action: action.to_owned(),
+            code: s.code,
+            reason: if s.reason.is_empty() {
+                "Unknown".into()
+            } else {
+                s.reason.clone()
+            },
+            message: if s.message.is_empty() {
+                "(no message)".into()
+            } else {
+                s.message.clone()
+            },
+        },
+        other => ExecError::Transport {
+            action: action.to_owned(),
+            message: other.to_string(),
+        },
+    }
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+fn spinner(msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}") {
+        pb.set_style(style);
+    }
+    pb.set_message(msg.to_owned());
+    pb.enable_steady_tick(Duration::from_millis(150));
+    pb
+}
+
+impl KubeExecutor {
+    /// An executor over `client`. `handle` must belong to a runtime that is not driving the calling thread
+    /// (calls block on it); the CLI runs scripts on their own thread for that reason.
+    pub fn new(client: Client, handle: tokio::runtime::Handle, cancel: Cancel) -> Self {
+        let namespace = client.default_namespace().to_owned();
+        Self {
+            client,
+            handle,
+            namespace,
+            cancel,
+            retry: RetryPolicy::default(),
+            poll: Duration::from_secs(2),
+            discovered: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Sets the retry policy (tests use a short one).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the poll interval of waits.
+    pub fn with_poll_interval(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// Runs `fut` on the runtime with a deadline and Ctrl-C cancellation.
+    fn block<T>(
+        &self,
+        action: &str,
+        timeout: Duration,
+        fut: impl Future<Output = Result<T, ExecError>>,
+    ) -> Result<T, ExecError> {
+        let cancel = self.cancel.clone();
+        self.handle.block_on(async move {
+            tokio::select! {
+                r = tokio::time::timeout(timeout, fut) => r.unwrap_or_else(|_| Err(ExecError::Timeout {
+                    action: action.to_owned(), secs: timeout.as_secs(), hint: String::new(),
+                })),
+                _ = cancel.cancelled() => Err(ExecError::Cancelled { action: action.to_owned() }),
+            }
+        })
+    }
+
+    async fn retrying<T, F, Fut>(&self, action: &str, mut f: F) -> Result<T, ExecError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        let mut delay = self.retry.base;
+        let mut attempt = 1;
+        loop {
+            match f().await {
+                Ok(v) => return Ok(v),
+                Err(e) if attempt < self.retry.attempts && is_transient(&e) => {
+                    tracing::warn!(%action, attempt, error = %e, "transient API error, retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                    attempt += 1;
+                }
+                Err(e) => return Err(map_kube_err(action, e)),
+            }
+        }
+    }
+
+    /// Finds the API resource for `apiVersion`/`kind` through discovery (cached).
+    pub async fn resolve(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, ApiCapabilities), ExecError> {
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let Some(hit) = self
+            .discovered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(hit.clone());
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|e| match e {
+                kube::Error::Discovery(_) => missing(api_version, kind),
+                kube::Error::Api(s) if s.code == 404 => missing(api_version, kind),
+                other => map_kube_err(&format!("discover {api_version} {kind}"), other),
+            })?;
+        self.discovered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, found.clone());
+        Ok(found)
+    }
+
+    async fn dyn_api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        ns: Option<&str>,
+    ) -> Result<Api<DynamicObject>, ExecError> {
+        let (ar, caps) = self.resolve(api_version, kind).await?;
+        Ok(match caps.scope {
+            Scope::Cluster => Api::all_with(self.client.clone(), &ar),
+            Scope::Namespaced => {
+                Api::namespaced_with(self.client.clone(), ns.unwrap_or(&self.namespace), &ar)
+            }
+        })
+    }
+
+    /// Server-side apply of one object.
+    pub async fn apply_object(&self, obj: &Value, source: &str) -> Result<ObjRef, ExecError> {
+        let r = ObjRef::from_object(obj, source)?;
+        let api = self
+            .dyn_api(&r.api_version, &r.kind, r.namespace.as_deref())
+            .await?;
+        let action = format!("apply {} {r} (from {source})", r.api_version);
+        let pp = PatchParams::apply(FIELD_MANAGER);
+        let patch = Patch::Apply(obj);
+        self.retrying(&action, || api.patch(&r.name, &pp, &patch))
+            .await?;
+        tracing::info!("applied {r}");
+        Ok(r)
+    }
+
+    async fn list_values(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: Option<&str>,
+        selector: Option<&str>,
+        ns: Option<&str>,
+    ) -> Result<Vec<Value>, ExecError> {
+        let api = self.dyn_api(api_version, kind, ns).await?;
+        if let Some(n) = name {
+            let action = format!("get {kind}/{n}");
+            return match api.get(n).await {
+                Ok(o) => Ok(vec![
+                    serde_json::to_value(o).map_err(|e| ExecError::Input(e.to_string()))?,
+                ]),
+                Err(e) if is_not_found(&e) => Ok(vec![]),
+                Err(e) if is_transient(&e) => Ok(vec![]),
+                Err(e) => Err(map_kube_err(&action, e)),
+            };
+        }
+        let mut lp = ListParams::default();
+        if let Some(s) = selector {
+            lp = lp.labels(s);
+        }
+        let action = format!("list {kind}");
+        let list = self.retrying(&action, || api.list(&lp)).await?;
+        list.items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).map_err(|e| ExecError::Input(e.to_string())))
+            .collect()
+    }
+
+    /// Polls until the wait condition holds (async form; the trait method adds the deadline).
+    pub async fn wait_async(&self, spec: &WaitSpec) -> Result<Value, ExecError> {
+        let api_version = api_version_for_kind(&spec.kind)
+            .ok_or_else(|| ExecError::Input(format!("wait: unknown kind {:?}", spec.kind)))?;
+        let target = spec
+            .name
+            .clone()
+            .or_else(|| spec.selector.clone().map(|s| format!("-l {s}")))
+            .unwrap_or_default();
+        let action = format!("wait for {} {target}", spec.kind);
+        let pb = spinner(&action);
+        let deadline = Instant::now() + spec.timeout;
+        let mut last;
+        let result = loop {
+            let objs = self
+                .list_values(
+                    api_version,
+                    &spec.kind,
+                    spec.name.as_deref(),
+                    spec.selector.as_deref(),
+                    spec.namespace.as_deref(),
+                )
+                .await;
+            match objs {
+                Ok(objs) => match evaluate(spec, &objs) {
+                    WaitState::Done(msg) => {
+                        let names: Vec<Value> = objs
+                            .iter()
+                            .filter_map(|o| o.pointer("/metadata/name").cloned())
+                            .collect();
+                        break Ok(json!({"state": msg, "names": names, "dry_run": false}));
+                    }
+                    WaitState::Failed(msg) => {
+                        break Err(ExecError::Failed {
+                            action: action.clone(),
+                            message: msg,
+                        });
+                    }
+                    WaitState::Pending(msg) => last = msg,
+                },
+                Err(e @ ExecError::MissingApi { .. }) => break Err(e),
+                Err(e) => last = e.to_string(),
+            }
+            pb.set_message(format!("{action}: {last}"));
+            if Instant::now() + self.poll > deadline {
+                break Err(ExecError::Timeout {
+                    action: action.clone(),
+                    secs: spec.timeout.as_secs(),
+                    hint: format!(" (last seen: {last})"),
+                });
+            }
+            tokio::time::sleep(self.poll).await;
+        };
+        pb.finish_and_clear();
+        result
+    }
+
+    /// Runs a command in a container over the API (websocket).
+    pub async fn exec_async(&self, spec: &ExecSpec) -> Result<ExecOutput, ExecError> {
+        let pods: Api<Pod> = Api::namespaced(
+            self.client.clone(),
+            spec.namespace.as_deref().unwrap_or(&self.namespace),
+        );
+        let mut ap = AttachParams::default()
+            .stdin(spec.stdin.is_some())
+            .stdout(true)
+            .stderr(true);
+        if let Some(c) = &spec.container {
+            ap = ap.container(c.clone());
+        }
+        let mut argv: Vec<String> = Vec::new();
+        if !spec.env.is_empty() {
+            argv.push("env".into());
+            argv.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+        }
+        argv.extend(spec.command.iter().cloned());
+        let action = format!(
+            "exec in {} [{}]",
+            spec.pod,
+            argv.first().map(String::as_str).unwrap_or("")
+        );
+        let mut proc = pods
+            .exec(&spec.pod, argv, &ap)
+            .await
+            .map_err(|e| map_kube_err(&action, e))?;
+        if let (Some(data), Some(mut w)) = (&spec.stdin, proc.stdin()) {
+            w.write_all(data).await.map_err(|e| ExecError::Transport {
+                action: action.clone(),
+                message: e.to_string(),
+            })?;
+            w.shutdown().await.map_err(|e| ExecError::Transport {
+                action: action.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        let status = proc.take_status();
+        let pb = spec.progress.then(|| spinner(&action));
+        let (out_reader, err_reader) = (proc.stdout(), proc.stderr());
+        let stdout = async {
+            let mut buf = Vec::new();
+            if let Some(mut r) = out_reader {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = r.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(pb) = &pb {
+                        let text = String::from_utf8_lossy(&buf);
+                        if let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) {
+                            pb.set_message(line.chars().take(120).collect::<String>());
+                        }
+                    }
+                }
+            }
+            buf
+        };
+        let stderr = async {
+            let mut buf = Vec::new();
+            if let Some(mut r) = err_reader {
+                let _ = r.read_to_end(&mut buf).await;
+            }
+            buf
+        };
+        let (out, err) = tokio::join!(stdout, stderr);
+        if let Some(pb) = pb {
+            pb.finish_and_clear();
+        }
+        let status = match status {
+            Some(s) => s.await,
+            None => None,
+        };
+        let _ = proc.join().await;
+        let mut stderr = String::from_utf8_lossy(&err).into_owned();
+        let code = match status {
+            None => 0,
+            Some(s) if s.status.as_deref() == Some("Success") => 0,
+            Some(s) => {
+                // Non-zero exits arrive as Failure/NonZeroExitCode with the code in details.causes.
+                let code = s
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.causes.as_ref())
+                    .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+                    .and_then(|c| c.message.as_deref())
+                    .and_then(|m| m.parse::<i64>().ok());
+                if code.is_none() {
+                    stderr.push_str(
+                        s.message
+                            .as_deref()
+                            .unwrap_or("the command failed without an exit code"),
+                    );
+                }
+                code.unwrap_or(-1)
+            }
+        };
+        Ok(ExecOutput {
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            stderr,
+            code,
+            dry_run: false,
+        })
+    }
+}
+
+fn missing(api_version: &str, kind: &str) -> ExecError {
+    ExecError::MissingApi {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+        fix: missing_api_fix(kind),
+    }
+}
+
+/// Merges the `auths` of several docker config JSON documents; later ones win per registry.
+pub fn merge_docker_configs(configs: &[(String, Vec<u8>)]) -> Result<Value, ExecError> {
+    let mut auths = serde_json::Map::new();
+    for (name, bytes) in configs {
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| {
+            ExecError::Input(format!("secret/{name}: .dockerconfigjson is not valid JSON ({e}); recreate it with `kubectl create secret docker-registry`"))
+        })?;
+        let Some(a) = v.get("auths").and_then(Value::as_object) else {
+            return Err(ExecError::Input(format!(
+                "secret/{name}: .dockerconfigjson has no \"auths\" object"
+            )));
+        };
+        for (k, v) in a {
+            auths.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(json!({ "auths": auths }))
+}
+
+impl Executor for KubeExecutor {
+    fn is_dry_run(&self) -> bool {
+        false
+    }
+
+    fn begin_step(&self, name: &str) {
+        eprintln!("==> {name}");
+    }
+
+    fn has_api(&self, api_version: &str, kind: &str, timeout: Duration) -> Result<bool, ExecError> {
+        self.block(&format!("discover {api_version} {kind}"), timeout, async {
+            match self.resolve(api_version, kind).await {
+                Ok(_) => Ok(true),
+                Err(ExecError::MissingApi { .. }) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    fn apply(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError> {
+        // Validate every object first, so a bad document does not leave the file half-applied.
+        for o in &manifest.objects {
+            ObjRef::from_object(o, &manifest.display_path)?;
+        }
+        self.block(
+            &format!("apply {}", manifest.display_path),
+            timeout,
+            async {
+                let mut done = Vec::new();
+                for o in &manifest.objects {
+                    done.push(self.apply_object(o, &manifest.display_path).await?);
+                }
+                Ok(done)
+            },
+        )
+    }
+
+    fn delete(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError> {
+        self.block(
+            &format!("delete {}", manifest.display_path),
+            timeout,
+            async {
+                let mut done = Vec::new();
+                // Reverse order: dependents before what they depend on.
+                for o in manifest.objects.iter().rev() {
+                    let r = ObjRef::from_object(o, &manifest.display_path)?;
+                    let api = match self
+                        .dyn_api(&r.api_version, &r.kind, r.namespace.as_deref())
+                        .await
+                    {
+                        Ok(api) => api,
+                        Err(ExecError::MissingApi { .. }) => continue,
+                        Err(e) => return Err(e),
+                    };
+                    match api.delete(&r.name, &DeleteParams::background()).await {
+                        Ok(_) => done.push(r),
+                        Err(e) if is_not_found(&e) => {}
+                        Err(e) => return Err(map_kube_err(&format!("delete {r}"), e)),
+                    }
+                }
+                Ok(done)
+            },
+        )
+    }
+
+    fn wait(&self, spec: &WaitSpec) -> Result<Value, ExecError> {
+        // wait_async enforces the deadline itself (with the last observed state); the outer limit is a backstop.
+        self.block(
+            &format!("wait for {}", spec.kind),
+            spec.timeout + self.poll + Duration::from_secs(5),
+            self.wait_async(spec),
+        )
+    }
+
+    fn exec(&self, spec: &ExecSpec) -> Result<ExecOutput, ExecError> {
+        self.block(
+            &format!("exec in {}", spec.pod),
+            spec.timeout,
+            self.exec_async(spec),
+        )
+    }
+
+    fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
+        let limit = specs
+            .iter()
+            .map(|s| s.timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(60));
+        self.block(&format!("{} parallel execs", specs.len()), limit, async {
+            futures::future::join_all(specs.iter().map(|s| self.exec_async(s)))
+                .await
+                .into_iter()
+                .collect()
+        })
+    }
+
+    fn get_field(&self, spec: &FieldSpec) -> Result<String, ExecError> {
+        let api_version = api_version_for_kind(&spec.kind)
+            .ok_or_else(|| ExecError::Input(format!("get: unknown kind {:?}", spec.kind)))?;
+        let action = format!("read {} of {}/{}", spec.path, spec.kind, spec.name);
+        self.block(&action, spec.timeout, async {
+            let objs = self
+                .list_values(
+                    api_version,
+                    &spec.kind,
+                    Some(&spec.name),
+                    None,
+                    spec.namespace.as_deref(),
+                )
+                .await?;
+            let obj = objs.first().ok_or_else(|| ExecError::Failed {
+                action: action.clone(),
+                message: format!("{}/{} not found", spec.kind, spec.name),
+            })?;
+            field_at(obj, &spec.path).ok_or_else(|| ExecError::Failed {
+                action: action.clone(),
+                message: format!("{}/{} has no {}", spec.kind, spec.name, spec.path),
+            })
+        })
+    }
+
+    fn copy_to(&self, spec: &CopySpec) -> Result<(), ExecError> {
+        let data = std::fs::read(&spec.local).map_err(|e| ExecError::io(&spec.local, e))?;
+        let exec = ExecSpec {
+            pod: spec.pod.clone(),
+            container: spec.container.clone(),
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\"".into(),
+                "rdmakit-cp".into(),
+                spec.remote.clone(),
+            ],
+            stdin: Some(data),
+            namespace: spec.namespace.clone(),
+            timeout: spec.timeout,
+            ..ExecSpec::default()
+        };
+        let out = self.exec(&exec)?;
+        if out.code != 0 {
+            return Err(ExecError::Failed {
+                action: format!(
+                    "copy {} to {}:{}",
+                    spec.local_display, spec.pod, spec.remote
+                ),
+                message: format!("exit code {}: {}", out.code, out.stderr.trim()),
+            });
+        }
+        Ok(())
+    }
+
+    fn logs(&self, spec: &LogSpec) -> Result<String, ExecError> {
+        let pods: Api<Pod> = Api::namespaced(
+            self.client.clone(),
+            spec.namespace.as_deref().unwrap_or(&self.namespace),
+        );
+        let lp = LogParams {
+            container: spec.container.clone(),
+            tail_lines: spec.tail,
+            ..LogParams::default()
+        };
+        let action = format!("logs of {}", spec.pod);
+        self.block(&action, spec.timeout, async {
+            self.retrying(&action, || pods.logs(&spec.pod, &lp)).await
+        })
+    }
+
+    fn list(&self, spec: &ListSpec) -> Result<Vec<Value>, ExecError> {
+        self.block(
+            &format!("list {}", spec.kind),
+            spec.timeout,
+            self.list_values(
+                &spec.api_version,
+                &spec.kind,
+                None,
+                spec.selector.as_deref(),
+                spec.namespace.as_deref(),
+            ),
+        )
+    }
+
+    fn merge_registry_secrets(&self, spec: &MergeSecretsSpec) -> Result<MergeSummary, ExecError> {
+        let ns = spec
+            .namespace
+            .clone()
+            .unwrap_or_else(|| self.namespace.clone());
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+        self.block(&format!("merge registry credentials into secret/{}", spec.target), spec.timeout, async {
+            let mut configs = Vec::new();
+            for name in &spec.sources {
+                let action = format!("read secret/{name}");
+                let s = self.retrying(&action, || secrets.get(name)).await?;
+                let ty = s.type_.clone().unwrap_or_default();
+                if ty != "kubernetes.io/dockerconfigjson" {
+                    return Err(ExecError::Input(format!(
+                        "secret/{name} has type {ty:?}, expected kubernetes.io/dockerconfigjson (create it with `kubectl create secret docker-registry`)"
+                    )));
+                }
+                let bytes = s
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(".dockerconfigjson"))
+                    .map(|b| b.0.clone())
+                    .ok_or_else(|| ExecError::Input(format!("secret/{name} has no .dockerconfigjson key")))?;
+                configs.push((name.clone(), bytes));
+            }
+            let merged = merge_docker_configs(&configs)?;
+            let registries: Vec<String> = merged
+                .get("auths")
+                .and_then(Value::as_object)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            let body = serde_json::to_vec(&merged).map_err(|e| ExecError::Input(e.to_string()))?;
+            let secret = Secret {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(spec.target.clone()),
+                    labels: Some(BTreeMap::from([("app.kubernetes.io/managed-by".to_owned(), "rdmakit".to_owned())])),
+                    ..Default::default()
+                },
+                type_: Some("Opaque".into()),
+                data: Some(BTreeMap::from([(spec.key.clone(), ByteString(body))])),
+                ..Default::default()
+            };
+            let mut value = serde_json::to_value(&secret).map_err(|e| ExecError::Input(e.to_string()))?;
+            if let Some(o) = value.as_object_mut() {
+                o.insert("apiVersion".into(), "v1".into());
+                o.insert("kind".into(), "Secret".into());
+            }
+            let action = format!("apply secret/{}", spec.target);
+            let pp = PatchParams::apply(FIELD_MANAGER);
+            let patch = Patch::Apply(&value);
+            self.retrying(&action, || secrets.patch(&spec.target, &pp, &patch)).await?;
+            Ok(MergeSummary { target: spec.target.clone(), registries, dry_run: false })
+        })
+    }
+}

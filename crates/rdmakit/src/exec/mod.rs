@@ -1,0 +1,336 @@
+//! The executor abstraction: every cluster action a workflow takes goes through [`Executor`].
+//!
+//! Two implementations: [`dry::DryRunExecutor`] records actions into a [`crate::plan::Plan`] (printed, and written
+//! as an equivalent `plan.sh`), and [`kube::KubeExecutor`] performs them through kube-rs. The trait is
+//! synchronous because Rhai functions are; the live executor drives its async client on a tokio runtime handle.
+
+pub mod dry;
+pub mod kube;
+pub mod wait;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::ExecError;
+
+/// The field manager name used for server-side apply.
+pub const FIELD_MANAGER: &str = "rdmakit";
+
+/// A set of Kubernetes objects read from one file (or rendered in memory).
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// Where the objects came from, as shown in plans (relative to the out dir when possible).
+    pub display_path: String,
+    /// The objects, as JSON values with `apiVersion`, `kind` and `metadata.name`.
+    pub objects: Vec<Value>,
+}
+
+/// A reference to one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjRef {
+    /// `v1`, `ray.io/v1`, ...
+    pub api_version: String,
+    /// `Pod`, `RayCluster`, ...
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`, when set in the manifest.
+    pub namespace: Option<String>,
+}
+
+impl ObjRef {
+    /// Reads the reference out of an object, or says which field is missing.
+    pub fn from_object(obj: &Value, source: &str) -> Result<Self, ExecError> {
+        let field = |p: &str| -> Option<String> {
+            obj.pointer(p).and_then(Value::as_str).map(str::to_owned)
+        };
+        let api_version = field("/apiVersion")
+            .ok_or_else(|| ExecError::Input(format!("{source}: an object has no apiVersion")))?;
+        let kind = field("/kind")
+            .ok_or_else(|| ExecError::Input(format!("{source}: an object has no kind")))?;
+        let name = field("/metadata/name")
+            .ok_or_else(|| ExecError::Input(format!("{source}: {kind} has no metadata.name")))?;
+        Ok(Self {
+            api_version,
+            kind,
+            name,
+            namespace: field("/metadata/namespace"),
+        })
+    }
+
+    /// `kind/name` in kubectl's lowercase form (`raycluster/ray-erdma-cluster`).
+    pub fn kubectl_name(&self) -> String {
+        format!("{}/{}", self.kind.to_lowercase(), self.name)
+    }
+}
+
+impl std::fmt::Display for ObjRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)
+    }
+}
+
+/// What to wait for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitFor {
+    /// Pods (by name or label selector) with condition `Ready=True`; at least `expect` of them.
+    PodsReady,
+    /// A RayCluster whose `status.state` is `ready`.
+    RayClusterReady,
+    /// An MPIJob with condition `Succeeded` (or `Failed`, which is an error).
+    MpiJobFinished,
+    /// ResourceClaims (by label selector or all in the namespace) with an allocation, at least `expect`.
+    ClaimsAllocated,
+    /// Any object with `status.conditions[type=<name>].status == "True"`.
+    Condition(String),
+}
+
+/// A wait request.
+#[derive(Debug, Clone)]
+pub struct WaitSpec {
+    /// Condition to wait for.
+    pub what: WaitFor,
+    /// Object kind (`Pod`, `RayCluster`, `MPIJob`, `Deployment`, `ResourceClaim`).
+    pub kind: String,
+    /// A single object's name...
+    pub name: Option<String>,
+    /// ...or a label selector.
+    pub selector: Option<String>,
+    /// Minimum number of matching objects (selector waits).
+    pub expect: usize,
+    /// Namespace override.
+    pub namespace: Option<String>,
+    /// Deadline, enforced by the executor.
+    pub timeout: Duration,
+}
+
+/// An exec request (`kubectl exec POD -c CONTAINER -- COMMAND...`).
+#[derive(Debug, Clone, Default)]
+pub struct ExecSpec {
+    /// Pod name.
+    pub pod: String,
+    /// Container name (`None`: the pod's default container).
+    pub container: Option<String>,
+    /// argv.
+    pub command: Vec<String>,
+    /// Bytes to send to stdin (closed afterwards).
+    pub stdin: Option<Vec<u8>>,
+    /// Namespace override.
+    pub namespace: Option<String>,
+    /// Deadline.
+    pub timeout: Duration,
+    /// In plan.sh, capture stdout into this shell variable.
+    pub capture_var: Option<String>,
+    /// Show a spinner with the last output line (long builds).
+    pub progress: bool,
+    /// Extra environment for the command, rendered as `env K=V ...` in front of it.
+    pub env: Vec<(String, String)>,
+}
+
+/// Read one field of one object (`kubectl get KIND NAME -o jsonpath='{.status.podIP}'`).
+#[derive(Debug, Clone)]
+pub struct FieldSpec {
+    /// Kind (`Pod`, `RayCluster`, ...).
+    pub kind: String,
+    /// Object name.
+    pub name: String,
+    /// Dotted path such as `.status.podIP`.
+    pub path: String,
+    /// Namespace override.
+    pub namespace: Option<String>,
+    /// In plan.sh, capture the value into this shell variable (dry-run returns `${VAR}`).
+    pub capture_var: Option<String>,
+    /// Deadline.
+    pub timeout: Duration,
+}
+
+/// Evaluates a dotted path (`.status.podIP`, `.items.0.metadata.name`) on a JSON value; strings come back
+/// bare, other values as JSON text.
+pub fn field_at(obj: &Value, path: &str) -> Option<String> {
+    let mut cur = obj;
+    for part in path
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|p| !p.is_empty())
+    {
+        cur = match cur {
+            Value::Array(a) => a.get(part.parse::<usize>().ok()?)?,
+            Value::Object(o) => o.get(part)?,
+            _ => return None,
+        };
+    }
+    Some(match cur {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
+}
+
+/// What an exec returned.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ExecOutput {
+    /// Captured stdout (lossy UTF-8).
+    pub stdout: String,
+    /// Captured stderr (lossy UTF-8).
+    pub stderr: String,
+    /// Exit code (0 on success).
+    pub code: i64,
+    /// True when nothing ran (dry-run placeholder).
+    pub dry_run: bool,
+}
+
+/// Copy a local file into a container (`kubectl cp`).
+#[derive(Debug, Clone)]
+pub struct CopySpec {
+    /// Local file.
+    pub local: PathBuf,
+    /// How the local file is shown in plans.
+    pub local_display: String,
+    /// Pod name.
+    pub pod: String,
+    /// Container.
+    pub container: Option<String>,
+    /// Destination path inside the container.
+    pub remote: String,
+    /// Namespace override.
+    pub namespace: Option<String>,
+    /// Deadline.
+    pub timeout: Duration,
+}
+
+/// Read a container's log.
+#[derive(Debug, Clone)]
+pub struct LogSpec {
+    /// Pod name.
+    pub pod: String,
+    /// Container.
+    pub container: Option<String>,
+    /// Only the last N lines.
+    pub tail: Option<i64>,
+    /// Namespace override.
+    pub namespace: Option<String>,
+    /// Deadline.
+    pub timeout: Duration,
+    /// In plan.sh, capture the log into this shell variable.
+    pub capture_var: Option<String>,
+}
+
+/// List objects of a kind.
+#[derive(Debug, Clone)]
+pub struct ListSpec {
+    /// `v1`, `ray.io/v1`, ...
+    pub api_version: String,
+    /// `Pod`, `Node`, `ResourceClaim`, ...
+    pub kind: String,
+    /// Label selector.
+    pub selector: Option<String>,
+    /// Namespace override (ignored for cluster-scoped kinds).
+    pub namespace: Option<String>,
+    /// In plan.sh, capture the names into this bash array.
+    pub capture_var: Option<String>,
+    /// Dry-run only: how many placeholder objects to return.
+    pub expect: usize,
+    /// Dry-run only: `kubectl -o custom-columns` for plan.sh as (header, jsonpath) pairs.
+    pub columns: Vec<(String, String)>,
+    /// Deadline.
+    pub timeout: Duration,
+}
+
+/// Merge docker registry credentials from several `kubernetes.io/dockerconfigjson` Secrets into one
+/// generic Secret holding a `config.json` (what BuildKit's client reads).
+#[derive(Debug, Clone)]
+pub struct MergeSecretsSpec {
+    /// Source Secret names, in order; later ones win for a registry that appears twice.
+    pub sources: Vec<String>,
+    /// Target Secret name (`buildkit-push-creds`).
+    pub target: String,
+    /// Key in the target Secret (`config.json`).
+    pub key: String,
+    /// Namespace override.
+    pub namespace: Option<String>,
+    /// Deadline.
+    pub timeout: Duration,
+}
+
+/// What the merge produced. Holds registry host names only, never credentials.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MergeSummary {
+    /// Target Secret name.
+    pub target: String,
+    /// Registries present in the merged config.
+    pub registries: Vec<String>,
+    /// True when nothing ran.
+    pub dry_run: bool,
+}
+
+/// The actions a workflow can take on a cluster.
+pub trait Executor: Send + Sync + std::fmt::Debug {
+    /// True for the dry-run executor.
+    fn is_dry_run(&self) -> bool;
+    /// Marks the start of a named workflow step (used in plans and progress output).
+    fn begin_step(&self, _name: &str) {}
+    /// Adds a human note to the plan (`# ...` in plan.sh).
+    fn note(&self, _text: &str) {}
+    /// Dry-run only: a shell line for plan.sh that computes what rdmakit computes in Rust/Rhai (a counter
+    /// delta, say). Live executors ignore it.
+    fn plan_shell(&self, _summary: &str, _line: &str) {}
+    /// Whether the cluster serves `apiVersion`/`kind` (CRD or DRA installed), through discovery.
+    fn has_api(&self, api_version: &str, kind: &str, timeout: Duration) -> Result<bool, ExecError>;
+    /// Server-side apply of every object in the manifest, in order.
+    fn apply(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError>;
+    /// Delete every object in the manifest (missing ones are fine).
+    fn delete(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError>;
+    /// Block until the condition holds, the deadline passes, or the wait fails.
+    fn wait(&self, spec: &WaitSpec) -> Result<Value, ExecError>;
+    /// Run a command in a container.
+    fn exec(&self, spec: &ExecSpec) -> Result<ExecOutput, ExecError>;
+    /// Run several commands at once (e.g. the two ranks of an NCCL check); results in the same order.
+    fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError>;
+    /// Read one field of an object.
+    fn get_field(&self, spec: &FieldSpec) -> Result<String, ExecError>;
+    /// Copy a local file into a container.
+    fn copy_to(&self, spec: &CopySpec) -> Result<(), ExecError>;
+    /// Read a container's log.
+    fn logs(&self, spec: &LogSpec) -> Result<String, ExecError>;
+    /// List objects.
+    fn list(&self, spec: &ListSpec) -> Result<Vec<Value>, ExecError>;
+    /// Merge registry credentials natively (seed 000's jq pipeline). Secrets are never printed.
+    fn merge_registry_secrets(&self, spec: &MergeSecretsSpec) -> Result<MergeSummary, ExecError>;
+}
+
+/// The apiVersion workflows mean by a bare kind name.
+pub fn api_version_for_kind(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "Pod"
+        | "Node"
+        | "Secret"
+        | "Service"
+        | "ConfigMap"
+        | "PersistentVolumeClaim"
+        | "Namespace"
+        | "ServiceAccount"
+        | "Event" => "v1",
+        "Deployment" | "DaemonSet" | "StatefulSet" => "apps/v1",
+        "Job" => "batch/v1",
+        "RayCluster" | "RayJob" => "ray.io/v1",
+        "MPIJob" => "kubeflow.org/v2beta1",
+        "ResourceClaim" | "ResourceClaimTemplate" | "ResourceSlice" | "DeviceClass" => {
+            "resource.k8s.io/v1"
+        }
+        _ => return None,
+    })
+}
+
+/// How to get an API the cluster does not serve.
+pub fn missing_api_fix(kind: &str) -> String {
+    match kind {
+        "RayCluster" | "RayJob" => "install the KubeRay operator (it serves ray.io/v1)".into(),
+        "MPIJob" => "install the MPI Operator: kubectl apply --server-side -k \"https://github.com/kubeflow/mpi-operator/manifests/overlays/standalone?ref=v0.7.0\"".into(),
+        "ResourceClaim" | "ResourceClaimTemplate" | "ResourceSlice" | "DeviceClass" => {
+            "use Kubernetes 1.34+ with DynamicResourceAllocation enabled (resource.k8s.io/v1), then install DRANET".into()
+        }
+        _ => format!("install the CRD or operator that provides {kind}"),
+    }
+}

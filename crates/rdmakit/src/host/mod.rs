@@ -1,0 +1,341 @@
+//! The Rhai host: a sandboxed engine with rdmakit's modules (`kube::`, `render::`, `report::`...), module
+//! imports from `scripts/lib/`, Ctrl-C handling and script errors that name file, line and step.
+
+mod convert;
+mod integrations;
+mod modules;
+pub mod resolver;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rhai::{Dynamic, Engine, EvalAltResult, Position, Scope};
+
+use crate::cancel::Cancel;
+use crate::exec::Executor;
+use crate::report::{Report, Verdict};
+
+/// Sandbox limits for workflow scripts.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Maximum Rhai operations (waits and cluster calls cost one each).
+    pub max_operations: u64,
+    /// Maximum function call depth.
+    pub max_call_levels: usize,
+    /// Maximum expression nesting (global, in functions).
+    pub max_expr_depth: (usize, usize),
+    /// Maximum string length in bytes (logs are strings: keep this generous).
+    pub max_string_size: usize,
+    /// Maximum array length.
+    pub max_array_size: usize,
+    /// Maximum map size.
+    pub max_map_size: usize,
+    /// Maximum number of imported modules.
+    pub max_modules: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_operations: 20_000_000,
+            max_call_levels: 48,
+            max_expr_depth: (64, 48),
+            max_string_size: 32 << 20,
+            max_array_size: 200_000,
+            max_map_size: 20_000,
+            max_modules: 64,
+        }
+    }
+}
+
+/// Everything a workflow run needs besides the script.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Where bundles, plan.sh and reports go.
+    pub out_dir: PathBuf,
+    /// `--set key=value` pairs, visible as `params::get(key, default)`.
+    pub params: BTreeMap<String, String>,
+    /// `--allow-shell`.
+    pub allow_shell: bool,
+    /// Directories searched by `import` (before the embedded `scripts/lib/`).
+    pub lib_dirs: Vec<PathBuf>,
+    /// Sandbox limits.
+    pub limits: Limits,
+    /// Directory of user vendor profiles searched before built-ins (`scripts/vendors/`).
+    pub vendor_dirs: Vec<PathBuf>,
+}
+
+impl HostConfig {
+    /// Defaults writing into `out_dir`.
+    pub fn new(out_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            out_dir: out_dir.into(),
+            params: BTreeMap::new(),
+            allow_shell: false,
+            lib_dirs: Vec::new(),
+            limits: Limits::default(),
+            vendor_dirs: Vec::new(),
+        }
+    }
+}
+
+/// State shared by the registered functions.
+#[derive(Debug)]
+pub struct Ctx {
+    /// The executor (dry-run or live).
+    pub exec: Arc<dyn Executor>,
+    /// Run configuration.
+    pub config: HostConfig,
+    /// The report under construction.
+    pub report: Mutex<Report>,
+    /// Cancellation (Ctrl-C).
+    pub cancel: Cancel,
+    /// Files written by `render::`/`fs::` (relative to the out dir), in order.
+    pub written: Mutex<Vec<String>>,
+}
+
+impl Ctx {
+    pub(crate) fn report(&self) -> MutexGuard<'_, Report> {
+        self.report.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Turns a path into what plans show: relative to the out dir when inside it.
+    pub(crate) fn display_path(&self, p: &Path) -> String {
+        p.strip_prefix(&self.config.out_dir)
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| p.display().to_string())
+    }
+
+    /// Resolves a script-supplied path: relative paths are looked up in the out dir first, then the CWD.
+    pub(crate) fn resolve_path(&self, p: &str) -> PathBuf {
+        let path = Path::new(p);
+        if path.is_absolute() {
+            return path.to_owned();
+        }
+        let in_out = self.config.out_dir.join(path);
+        if in_out.exists() {
+            in_out
+        } else {
+            path.to_owned()
+        }
+    }
+}
+
+/// A script failure, located.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{location}: {message}{}", .step.as_ref().map(|s| format!("\n  during step: {s}")).unwrap_or_default())]
+pub struct ScriptError {
+    /// `file:line:col` (or the file alone when the position is unknown).
+    pub location: String,
+    /// The innermost message.
+    pub message: String,
+    /// The workflow step that was running.
+    pub step: Option<String>,
+    /// Call chain (outermost first), e.g. `in function verify::expect_contains (scripts/lib/verify.rhai:12)`.
+    pub trace: Vec<String>,
+    /// True when Ctrl-C stopped the script.
+    pub interrupted: bool,
+    /// True when a sandbox limit stopped the script.
+    pub limit: bool,
+    /// True when the failure came from the cluster (rejection, timeout...).
+    pub cluster: bool,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The finished report.
+    pub report: Report,
+    /// The error that stopped the workflow, if any.
+    pub error: Option<ScriptError>,
+}
+
+impl RunOutcome {
+    /// The verdict.
+    pub fn verdict(&self) -> Verdict {
+        self.report.verdict.unwrap_or(Verdict::Error)
+    }
+}
+
+/// The Rhai host.
+#[derive(Debug)]
+pub struct Host {
+    engine: Engine,
+    ctx: Arc<Ctx>,
+}
+
+impl Host {
+    /// Builds an engine with every rdmakit module registered.
+    pub fn new(
+        exec: Arc<dyn Executor>,
+        config: HostConfig,
+        cancel: Cancel,
+        workflow_name: &str,
+    ) -> Self {
+        let report = Report::new(workflow_name, exec.is_dry_run());
+        let ctx = Arc::new(Ctx {
+            exec,
+            config,
+            report: Mutex::new(report),
+            cancel,
+            written: Mutex::new(Vec::new()),
+        });
+        let mut engine = Engine::new();
+        let l = ctx.config.limits;
+        engine
+            .set_max_operations(l.max_operations)
+            .set_max_call_levels(l.max_call_levels)
+            .set_max_expr_depths(l.max_expr_depth.0, l.max_expr_depth.1)
+            .set_max_string_size(l.max_string_size)
+            .set_max_array_size(l.max_array_size)
+            .set_max_map_size(l.max_map_size)
+            .set_max_modules(l.max_modules)
+            .set_strict_variables(true);
+        let cancel = ctx.cancel.clone();
+        engine.on_progress(move |_| {
+            cancel
+                .is_cancelled()
+                .then(|| Dynamic::from("interrupted (Ctrl-C)"))
+        });
+        engine.on_print(|s| println!("{s}"));
+        engine.on_debug(|s, src, pos| {
+            eprintln!(
+                "[debug] {}:{}: {s}",
+                src.unwrap_or("script"),
+                pos.line().unwrap_or(0)
+            )
+        });
+        engine.set_module_resolver(resolver::LibResolver {
+            dirs: ctx.config.lib_dirs.clone(),
+        });
+        modules::register(&mut engine, &ctx);
+        integrations::register(&mut engine, &ctx);
+        Self { engine, ctx }
+    }
+
+    /// The engine (to compile or inspect functions).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Shared context (report, executor).
+    pub fn ctx(&self) -> &Arc<Ctx> {
+        &self.ctx
+    }
+
+    /// Runs a script. `source_name` is how errors name the file. The report is finished (or aborted) and
+    /// written to the out dir either way.
+    pub fn run(&self, source_name: &str, script: &str) -> RunOutcome {
+        let mut scope = Scope::new();
+        scope.push_constant("DRY_RUN", self.ctx.exec.is_dry_run());
+        scope.push_constant("OUT_DIR", self.ctx.config.out_dir.display().to_string());
+        let result = self
+            .engine
+            .compile_with_scope(&scope, script)
+            .map_err(EvalAltResult::from)
+            .map_err(Box::new)
+            .and_then(|mut ast| {
+                ast.set_source(source_name);
+                self.engine.run_ast_with_scope(&mut scope, &ast)
+            });
+        let error = result.err().map(|e| self.locate(source_name, &e));
+        let mut report = self.ctx.report().clone();
+        match &error {
+            None if report.verdict.is_none() => {
+                report.finish();
+            }
+            None => {}
+            Some(e) if e.interrupted => report.abort(Verdict::Interrupted, "interrupted by Ctrl-C"),
+            Some(e) => report.abort(Verdict::Error, &e.to_string()),
+        }
+        if let Err(e) = report.write_to(&self.ctx.config.out_dir) {
+            tracing::error!("could not write the report: {e}");
+        }
+        RunOutcome { report, error }
+    }
+
+    fn locate(&self, source_name: &str, err: &EvalAltResult) -> ScriptError {
+        let mut trace = Vec::new();
+        let mut file = source_name.to_owned();
+        let mut pos = err.position();
+        let mut cur = err;
+        loop {
+            match cur {
+                EvalAltResult::ErrorInFunctionCall(name, src, inner, p) => {
+                    let here = if p.is_none() {
+                        file.clone()
+                    } else {
+                        format!("{file}:{}", p.line().unwrap_or(0))
+                    };
+                    trace.push(format!("in function {name} (called at {here})"));
+                    if !src.is_empty() {
+                        file = src.clone();
+                    }
+                    pos = inner.position();
+                    cur = inner.as_ref();
+                }
+                EvalAltResult::ErrorInModule(name, inner, p) => {
+                    let here = if p.is_none() {
+                        file.clone()
+                    } else {
+                        format!("{file}:{}", p.line().unwrap_or(0))
+                    };
+                    trace.push(format!("in module {name} (imported at {here})"));
+                    file = name.clone();
+                    pos = inner.position();
+                    cur = inner.as_ref();
+                }
+                _ => break,
+            }
+        }
+        let location = match (pos.line(), pos.position()) {
+            (Some(l), Some(c)) => format!("{file}:{l}:{c}"),
+            (Some(l), None) => format!("{file}:{l}"),
+            _ => file,
+        };
+        let interrupted =
+            matches!(cur, EvalAltResult::ErrorTerminated(..)) || self.ctx.cancel.is_cancelled();
+        let limit = matches!(
+            cur,
+            EvalAltResult::ErrorTooManyOperations(..)
+                | EvalAltResult::ErrorStackOverflow(..)
+                | EvalAltResult::ErrorDataTooLarge(..)
+                | EvalAltResult::ErrorTooManyModules(..)
+        ) || matches!(
+            cur,
+            EvalAltResult::ErrorParsing(rhai::ParseErrorType::ExprTooDeep, _)
+        );
+        let message = match cur {
+            EvalAltResult::ErrorRuntime(v, _) => v.to_string(),
+            other => strip_position(&other.to_string()),
+        };
+        let cluster = message.starts_with(modules::CLUSTER_ERROR_PREFIX);
+        let message = message
+            .trim_start_matches(modules::CLUSTER_ERROR_PREFIX)
+            .to_owned();
+        let step = self.ctx.report().steps.last().cloned();
+        ScriptError {
+            location,
+            message,
+            step,
+            trace,
+            interrupted,
+            limit,
+            cluster,
+        }
+    }
+}
+
+fn strip_position(s: &str) -> String {
+    // Rhai appends " (line N, position M)"; we print the location ourselves.
+    match s.rfind(" (line ") {
+        Some(i) if s.ends_with(')') => s[..i].to_owned(),
+        _ => s.to_owned(),
+    }
+}
+
+/// Position helper for error construction in modules.
+pub(crate) fn runtime_error(msg: impl Into<String>) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorRuntime(Dynamic::from(msg.into()), Position::NONE).into()
+}

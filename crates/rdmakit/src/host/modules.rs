@@ -1,0 +1,775 @@
+//! Built-in Rhai modules that need only the executor: `kube::`, `report::`, `params::`, `fs::`, `shell::`,
+//! plus the global `step(title)`.
+
+use std::path::{Component, Path};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FuncRegistration, Map, Module};
+
+use super::convert::{check_keys, opt_bool, opt_int, opt_str, opt_timeout, str_array, to_dyn};
+use super::{Ctx, runtime_error};
+use crate::error::ExecError;
+use crate::exec::{
+    CopySpec, ExecSpec, FieldSpec, ListSpec, LogSpec, Manifest, MergeSecretsSpec, WaitFor,
+    WaitSpec, api_version_for_kind,
+};
+use crate::manifests::{read_yaml_file, yaml_files};
+use crate::report::Status;
+
+/// Errors from the cluster carry this prefix through Rhai so the CLI can pick exit code 3.
+pub(crate) const CLUSTER_ERROR_PREFIX: &str = "cluster: ";
+
+type RResult<T> = Result<T, Box<EvalAltResult>>;
+
+fn exec_err(e: ExecError) -> Box<EvalAltResult> {
+    if e.is_cluster_error() || matches!(e, ExecError::Cancelled { .. }) {
+        runtime_error(format!("{CLUSTER_ERROR_PREFIX}{e}"))
+    } else {
+        runtime_error(e.to_string())
+    }
+}
+
+/// Registers a function that must run every time (never constant-folded).
+macro_rules! reg {
+    ($m:expr, $name:expr, $f:expr) => {
+        FuncRegistration::new($name)
+            .with_volatility(true)
+            .set_into_module($m, $f);
+    };
+}
+
+pub(crate) fn register(engine: &mut Engine, ctx: &Arc<Ctx>) {
+    // Global: step(title) — marks a workflow step (plans, reports, error messages).
+    let c = ctx.clone();
+    engine.register_fn("step", move |title: &str| {
+        c.exec.begin_step(title);
+        c.report().begin_step(title);
+    });
+    engine.register_static_module("kube", kube_module(ctx).into());
+    engine.register_static_module("report", report_module(ctx).into());
+    engine.register_static_module("params", params_module(ctx).into());
+    engine.register_static_module("fs", fs_module(ctx).into());
+    engine.register_static_module("shell", shell_module(ctx).into());
+}
+
+fn manifests_for(ctx: &Ctx, path: &str) -> RResult<Vec<Manifest>> {
+    let p = ctx.resolve_path(path);
+    let files = yaml_files(&p).map_err(exec_err)?;
+    files
+        .iter()
+        .map(|f| {
+            Ok(Manifest {
+                display_path: ctx.display_path(f),
+                objects: read_yaml_file(f).map_err(exec_err)?,
+            })
+        })
+        .collect()
+}
+
+fn refs_to_array(refs: Vec<crate::exec::ObjRef>) -> Array {
+    refs.into_iter()
+        .map(|r| Dynamic::from(r.to_string()))
+        .collect()
+}
+
+fn wait_spec(
+    kind: &str,
+    target: &str,
+    what: WaitFor,
+    opts: &Map,
+    default_timeout: u64,
+) -> RResult<WaitSpec> {
+    check_keys("wait", opts, &["timeout", "expect", "namespace"])?;
+    let (name, selector) = if target.contains('=') || target.is_empty() {
+        (None, (!target.is_empty()).then(|| target.to_owned()))
+    } else {
+        (Some(target.to_owned()), None)
+    };
+    Ok(WaitSpec {
+        what,
+        kind: kind.to_owned(),
+        name,
+        selector,
+        expect: opt_int(opts, "expect")?.unwrap_or(1).max(1).unsigned_abs() as usize,
+        namespace: opt_str(opts, "namespace")?,
+        timeout: opt_timeout(opts, default_timeout)?,
+    })
+}
+
+fn exec_spec(pod: &str, argv: Array, opts: &Map) -> RResult<ExecSpec> {
+    let command = str_array(&argv, "kube::exec command")?;
+    if command.is_empty() {
+        return Err(runtime_error("kube::exec: the command is empty"));
+    }
+    let env = match opts.get("env") {
+        None => Vec::new(),
+        Some(d) => {
+            let em = d
+                .clone()
+                .try_cast::<Map>()
+                .ok_or_else(|| runtime_error("kube::exec: option `env` must be a map"))?;
+            em.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        }
+    };
+    Ok(ExecSpec {
+        pod: pod.to_owned(),
+        container: opt_str(opts, "container")?,
+        command,
+        stdin: None,
+        namespace: opt_str(opts, "namespace")?,
+        timeout: opt_timeout(opts, 300)?,
+        capture_var: opt_str(opts, "save_as")?,
+        progress: opt_bool(opts, "progress")?.unwrap_or(false),
+        env,
+    })
+}
+
+fn exec_result(out: crate::exec::ExecOutput) -> Map {
+    let mut r = Map::new();
+    r.insert("stdout".into(), out.stdout.into());
+    r.insert("stderr".into(), out.stderr.into());
+    r.insert("code".into(), out.code.into());
+    r.insert("dry_run".into(), out.dry_run.into());
+    r
+}
+
+fn kube_module(ctx: &Arc<Ctx>) -> Module {
+    let mut m = Module::new();
+
+    let c = ctx.clone();
+    reg!(&mut m, "dry_run", move || c.exec.is_dry_run());
+
+    let c = ctx.clone();
+    reg!(&mut m, "note", move |text: &str| c.exec.note(text));
+
+    // plan_only(summary, shell_line): dry-run plan.sh gets a line computing what the workflow computes.
+    let c = ctx.clone();
+    reg!(&mut m, "plan_only", move |summary: &str, line: &str| c
+        .exec
+        .plan_shell(summary, line));
+
+    // has_api(apiVersion, kind) -> bool, through discovery.
+    let c = ctx.clone();
+    reg!(&mut m, "has_api", move |api_version: &str,
+                                  kind: &str|
+          -> RResult<bool> {
+        c.exec
+            .has_api(api_version, kind, Duration::from_secs(30))
+            .map_err(exec_err)
+    });
+
+    // apply(path[, opts]) — a YAML file or a bundle directory (every *.yaml, in name order).
+    let c = ctx.clone();
+    let apply = move |path: &str, opts: Map| -> RResult<Array> {
+        check_keys("kube::apply", &opts, &["timeout"])?;
+        let t = opt_timeout(&opts, 120)?;
+        let mut out = Array::new();
+        for m in manifests_for(&c, path)? {
+            out.extend(refs_to_array(c.exec.apply(&m, t).map_err(exec_err)?));
+        }
+        Ok(out)
+    };
+    let a2 = apply.clone();
+    reg!(&mut m, "apply", move |path: &str| a2(path, Map::new()));
+    reg!(&mut m, "apply", apply);
+
+    let c = ctx.clone();
+    let delete = move |path: &str, opts: Map| -> RResult<Array> {
+        check_keys("kube::delete", &opts, &["timeout"])?;
+        let t = opt_timeout(&opts, 120)?;
+        let mut out = Array::new();
+        // Delete files in reverse order: workloads before the things they use.
+        for m in manifests_for(&c, path)?.iter().rev() {
+            out.extend(refs_to_array(c.exec.delete(m, t).map_err(exec_err)?));
+        }
+        Ok(out)
+    };
+    let d2 = delete.clone();
+    reg!(&mut m, "delete", move |path: &str| d2(path, Map::new()));
+    reg!(&mut m, "delete", delete);
+
+    // Waits: target is a name, or a label selector when it contains '='.
+    let waits: [(&str, &str, WaitFor, u64); 4] = [
+        ("wait_pods", "Pod", WaitFor::PodsReady, 600),
+        (
+            "wait_raycluster",
+            "RayCluster",
+            WaitFor::RayClusterReady,
+            900,
+        ),
+        ("wait_mpijob", "MPIJob", WaitFor::MpiJobFinished, 3600),
+        (
+            "wait_claims",
+            "ResourceClaim",
+            WaitFor::ClaimsAllocated,
+            300,
+        ),
+    ];
+    for (fname, kind, what, default_t) in waits {
+        let c = ctx.clone();
+        let w = move |target: &str, opts: Map| -> RResult<Dynamic> {
+            let spec = wait_spec(kind, target, what.clone(), &opts, default_t)?;
+            to_dyn(&c.exec.wait(&spec).map_err(exec_err)?)
+        };
+        let w2 = w.clone();
+        reg!(&mut m, fname, move |target: &str| w2(target, Map::new()));
+        reg!(&mut m, fname, w);
+    }
+    let c = ctx.clone();
+    reg!(&mut m, "wait_condition", move |kind: &str,
+                                         target: &str,
+                                         cond: &str,
+                                         opts: Map|
+          -> RResult<Dynamic> {
+        if api_version_for_kind(kind).is_none() {
+            return Err(runtime_error(format!(
+                "kube::wait_condition: unknown kind {kind:?}"
+            )));
+        }
+        let spec = wait_spec(
+            kind,
+            target,
+            WaitFor::Condition(cond.to_owned()),
+            &opts,
+            600,
+        )?;
+        to_dyn(&c.exec.wait(&spec).map_err(exec_err)?)
+    });
+
+    // exec(pod, argv[, opts]) -> #{stdout, stderr, code, dry_run}
+    let c = ctx.clone();
+    let exec = move |pod: &str, argv: Array, opts: Map| -> RResult<Map> {
+        check_keys(
+            "kube::exec",
+            &opts,
+            &[
+                "container",
+                "timeout",
+                "save_as",
+                "progress",
+                "env",
+                "namespace",
+                "check",
+            ],
+        )?;
+        let spec = exec_spec(pod, argv, &opts)?;
+        let out = c.exec.exec(&spec).map_err(exec_err)?;
+        if opt_bool(&opts, "check")?.unwrap_or(false) && out.code != 0 {
+            return Err(runtime_error(format!(
+                "{CLUSTER_ERROR_PREFIX}command `{}` in {pod} exited with {}: {}",
+                spec.command.join(" "),
+                out.code,
+                out.stderr.trim()
+            )));
+        }
+        Ok(exec_result(out))
+    };
+    let e2 = exec.clone();
+    reg!(&mut m, "exec", move |pod: &str, argv: Array| e2(
+        pod,
+        argv,
+        Map::new()
+    ));
+    reg!(&mut m, "exec", exec);
+
+    // cp(local, pod, remote[, opts])
+    let c = ctx.clone();
+    let cp = move |local: &str, pod: &str, remote: &str, opts: Map| -> RResult<()> {
+        check_keys("kube::cp", &opts, &["container", "timeout", "namespace"])?;
+        let path = c.resolve_path(local);
+        if !path.is_file() {
+            return Err(runtime_error(format!("kube::cp: {local}: no such file")));
+        }
+        let spec = CopySpec {
+            local_display: c.display_path(&path),
+            local: path,
+            pod: pod.to_owned(),
+            container: opt_str(&opts, "container")?,
+            remote: remote.to_owned(),
+            namespace: opt_str(&opts, "namespace")?,
+            timeout: opt_timeout(&opts, 120)?,
+        };
+        c.exec.copy_to(&spec).map_err(exec_err)
+    };
+    let cp2 = cp.clone();
+    reg!(&mut m, "cp", move |local: &str, pod: &str, remote: &str| {
+        cp2(local, pod, remote, Map::new())
+    });
+    reg!(&mut m, "cp", cp);
+
+    // logs(pod[, opts]) -> string
+    let c = ctx.clone();
+    let logs = move |pod: &str, opts: Map| -> RResult<String> {
+        check_keys(
+            "kube::logs",
+            &opts,
+            &["container", "tail", "timeout", "namespace", "save_as"],
+        )?;
+        let spec = LogSpec {
+            pod: pod.to_owned(),
+            container: opt_str(&opts, "container")?,
+            tail: opt_int(&opts, "tail")?,
+            namespace: opt_str(&opts, "namespace")?,
+            timeout: opt_timeout(&opts, 60)?,
+            capture_var: opt_str(&opts, "save_as")?,
+        };
+        c.exec.logs(&spec).map_err(exec_err)
+    };
+    let l2 = logs.clone();
+    reg!(&mut m, "logs", move |pod: &str| l2(pod, Map::new()));
+    reg!(&mut m, "logs", logs);
+
+    // list(kind[, opts]) -> array of objects; pods(selector[, opts]) -> array of names.
+    let c = ctx.clone();
+    let list = move |kind: &str, opts: Map| -> RResult<Array> {
+        check_keys(
+            "kube::list",
+            &opts,
+            &[
+                "selector",
+                "namespace",
+                "save_as",
+                "expect",
+                "timeout",
+                "api_version",
+                "columns",
+            ],
+        )?;
+        let api_version = match opt_str(&opts, "api_version")? {
+            Some(v) => v,
+            None => api_version_for_kind(kind)
+                .ok_or_else(|| runtime_error(format!("kube::list: unknown kind {kind:?}; pass #{{api_version: \"group/version\"}}")))?
+                .to_owned(),
+        };
+        let spec = ListSpec {
+            api_version,
+            kind: kind.to_owned(),
+            selector: opt_str(&opts, "selector")?,
+            namespace: opt_str(&opts, "namespace")?,
+            capture_var: opt_str(&opts, "save_as")?,
+            expect: opt_int(&opts, "expect")?.unwrap_or(1).max(1).unsigned_abs() as usize,
+            timeout: opt_timeout(&opts, 60)?,
+            columns: match opts.get("columns") {
+                Some(d) => {
+                    let a = d.clone().try_cast::<Array>().ok_or_else(|| runtime_error("kube::list: option `columns` must be an array of \"HEADER:.json.path\""))?;
+                    str_array(&a, "kube::list columns")?
+                        .into_iter()
+                        .map(|c| match c.split_once(':') {
+                            Some((h, p)) => Ok((h.to_owned(), p.to_owned())),
+                            None => Err(runtime_error(format!(
+                                "kube::list: column {c:?} must look like HEADER:.json.path"
+                            ))),
+                        })
+                        .collect::<RResult<Vec<_>>>()?
+                }
+                None => Vec::new(),
+            },
+        };
+        let items = c.exec.list(&spec).map_err(exec_err)?;
+        items.iter().map(to_dyn).collect()
+    };
+    let list2 = list.clone();
+    reg!(&mut m, "list", move |kind: &str| list2(kind, Map::new()));
+    let list3 = list.clone();
+    reg!(&mut m, "list", list3);
+    let list4 = list.clone();
+    let pods = move |selector: &str, mut opts: Map| -> RResult<Array> {
+        opts.insert("selector".into(), selector.into());
+        let items = list4("Pod", opts)?;
+        Ok(items
+            .into_iter()
+            .filter_map(|d| d.try_cast::<Map>())
+            .filter_map(|o| o.get("metadata").cloned().and_then(|m| m.try_cast::<Map>()))
+            .filter_map(|meta| meta.get("name").cloned())
+            .collect())
+    };
+    let p2 = pods.clone();
+    reg!(&mut m, "pods", move |selector: &str| p2(
+        selector,
+        Map::new()
+    ));
+    reg!(&mut m, "pods", pods);
+
+    // nodes() -> [#{name, labels, capacity, allocatable, dry_run}]
+    let list5 = list;
+    let nodes = move |opts: Map| -> RResult<Array> {
+        check_keys("kube::nodes", &opts, &["resources", "timeout"])?;
+        let mut lopts = Map::new();
+        if let Some(t) = opts.get("timeout") {
+            lopts.insert("timeout".into(), t.clone());
+        }
+        if let Some(d) = opts.get("resources") {
+            let a = d.clone().try_cast::<Array>().ok_or_else(|| {
+                runtime_error("kube::nodes: option `resources` must be an array of resource names")
+            })?;
+            let mut cols: Array = vec![Dynamic::from("NAME:.metadata.name".to_owned())];
+            for r in str_array(&a, "kube::nodes resources")? {
+                let header: String = r
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(&r)
+                    .chars()
+                    .map(|ch| {
+                        if ch.is_ascii_alphanumeric() {
+                            ch.to_ascii_uppercase()
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                cols.push(Dynamic::from(format!(
+                    "{header}:.status.capacity.{}",
+                    r.replace('.', "\\.")
+                )));
+            }
+            lopts.insert("columns".into(), cols.into());
+        }
+        let items = list5("Node", lopts)?;
+        let mut out = Array::new();
+        for d in items {
+            let o = d.try_cast::<Map>().unwrap_or_default();
+            let meta = o
+                .get("metadata")
+                .cloned()
+                .and_then(|m| m.try_cast::<Map>())
+                .unwrap_or_default();
+            let status = o
+                .get("status")
+                .cloned()
+                .and_then(|m| m.try_cast::<Map>())
+                .unwrap_or_default();
+            let mut n = Map::new();
+            n.insert(
+                "name".into(),
+                meta.get("name").cloned().unwrap_or(Dynamic::UNIT),
+            );
+            n.insert(
+                "labels".into(),
+                meta.get("labels")
+                    .cloned()
+                    .unwrap_or_else(|| Map::new().into()),
+            );
+            n.insert(
+                "capacity".into(),
+                status
+                    .get("capacity")
+                    .cloned()
+                    .unwrap_or_else(|| Map::new().into()),
+            );
+            n.insert(
+                "allocatable".into(),
+                status
+                    .get("allocatable")
+                    .cloned()
+                    .unwrap_or_else(|| Map::new().into()),
+            );
+            n.insert(
+                "dry_run".into(),
+                o.get("dry_run").cloned().unwrap_or(false.into()),
+            );
+            out.push(n.into());
+        }
+        Ok(out)
+    };
+    let n2 = nodes.clone();
+    reg!(&mut m, "nodes", move || n2(Map::new()));
+    reg!(&mut m, "nodes", nodes);
+
+    // get_field(kind, name, ".status.podIP"[, #{var}]) -> string
+    let c = ctx.clone();
+    let get_field = move |kind: &str, name: &str, path: &str, opts: Map| -> RResult<String> {
+        check_keys(
+            "kube::get_field",
+            &opts,
+            &["save_as", "namespace", "timeout"],
+        )?;
+        let spec = FieldSpec {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            path: path.to_owned(),
+            namespace: opt_str(&opts, "namespace")?,
+            capture_var: opt_str(&opts, "save_as")?,
+            timeout: opt_timeout(&opts, 60)?,
+        };
+        c.exec.get_field(&spec).map_err(exec_err)
+    };
+    let g2 = get_field.clone();
+    reg!(
+        &mut m,
+        "get_field",
+        move |kind: &str, name: &str, path: &str| g2(kind, name, path, Map::new())
+    );
+    reg!(&mut m, "get_field", get_field);
+
+    // exec_many([#{pod, command, container, env, timeout}, ...]) -> [results], run at the same time.
+    let c = ctx.clone();
+    reg!(&mut m, "exec_many", move |items: Array| -> RResult<Array> {
+        let mut specs = Vec::new();
+        for it in items {
+            let o = it.try_cast::<Map>().ok_or_else(|| {
+                runtime_error("kube::exec_many: each item must be a map #{pod, command, ...}")
+            })?;
+            check_keys(
+                "kube::exec_many item",
+                &o,
+                &["pod", "command", "container", "env", "timeout", "namespace"],
+            )?;
+            let pod = opt_str(&o, "pod")?
+                .ok_or_else(|| runtime_error("kube::exec_many: an item has no `pod`"))?;
+            let cmd = o
+                .get("command")
+                .cloned()
+                .and_then(|d| d.try_cast::<Array>())
+                .ok_or_else(|| {
+                    runtime_error("kube::exec_many: `command` must be an array of strings")
+                })?;
+            specs.push(exec_spec(&pod, cmd, &o)?);
+        }
+        let outs = c.exec.exec_many(&specs).map_err(exec_err)?;
+        Ok(outs
+            .into_iter()
+            .map(|o| Dynamic::from(exec_result(o)))
+            .collect())
+    });
+
+    // merge_registry_secrets([pull, push], target[, opts]) -> #{target, registries, dry_run}
+    let c = ctx.clone();
+    let merge = move |sources: Array, target: &str, opts: Map| -> RResult<Map> {
+        check_keys(
+            "kube::merge_registry_secrets",
+            &opts,
+            &["key", "namespace", "timeout"],
+        )?;
+        let spec = MergeSecretsSpec {
+            sources: str_array(&sources, "kube::merge_registry_secrets sources")?,
+            target: target.to_owned(),
+            key: opt_str(&opts, "key")?.unwrap_or_else(|| "config.json".into()),
+            namespace: opt_str(&opts, "namespace")?,
+            timeout: opt_timeout(&opts, 60)?,
+        };
+        let s = c.exec.merge_registry_secrets(&spec).map_err(exec_err)?;
+        let mut r = Map::new();
+        r.insert("target".into(), s.target.into());
+        r.insert(
+            "registries".into(),
+            s.registries
+                .into_iter()
+                .map(Dynamic::from)
+                .collect::<Array>()
+                .into(),
+        );
+        r.insert("dry_run".into(), s.dry_run.into());
+        Ok(r)
+    };
+    let m2 = merge.clone();
+    reg!(
+        &mut m,
+        "merge_registry_secrets",
+        move |sources: Array, target: &str| m2(sources, target, Map::new())
+    );
+    reg!(&mut m, "merge_registry_secrets", merge);
+    m
+}
+
+fn report_module(ctx: &Arc<Ctx>) -> Module {
+    let mut m = Module::new();
+    let statuses: [(&str, Status); 5] = [
+        ("pass", Status::Pass),
+        ("fail", Status::Fail),
+        ("planned", Status::Planned),
+        ("skip", Status::Skip),
+        ("info", Status::Info),
+    ];
+    for (name, status) in statuses {
+        let c = ctx.clone();
+        reg!(&mut m, name, move |check: &str, detail: &str| {
+            if status == Status::Fail {
+                eprintln!("FAIL: {check}: {detail}");
+            }
+            c.report().check(check, status, detail);
+        });
+    }
+    // check(name, ok, detail): pass or fail.
+    let c = ctx.clone();
+    reg!(&mut m, "check", move |check: &str,
+                                ok: bool,
+                                detail: &str|
+          -> bool {
+        c.report()
+            .check(check, if ok { Status::Pass } else { Status::Fail }, detail);
+        ok
+    });
+    let c = ctx.clone();
+    reg!(&mut m, "measure", move |name: &str,
+                                  value: f64,
+                                  unit: &str|
+          -> RResult<()> {
+        if c.exec.is_dry_run() {
+            return Err(runtime_error(format!(
+                "report::measure({name:?}) in dry-run: nothing was measured; guard it with `if !DRY_RUN`"
+            )));
+        }
+        c.report().measure(name, value, unit);
+        Ok(())
+    });
+    let c = ctx.clone();
+    reg!(&mut m, "measure", move |name: &str,
+                                  value: i64,
+                                  unit: &str|
+          -> RResult<()> {
+        if c.exec.is_dry_run() {
+            return Err(runtime_error(format!(
+                "report::measure({name:?}) in dry-run: nothing was measured"
+            )));
+        }
+        c.report().measure(name, value as f64, unit);
+        Ok(())
+    });
+    let c = ctx.clone();
+    reg!(&mut m, "title", move |t: &str| c.report().title =
+        t.to_owned());
+    // finish() -> verdict word; writes report.md / report.json.
+    let c = ctx.clone();
+    reg!(&mut m, "finish", move || -> RResult<String> {
+        let mut r = c.report();
+        let v = r.finish();
+        r.write_to(&c.config.out_dir)
+            .map_err(|e| runtime_error(e.to_string()))?;
+        Ok(format!("{}: {}", v.word(), r.summary))
+    });
+    m
+}
+
+fn params_module(ctx: &Arc<Ctx>) -> Module {
+    let mut m = Module::new();
+    // get(key, default): --set value converted to the default's type.
+    let c = ctx.clone();
+    reg!(&mut m, "get", move |key: &str,
+                              default: Dynamic|
+          -> RResult<Dynamic> {
+        let Some(v) = c.config.params.get(key) else {
+            return Ok(default);
+        };
+        let bad = |what: &str| runtime_error(format!("--set {key}={v}: expected {what}"));
+        if default.is_int() {
+            v.trim()
+                .parse::<i64>()
+                .map(Dynamic::from)
+                .map_err(|_| bad("an integer"))
+        } else if default.is_float() {
+            v.trim()
+                .parse::<f64>()
+                .map(Dynamic::from)
+                .map_err(|_| bad("a number"))
+        } else if default.is_bool() {
+            match v.trim() {
+                "true" | "1" | "yes" => Ok(true.into()),
+                "false" | "0" | "no" => Ok(false.into()),
+                _ => Err(bad("true or false")),
+            }
+        } else {
+            Ok(v.clone().into())
+        }
+    });
+    let c = ctx.clone();
+    reg!(&mut m, "all", move || -> Map {
+        c.config
+            .params
+            .iter()
+            .map(|(k, v)| (k.as_str().into(), Dynamic::from(v.clone())))
+            .collect()
+    });
+    m
+}
+
+/// Paths scripts may write: relative, inside the out dir, no `..`.
+fn confined(ctx: &Ctx, rel: &str) -> RResult<std::path::PathBuf> {
+    let p = Path::new(rel);
+    if p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(runtime_error(format!(
+            "fs: {rel:?} must be a relative path inside the out dir (no `..`)"
+        )));
+    }
+    Ok(ctx.config.out_dir.join(p))
+}
+
+fn fs_module(ctx: &Arc<Ctx>) -> Module {
+    let mut m = Module::new();
+    let c = ctx.clone();
+    reg!(&mut m, "write", move |rel: &str,
+                                text: &str|
+          -> RResult<String> {
+        let p = confined(&c, rel)?;
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| runtime_error(format!("{}: {e}", dir.display())))?;
+        }
+        std::fs::write(&p, text).map_err(|e| runtime_error(format!("{}: {e}", p.display())))?;
+        c.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(rel.to_owned());
+        Ok(rel.to_owned())
+    });
+    let c = ctx.clone();
+    reg!(&mut m, "read", move |path: &str| -> RResult<String> {
+        let p = c.resolve_path(path);
+        std::fs::read_to_string(&p).map_err(|e| runtime_error(format!("{}: {e}", p.display())))
+    });
+    let c = ctx.clone();
+    reg!(&mut m, "exists", move |path: &str| c
+        .resolve_path(path)
+        .exists());
+    let c = ctx.clone();
+    reg!(&mut m, "out_dir", move || c
+        .config
+        .out_dir
+        .display()
+        .to_string());
+    m
+}
+
+fn shell_module(ctx: &Arc<Ctx>) -> Module {
+    let mut m = Module::new();
+    let c = ctx.clone();
+    reg!(&mut m, "run", move |cmd: &str| -> RResult<Map> {
+        if !c.config.allow_shell {
+            return Err(runtime_error(format!(
+                "shell::run refused: this workflow wants to run `{cmd}` on your machine; re-run with --allow-shell if you trust it"
+            )));
+        }
+        let mut r = Map::new();
+        if c.exec.is_dry_run() {
+            c.exec
+                .note(&format!("local shell (not run in dry-run): {cmd}"));
+            r.insert("stdout".into(), "".into());
+            r.insert("stderr".into(), "".into());
+            r.insert("code".into(), 0_i64.into());
+            r.insert("dry_run".into(), true.into());
+            return Ok(r);
+        }
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .output()
+            .map_err(|e| runtime_error(format!("shell::run `{cmd}`: {e}")))?;
+        r.insert(
+            "stdout".into(),
+            String::from_utf8_lossy(&out.stdout).into_owned().into(),
+        );
+        r.insert(
+            "stderr".into(),
+            String::from_utf8_lossy(&out.stderr).into_owned().into(),
+        );
+        r.insert(
+            "code".into(),
+            i64::from(out.status.code().unwrap_or(-1)).into(),
+        );
+        r.insert("dry_run".into(), false.into());
+        Ok(r)
+    });
+    m
+}

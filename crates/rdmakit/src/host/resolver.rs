@@ -1,0 +1,70 @@
+//! `import "name" as m;` resolution: `scripts/lib/` next to the workflow (or extra dirs), then the copies of
+//! `scripts/lib/*.rhai` embedded in the binary, so built-in workflows run from any directory.
+
+use std::path::PathBuf;
+
+use rhai::{Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, Shared};
+
+/// Library modules shipped with rdmakit (`scripts/lib/`).
+pub const EMBEDDED_LIBS: &[(&str, &str)] = &[
+    (
+        "verify",
+        include_str!("../../../../scripts/lib/verify.rhai"),
+    ),
+    ("ray", include_str!("../../../../scripts/lib/ray.rhai")),
+];
+
+/// File-first module resolver with an embedded fallback.
+#[derive(Debug, Clone, Default)]
+pub struct LibResolver {
+    /// Directories searched in order.
+    pub dirs: Vec<PathBuf>,
+}
+
+impl LibResolver {
+    fn load(
+        &self,
+        engine: &Engine,
+        path: &str,
+        pos: Position,
+    ) -> Result<Shared<Module>, Box<EvalAltResult>> {
+        let name = path.trim_end_matches(".rhai");
+        let bare = name.rsplit('/').next().unwrap_or(name);
+        let (source_name, text) = match self
+            .dirs
+            .iter()
+            .map(|d| d.join(format!("{name}.rhai")))
+            .find(|p| p.is_file())
+        {
+            Some(p) => {
+                let text = std::fs::read_to_string(&p).map_err(|e| {
+                    EvalAltResult::ErrorSystem(format!("cannot read {}", p.display()), e.into())
+                })?;
+                (p.display().to_string(), text)
+            }
+            None => match EMBEDDED_LIBS.iter().find(|(n, _)| *n == bare) {
+                Some((n, text)) => (format!("scripts/lib/{n}.rhai"), (*text).to_owned()),
+                None => return Err(EvalAltResult::ErrorModuleNotFound(path.to_owned(), pos).into()),
+            },
+        };
+        let mut ast = engine.compile(&text).map_err(|e| {
+            EvalAltResult::ErrorInModule(source_name.clone(), Box::new(EvalAltResult::from(e)), pos)
+        })?;
+        ast.set_source(source_name.as_str());
+        let module = Module::eval_ast_as_new(Scope::new(), &ast, engine)
+            .map_err(|e| EvalAltResult::ErrorInModule(source_name, e, pos))?;
+        Ok(Shared::new(module))
+    }
+}
+
+impl ModuleResolver for LibResolver {
+    fn resolve(
+        &self,
+        engine: &Engine,
+        _source: Option<&str>,
+        path: &str,
+        pos: Position,
+    ) -> Result<Shared<Module>, Box<EvalAltResult>> {
+        self.load(engine, path, pos)
+    }
+}

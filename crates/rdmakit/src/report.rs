@@ -1,0 +1,283 @@
+//! The report every workflow ends with: steps with their checks and measurements, a verdict, written as
+//! `report.md` and `report.json` into the out dir.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::ExecError;
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Checked and fine.
+    Pass,
+    /// Checked and wrong.
+    Fail,
+    /// Would be checked against a cluster (dry-run).
+    Planned,
+    /// Not run (with a reason).
+    Skip,
+    /// Informational.
+    Info,
+}
+
+impl Status {
+    fn mark(self) -> &'static str {
+        match self {
+            Self::Pass => "PASS",
+            Self::Fail => "FAIL",
+            Self::Planned => "PLANNED",
+            Self::Skip => "SKIP",
+            Self::Info => "INFO",
+        }
+    }
+}
+
+/// One check or observation.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Check {
+    /// Step it belongs to.
+    pub step: String,
+    /// What was checked.
+    pub name: String,
+    /// Outcome.
+    pub status: Status,
+    /// Evidence or the reason.
+    pub detail: String,
+}
+
+/// A number the workflow measured (never filled in dry-run).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Measurement {
+    /// Step it belongs to.
+    pub step: String,
+    /// Name, e.g. `eRDMA tx during RDT run`.
+    pub name: String,
+    /// Value.
+    pub value: f64,
+    /// Unit, e.g. `GiB`.
+    pub unit: String,
+}
+
+/// The overall result.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every check passed against a cluster.
+    Pass,
+    /// At least one check failed.
+    Fail,
+    /// Dry-run: the plan is complete, nothing was measured.
+    Planned,
+    /// The workflow stopped with an error.
+    Error,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl Verdict {
+    /// Upper-case word for humans.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Pass => "PASS",
+            Self::Fail => "FAIL",
+            Self::Planned => "PLANNED",
+            Self::Error => "ERROR",
+            Self::Interrupted => "INTERRUPTED",
+        }
+    }
+}
+
+/// The report being built while a workflow runs.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Workflow title.
+    pub title: String,
+    /// Workflow file name.
+    pub workflow: String,
+    /// True in dry-run.
+    pub dry_run: bool,
+    /// Steps in order.
+    pub steps: Vec<String>,
+    /// Checks in order.
+    pub checks: Vec<Check>,
+    /// Measurements in order.
+    pub measurements: Vec<Measurement>,
+    /// Final verdict (set by [`Report::finish`]).
+    pub verdict: Option<Verdict>,
+    /// Why the verdict is what it is.
+    pub summary: String,
+}
+
+impl Report {
+    /// A new report.
+    pub fn new(workflow: &str, dry_run: bool) -> Self {
+        Self {
+            workflow: workflow.to_owned(),
+            title: workflow.to_owned(),
+            dry_run,
+            ..Self::default()
+        }
+    }
+
+    /// The step checks are attributed to.
+    pub fn current_step(&self) -> String {
+        self.steps
+            .last()
+            .cloned()
+            .unwrap_or_else(|| "(before the first step)".into())
+    }
+
+    /// Starts a step.
+    pub fn begin_step(&mut self, title: &str) {
+        self.steps.push(title.to_owned());
+    }
+
+    /// Adds a check.
+    pub fn check(&mut self, name: &str, status: Status, detail: &str) {
+        let step = self.current_step();
+        self.checks.push(Check {
+            step,
+            name: name.to_owned(),
+            status,
+            detail: detail.to_owned(),
+        });
+    }
+
+    /// Adds a measurement.
+    pub fn measure(&mut self, name: &str, value: f64, unit: &str) {
+        let step = self.current_step();
+        self.measurements.push(Measurement {
+            step,
+            name: name.to_owned(),
+            value,
+            unit: unit.to_owned(),
+        });
+    }
+
+    /// Computes the verdict from the checks.
+    pub fn finish(&mut self) -> Verdict {
+        let fails = self
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .count();
+        let passes = self
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Pass)
+            .count();
+        let planned = self
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Planned)
+            .count();
+        let v = if fails > 0 {
+            Verdict::Fail
+        } else if self.dry_run {
+            Verdict::Planned
+        } else {
+            Verdict::Pass
+        };
+        self.summary = match v {
+            Verdict::Fail => format!("{fails} check(s) failed, {passes} passed"),
+            Verdict::Planned => format!("dry-run: {planned} check(s) planned, nothing measured"),
+            _ => format!("{passes} check(s) passed"),
+        };
+        self.verdict = Some(v);
+        v
+    }
+
+    /// Ends the report with an error or interruption.
+    pub fn abort(&mut self, verdict: Verdict, why: &str) {
+        self.verdict = Some(verdict);
+        self.summary = why.to_owned();
+    }
+
+    /// Markdown rendering.
+    pub fn to_markdown(&self) -> String {
+        let verdict = self.verdict.map(Verdict::word).unwrap_or("UNFINISHED");
+        let mut md = format!("# {}\n\n", self.title);
+        md.push_str(&format!("- workflow: `{}`\n", self.workflow));
+        md.push_str(&format!(
+            "- mode: {}\n",
+            if self.dry_run {
+                "dry-run (no cluster contacted)"
+            } else {
+                "live cluster"
+            }
+        ));
+        md.push_str(&format!("- verdict: **{verdict}** — {}\n", self.summary));
+        for step in &self.steps {
+            let checks: Vec<&Check> = self.checks.iter().filter(|c| &c.step == step).collect();
+            let ms: Vec<&Measurement> = self
+                .measurements
+                .iter()
+                .filter(|m| &m.step == step)
+                .collect();
+            md.push_str(&format!("\n## {step}\n\n"));
+            if checks.is_empty() && ms.is_empty() {
+                md.push_str("(actions only)\n");
+            }
+            for c in checks {
+                md.push_str(&format!("- {} {}", c.status.mark(), c.name));
+                if !c.detail.is_empty() {
+                    md.push_str(&format!(": {}", c.detail.replace('\n', " ")));
+                }
+                md.push('\n');
+            }
+            for m in ms {
+                md.push_str(&format!(
+                    "- measured {}: {} {}\n",
+                    m.name,
+                    format_value(m.value),
+                    m.unit
+                ));
+            }
+        }
+        md
+    }
+
+    /// Writes `report.md` and `report.json` into `dir`.
+    pub fn write_to(&self, dir: &Path) -> Result<(), ExecError> {
+        std::fs::create_dir_all(dir).map_err(|e| ExecError::io(dir, e))?;
+        let md = dir.join("report.md");
+        std::fs::write(&md, self.to_markdown()).map_err(|e| ExecError::io(&md, e))?;
+        let js = dir.join("report.json");
+        let text =
+            serde_json::to_string_pretty(self).map_err(|e| ExecError::Input(e.to_string()))?;
+        std::fs::write(&js, text + "\n").map_err(|e| ExecError::io(&js, e))?;
+        Ok(())
+    }
+}
+
+fn format_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts() {
+        let mut r = Report::new("w.rhai", false);
+        r.begin_step("a");
+        r.check("x", Status::Pass, "");
+        assert_eq!(r.finish(), Verdict::Pass);
+        r.check("y", Status::Fail, "bad");
+        assert_eq!(r.finish(), Verdict::Fail);
+        let md = r.to_markdown();
+        assert!(md.contains("- FAIL y: bad"), "{md}");
+        let mut d = Report::new("w.rhai", true);
+        d.begin_step("a");
+        d.check("x", Status::Planned, "");
+        assert_eq!(d.finish(), Verdict::Planned);
+    }
+}

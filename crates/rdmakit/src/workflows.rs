@@ -1,0 +1,27 @@
+//! Workflows shipped with rdmakit (`scripts/workflows/`), embedded so `rdmakit run NAME` works anywhere.
+
+/// `(name, source)` of every built-in workflow.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "erdma-ray-rdt",
+        include_str!("../../../scripts/workflows/erdma-ray-rdt.rhai"),
+    ),
+    (
+        "dranet-nccl-tests",
+        include_str!("../../../scripts/workflows/dranet-nccl-tests.rhai"),
+    ),
+    (
+        "shared-device-raycluster",
+        include_str!("../../../scripts/workflows/shared-device-raycluster.rhai"),
+    ),
+    (
+        "vke-ib-pod",
+        include_str!("../../../scripts/workflows/vke-ib-pod.rhai"),
+    ),
+];
+
+/// Looks a built-in workflow up by name (with or without `.rhai`).
+pub fn builtin(name: &str) -> Option<&'static str> {
+    let name = name.trim_end_matches(".rhai");
+    BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}

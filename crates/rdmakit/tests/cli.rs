@@ -1,0 +1,124 @@
+//! The binary as a user runs it.
+
+mod common;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn rdmakit() -> Command {
+    let mut c = Command::cargo_bin("rdmakit").unwrap();
+    c.current_dir(common::workspace());
+    c
+}
+
+#[test]
+fn help_lists_commands_examples_and_exit_codes() {
+    rdmakit().arg("--help").assert().success().stdout(
+        predicate::str::contains("run")
+            .and(predicate::str::contains("doctor"))
+            .and(predicate::str::contains("Exit codes")),
+    );
+    rdmakit()
+        .args(["run", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("erdma-ray-rdt"));
+}
+
+#[test]
+fn demo_invocation_writes_bundle_plan_and_report() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("erdma-ray-rdt");
+    rdmakit()
+        .args([
+            "run",
+            "scripts/workflows/erdma-ray-rdt.rhai",
+            "--dry-run",
+            "--out",
+        ])
+        .arg(&dir)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "Plan for erdma-ray-rdt.rhai (dry-run",
+        ))
+        .stdout(predicate::str::contains(
+            "kubectl apply --server-side --field-manager=rdmakit -f bundle/ray-cluster-erdma.yaml",
+        ))
+        .stderr(predicate::str::contains("verdict: PLANNED"));
+    for f in [
+        "plan.sh",
+        "plan.json",
+        "report.md",
+        "report.json",
+        "bundle/ray-cluster-erdma.yaml",
+        "bundle/Dockerfile",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+}
+
+#[test]
+fn builtin_workflow_by_name() {
+    let out = tempfile::tempdir().unwrap();
+    rdmakit()
+        .args(["run", "vke-ib-pod", "--dry-run", "--out"])
+        .arg(out.path())
+        .assert()
+        .success();
+    assert!(out.path().join("bundle/rdma-test-pod.yaml").is_file());
+}
+
+#[test]
+fn unknown_workflow_is_an_input_error() {
+    rdmakit()
+        .args(["run", "nope.rhai", "--dry-run"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a built-in workflow"));
+}
+
+#[test]
+fn script_error_exits_2_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("broken.rhai");
+    std::fs::write(&wf, "step(\"One\");\nkube::apply(\"missing.yaml\");\n").unwrap();
+    rdmakit()
+        .args(["run", "--dry-run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&wf)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("broken.rhai:2:7")
+                .and(predicate::str::contains("during step: One")),
+        );
+}
+
+#[test]
+fn malformed_set_is_a_usage_error() {
+    rdmakit()
+        .args(["run", "erdma-ray-rdt", "--dry-run", "--set", "novalue"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("key=value"));
+}
+
+#[test]
+fn live_run_without_a_cluster_is_a_cluster_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
+    )
+    .unwrap();
+    rdmakit()
+        .args(["run", "vke-ib-pod", "--out"])
+        .arg(dir.path().join("out"))
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("cannot reach the cluster"));
+}

@@ -1,0 +1,193 @@
+//! Script errors name file, line and step; the sandbox stops runaway scripts; shell is off by default.
+
+mod common;
+
+use rdmakit::host::Limits;
+
+fn run(script: &str) -> rdmakit::host::RunOutcome {
+    let out = tempfile::tempdir().unwrap();
+    common::dry_run("t", script, out.path(), &[], None).0
+}
+
+#[test]
+fn runtime_error_names_file_line_and_step() {
+    let o = run("step(\"Deploy\");\nlet x = 1;\nkube::apply(\"does/not/exist.yaml\");\n");
+    let e = o.error.expect("fails");
+    assert_eq!(e.location, "scripts/workflows/t.rhai:3:7");
+    assert!(
+        e.message
+            .contains("does/not/exist.yaml: no such file or directory"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.step.as_deref(), Some("Deploy"));
+    let shown = e.to_string();
+    assert!(shown.contains("during step: Deploy"), "{shown}");
+}
+
+#[test]
+fn syntax_error_has_a_line() {
+    let e = run("step(\"a\");\nlet = 5;\n").error.expect("fails");
+    assert!(
+        e.location.starts_with("scripts/workflows/t.rhai:2"),
+        "{}",
+        e.location
+    );
+}
+
+#[test]
+fn throw_shows_the_message() {
+    let e = run("step(\"Secrets\");\nthrow \"set --set pull_secret_source=...\";")
+        .error
+        .expect("fails");
+    assert!(
+        e.message.contains("set --set pull_secret_source"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.location, "scripts/workflows/t.rhai:2:1");
+}
+
+#[test]
+fn error_inside_an_imported_module_names_the_module_file() {
+    let e = run("import \"verify\" as verify;\nstep(\"x\");\nverify::nccl_code(42);\n")
+        .error
+        .expect("fails");
+    assert!(e.location.contains("verify.rhai"), "{e:?}");
+    assert!(
+        e.trace
+            .iter()
+            .any(|t| t.contains("nccl_code") && t.contains("t.rhai:3")),
+        "{:?}",
+        e.trace
+    );
+}
+
+#[test]
+fn unknown_option_is_rejected() {
+    let e = run("kube::wait_pods(\"app=x\", #{ timeout: 5, expectt: 2 });")
+        .error
+        .expect("fails");
+    assert!(
+        e.message.contains("unknown option `expectt`"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn missing_module_is_an_error() {
+    let e = run("import \"nope\" as n;").error.expect("fails");
+    assert!(e.message.contains("nope"), "{}", e.message);
+}
+
+#[test]
+fn infinite_loop_hits_the_operation_limit() {
+    let out = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        max_operations: 10_000,
+        ..Limits::default()
+    };
+    let e = common::dry_run(
+        "t",
+        "let i = 0; loop { i += 1; }",
+        out.path(),
+        &[],
+        Some(limits),
+    )
+    .0
+    .error
+    .expect("stopped");
+    assert!(e.limit, "{e:?}");
+    assert!(
+        e.message.to_lowercase().contains("too many operations"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn runaway_recursion_hits_the_call_depth_limit() {
+    let e = run("fn f(n) { f(n + 1) }\nf(0);").error.expect("stopped");
+    assert!(
+        e.limit || e.message.to_lowercase().contains("stack overflow"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn huge_strings_hit_the_size_limit() {
+    let out = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        max_string_size: 1024,
+        ..Limits::default()
+    };
+    let e = common::dry_run(
+        "t",
+        "let s = \"x\"; loop { s += s; }",
+        out.path(),
+        &[],
+        Some(limits),
+    )
+    .0
+    .error
+    .expect("stopped");
+    assert!(e.limit, "{e:?}");
+}
+
+#[test]
+fn shell_is_refused_without_allow_shell() {
+    let e = run("shell::run(\"echo hi\");").error.expect("refused");
+    assert!(e.message.contains("--allow-shell"), "{}", e.message);
+}
+
+#[test]
+fn fs_write_is_confined_to_the_out_dir() {
+    let e = run("fs::write(\"../escape.txt\", \"x\");")
+        .error
+        .expect("refused");
+    assert!(e.message.contains("inside the out dir"), "{}", e.message);
+    let out = tempfile::tempdir().unwrap();
+    let (o, _) = common::dry_run(
+        "t",
+        "fs::write(\"notes/a.txt\", \"hello\");",
+        out.path(),
+        &[],
+        None,
+    );
+    assert!(o.error.is_none());
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("notes/a.txt")).unwrap(),
+        "hello"
+    );
+}
+
+#[test]
+fn measure_is_refused_in_dry_run() {
+    let e = run("report::measure(\"bw\", 1.5, \"GiB/s\");")
+        .error
+        .expect("refused");
+    assert!(e.message.contains("nothing was measured"), "{}", e.message);
+}
+
+#[test]
+fn params_convert_to_the_default_type() {
+    let out = tempfile::tempdir().unwrap();
+    let script = "let n = params::get(\"n\", 1); if n != 3 { throw \"n\"; }\nlet b = params::get(\"b\", false); if !b { throw \"b\"; }\nparams::get(\"bad\", 1);";
+    let e = common::dry_run(
+        "t",
+        script,
+        out.path(),
+        &[("n", "3"), ("b", "true"), ("bad", "x")],
+        None,
+    )
+    .0
+    .error
+    .expect("bad int");
+    assert!(
+        e.message.contains("--set bad=x: expected an integer"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.location, "scripts/workflows/t.rhai:3:9");
+}

@@ -1,0 +1,131 @@
+//! Every shipped workflow runs end to end in dry-run; its plan, plan.sh and report are snapshot-tested
+//! (insta; `CI=true` makes a missing snapshot fail), and plan.sh is valid bash.
+
+mod common;
+
+use rdmakit::report::Verdict;
+
+fn check_workflow(name: &str, bundle_files: &[&str]) {
+    let src =
+        std::fs::read_to_string(common::workspace().join(format!("scripts/workflows/{name}.rhai")))
+            .unwrap();
+    assert_eq!(
+        rdmakit::workflows::builtin(name),
+        Some(src.as_str()),
+        "embedded copy of {name} is stale"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let (outcome, plan) = common::dry_run(name, &src, out.path(), &[], None);
+    assert!(
+        outcome.error.is_none(),
+        "{name}: {}",
+        outcome.error.map(|e| e.to_string()).unwrap_or_default()
+    );
+    assert_eq!(outcome.verdict(), Verdict::Planned);
+    // Dry-run never claims a measurement.
+    assert!(outcome.report.measurements.is_empty());
+    assert!(
+        outcome
+            .report
+            .checks
+            .iter()
+            .all(|c| c.status != rdmakit::report::Status::Pass),
+        "{name}: a check passed in dry-run"
+    );
+    for f in bundle_files {
+        assert!(
+            out.path().join("bundle").join(f).is_file(),
+            "{name}: bundle/{f} missing"
+        );
+    }
+    assert!(out.path().join("report.md").is_file() && out.path().join("report.json").is_file());
+    let sh = plan.to_shell();
+    let sh_path = out.path().join("plan.sh");
+    std::fs::write(&sh_path, &sh).unwrap();
+    let syntax = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&sh_path)
+        .output()
+        .unwrap();
+    assert!(
+        syntax.status.success(),
+        "{name}: plan.sh is not valid bash: {}",
+        String::from_utf8_lossy(&syntax.stderr)
+    );
+    insta::assert_snapshot!(format!("{name}__plan"), plan.to_text());
+    insta::assert_snapshot!(format!("{name}__plan_sh"), sh);
+    insta::assert_snapshot!(format!("{name}__report"), outcome.report.to_markdown());
+}
+
+#[test]
+fn erdma_ray_rdt() {
+    check_workflow(
+        "erdma-ray-rdt",
+        &[
+            "Dockerfile",
+            "buildkitd.yaml",
+            "ray-cluster-erdma.yaml",
+            "rdt_nccl_demo.py",
+            "nccl_allreduce_check.py",
+        ],
+    );
+}
+
+#[test]
+fn dranet_nccl_tests() {
+    check_workflow("dranet-nccl-tests", &["mpi-job.yaml"]);
+}
+
+#[test]
+fn shared_device_raycluster() {
+    check_workflow("shared-device-raycluster", &[]);
+}
+
+#[test]
+fn vke_ib_pod() {
+    check_workflow("vke-ib-pod", &["rdma-test-pod.yaml"]);
+}
+
+#[test]
+fn set_overrides_reach_the_rendered_bundle_and_the_plan() {
+    let src = rdmakit::workflows::builtin("erdma-ray-rdt").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (outcome, plan) = common::dry_run(
+        "erdma-ray-rdt",
+        src,
+        out.path(),
+        &[("worker_replicas", "3"), ("cluster_name", "rdt-test")],
+        None,
+    );
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let yaml = std::fs::read_to_string(out.path().join("bundle/ray-cluster-erdma.yaml")).unwrap();
+    assert!(yaml.contains("name: rdt-test"), "{yaml}");
+    assert!(yaml.contains("replicas: 3"), "{yaml}");
+    let text = plan.to_text();
+    assert!(text.contains("raycluster/rdt-test"), "{text}");
+    assert!(plan.to_shell().contains(
+        "WORKERS=($(kubectl get pods -l 'ray.io/cluster=rdt-test,ray.io/node-type=worker'"
+    ));
+}
+
+#[test]
+fn bad_set_value_names_the_key() {
+    let src = rdmakit::workflows::builtin("erdma-ray-rdt").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (outcome, _) = common::dry_run(
+        "erdma-ray-rdt",
+        src,
+        out.path(),
+        &[("worker_replicas", "many")],
+        None,
+    );
+    let err = outcome.error.expect("a bad value fails the run");
+    assert!(err.message.contains("worker_replicas"), "{err}");
+    assert!(
+        err.location
+            .starts_with("scripts/workflows/erdma-ray-rdt.rhai:"),
+        "{}",
+        err.location
+    );
+    assert_eq!(outcome.report.verdict, Some(Verdict::Error));
+}
