@@ -1,0 +1,717 @@
+//! Benchmarks behind `stage_bench` (and later `rdmakit bench stage`). Every run verifies the data
+//! that arrived against a checksum of what was sent, on every iteration, warm-ups included; a
+//! mismatch is an error, never a number.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::checksum::{checksum, pattern};
+use crate::config::RingConfig;
+use crate::device::{CudaDevice, Device, HostDevice};
+use crate::error::{StageError, TransportError};
+use crate::pipeline::{InProcessStage, Receiver, Sender};
+use crate::transport::tcp::{DEFAULT_CONNECTIONS, TcpReceiver, TcpSender};
+
+/// Which backend a benchmark runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// GPUs through the CUDA driver.
+    Cuda,
+    /// The host-memory backend (no GPU needed; measures the pipeline's own overhead).
+    Host,
+}
+
+/// What to measure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchConfig {
+    /// Bytes per transfer.
+    pub bytes: usize,
+    /// Ring geometry.
+    pub ring: RingConfig,
+    /// Untimed (but verified) transfers first.
+    pub warmup: usize,
+    /// Timed transfers.
+    pub iterations: usize,
+    /// Source GPU ordinal.
+    pub src_device: usize,
+    /// Destination GPU ordinal.
+    pub dst_device: usize,
+    /// Parallel TCP connections.
+    pub connections: usize,
+    /// Backend.
+    pub backend: Backend,
+    /// Seed of the test pattern.
+    pub seed: u64,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            bytes: 512 << 20,
+            ring: RingConfig::default(),
+            warmup: 1,
+            iterations: 5,
+            src_device: 0,
+            dst_device: 1,
+            connections: DEFAULT_CONNECTIONS,
+            backend: Backend::Cuda,
+            seed: 0x5EED,
+        }
+    }
+}
+
+/// One measured configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// `inprocess`, `tcp`, `pinned_d2h` or `pinned_h2d`.
+    pub name: String,
+    /// Backend used.
+    pub backend: Backend,
+    /// Bytes per transfer.
+    pub bytes: u64,
+    /// Chunk size (pipelines only).
+    pub chunk_bytes: Option<usize>,
+    /// Ring buffers (pipelines only).
+    pub slots: Option<usize>,
+    /// TCP connections (TCP only).
+    pub connections: Option<usize>,
+    /// Devices involved, described.
+    pub devices: Vec<String>,
+    /// Seconds per timed iteration.
+    pub seconds: Vec<f64>,
+    /// Best throughput, GiB/s.
+    pub gib_s_best: f64,
+    /// Median throughput, GiB/s.
+    pub gib_s_median: f64,
+    /// Every iteration's data matched the source checksum.
+    pub verified: bool,
+    /// Checksum of the source data (hex).
+    pub checksum: String,
+    /// When the run ended (seconds since the Unix epoch).
+    pub unix_time: u64,
+}
+
+fn gib_s(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 / secs / (1u64 << 30) as f64
+    } else {
+        0.0
+    }
+}
+
+fn summarise(
+    name: &str,
+    cfg: &BenchConfig,
+    devices: Vec<String>,
+    seconds: Vec<f64>,
+    sum: u64,
+) -> BenchResult {
+    let bytes = cfg.bytes as u64;
+    let mut rates: Vec<f64> = seconds.iter().map(|s| gib_s(bytes, *s)).collect();
+    rates.sort_by(|a, b| a.total_cmp(b));
+    let best = rates.last().copied().unwrap_or(0.0);
+    let median = if rates.is_empty() {
+        0.0
+    } else {
+        rates[rates.len() / 2]
+    };
+    BenchResult {
+        name: name.into(),
+        backend: cfg.backend,
+        bytes,
+        chunk_bytes: None,
+        slots: None,
+        connections: None,
+        devices,
+        seconds,
+        gib_s_best: best,
+        gib_s_median: median,
+        verified: true,
+        checksum: format!("{sum:016x}"),
+        unix_time: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    }
+}
+
+fn verify<D: Device>(dev: &D, mem: &D::Memory, want: u64, what: &str) -> Result<(), StageError> {
+    let got = checksum(&dev.download(mem)?);
+    if got == want {
+        Ok(())
+    } else {
+        Err(StageError::Verify(format!(
+            "{what}: checksum {got:016x} of the received data differs from the source's {want:016x}"
+        )))
+    }
+}
+
+fn check_cfg(cfg: &BenchConfig) -> Result<(), StageError> {
+    cfg.ring.validate()?;
+    if cfg.iterations == 0 {
+        return Err(StageError::config(
+            "iterations",
+            0,
+            "measure at least one iteration",
+        ));
+    }
+    Ok(())
+}
+
+/// GPU `src_device` → host ring → GPU `dst_device` in one process (or host → host with
+/// [`Backend::Host`]).
+pub fn run_inprocess(cfg: &BenchConfig) -> Result<BenchResult, StageError> {
+    check_cfg(cfg)?;
+    match cfg.backend {
+        Backend::Cuda => {
+            let a = CudaDevice::new(cfg.src_device)?;
+            let b = CudaDevice::new(cfg.dst_device)?;
+            inprocess_with(&a, &b, cfg)
+        }
+        Backend::Host => inprocess_with(&HostDevice::new(), &HostDevice::new(), cfg),
+    }
+}
+
+fn inprocess_with<S: Device, R: Device>(
+    src_dev: &S,
+    dst_dev: &R,
+    cfg: &BenchConfig,
+) -> Result<BenchResult, StageError> {
+    let data = pattern(cfg.bytes, cfg.seed);
+    let want = checksum(&data);
+    let src = src_dev.upload(&data)?;
+    drop(data);
+    let mut dst = dst_dev.alloc_zeroed(cfg.bytes)?;
+    let mut stage = InProcessStage::new(src_dev, dst_dev, cfg.ring)?;
+    let mut seconds = Vec::with_capacity(cfg.iterations);
+    for i in 0..cfg.warmup + cfg.iterations {
+        dst_dev.zero(&mut dst)?;
+        let t = Instant::now();
+        stage.transfer(&src, &mut dst)?;
+        let secs = t.elapsed().as_secs_f64();
+        verify(dst_dev, &dst, want, &format!("in-process iteration {i}"))?;
+        if i >= cfg.warmup {
+            seconds.push(secs);
+        }
+    }
+    let mut r = summarise(
+        "inprocess",
+        cfg,
+        vec![src_dev.describe(), dst_dev.describe()],
+        seconds,
+        want,
+    );
+    r.chunk_bytes = Some(cfg.ring.chunk_bytes);
+    r.slots = Some(cfg.ring.slots);
+    Ok(r)
+}
+
+/// Direction of a single large pinned copy (the "copy engine alone" peer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Device to host.
+    D2h,
+    /// Host to device.
+    H2d,
+}
+
+/// One `cudaMemcpyAsync`-equivalent of `bytes` between GPU `src_device` and one page-locked
+/// (not write-combined) host buffer: the ceiling the in-process pipeline is held against.
+pub fn run_pinned_copy(cfg: &BenchConfig, direction: Direction) -> Result<BenchResult, StageError> {
+    check_cfg(cfg)?;
+    match cfg.backend {
+        Backend::Cuda => pinned_with(&CudaDevice::new(cfg.src_device)?, cfg, direction),
+        Backend::Host => pinned_with(&HostDevice::new(), cfg, direction),
+    }
+}
+
+fn pinned_with<D: Device>(
+    dev: &D,
+    cfg: &BenchConfig,
+    direction: Direction,
+) -> Result<BenchResult, StageError> {
+    let data = pattern(cfg.bytes, cfg.seed);
+    let want = checksum(&data);
+    let host = dev.alloc_staging(cfg.bytes)?;
+    let ring = crate::ring::StagingRing::from_buffers(
+        RingConfig {
+            chunk_bytes: cfg.bytes,
+            slots: 1,
+        },
+        vec![host],
+    );
+    let (ptr, len) = ring.checked(0, cfg.bytes)?;
+    let stream = dev.new_stream()?;
+    let mut seconds = Vec::with_capacity(cfg.iterations);
+    let name = match direction {
+        Direction::D2h => "pinned_d2h",
+        Direction::H2d => "pinned_h2d",
+    };
+    match direction {
+        Direction::D2h => {
+            let src = dev.upload(&data)?;
+            for i in 0..cfg.warmup + cfg.iterations {
+                // SAFETY: the ring (and its one buffer) outlives the copy; we wait below.
+                unsafe { std::ptr::write_bytes(ptr, 0, len) };
+                let t = Instant::now();
+                // SAFETY: exclusive use of the buffer; the stream is drained before reading it.
+                unsafe { dev.copy_d2h(&stream, &src, 0, ptr, len)? };
+                dev.wait_stream(&stream)?;
+                let secs = t.elapsed().as_secs_f64();
+                // SAFETY: the copy completed; nobody else references the buffer.
+                let got = checksum(unsafe { ring.slot_bytes(0, len)? });
+                if got != want {
+                    return Err(StageError::Verify(format!(
+                        "pinned D2H iteration {i}: checksum {got:016x} != {want:016x}"
+                    )));
+                }
+                if i >= cfg.warmup {
+                    seconds.push(secs);
+                }
+            }
+        }
+        Direction::H2d => {
+            // SAFETY: exclusive use of the buffer before any copy is queued.
+            unsafe { ring.slot_bytes_mut(0, len)? }.copy_from_slice(&data);
+            let mut dst = dev.alloc_zeroed(cfg.bytes)?;
+            for i in 0..cfg.warmup + cfg.iterations {
+                dev.zero(&mut dst)?;
+                let t = Instant::now();
+                // SAFETY: the buffer is not modified while the copy runs; we wait below.
+                unsafe { dev.copy_h2d(&stream, ptr, len, &mut dst, 0)? };
+                dev.wait_stream(&stream)?;
+                let secs = t.elapsed().as_secs_f64();
+                verify(dev, &dst, want, &format!("pinned H2D iteration {i}"))?;
+                if i >= cfg.warmup {
+                    seconds.push(secs);
+                }
+            }
+        }
+    }
+    Ok(summarise(name, cfg, vec![dev.describe()], seconds, want))
+}
+
+/// What the TCP receiver reports back to the sender at the end of a run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ReceiverReport {
+    verified_iterations: usize,
+    seconds: Vec<f64>,
+    device: String,
+}
+
+fn control_io(what: &str) -> impl FnOnce(std::io::Error) -> StageError + '_ {
+    move |e| {
+        StageError::Transport(TransportError::Io {
+            context: format!("benchmark control connection: {what}"),
+            source: e,
+        })
+    }
+}
+
+/// Receiving process of the two-process TCP benchmark: accepts the control connection, then the
+/// data connections on `listener`, receives into GPU `dst_device`, and verifies every iteration.
+pub fn run_tcp_receiver(
+    cfg: &BenchConfig,
+    listener: &TcpListener,
+) -> Result<BenchResult, StageError> {
+    check_cfg(cfg)?;
+    match cfg.backend {
+        Backend::Cuda => tcp_receiver_with(&CudaDevice::new(cfg.dst_device)?, cfg, listener),
+        Backend::Host => tcp_receiver_with(&HostDevice::new(), cfg, listener),
+    }
+}
+
+fn tcp_receiver_with<D: Device>(
+    dev: &D,
+    cfg: &BenchConfig,
+    listener: &TcpListener,
+) -> Result<BenchResult, StageError> {
+    let (mut control, _) = listener.accept().map_err(control_io("accept"))?;
+    let want = checksum(&pattern(cfg.bytes, cfg.seed));
+    let outcome = (|| -> Result<ReceiverReport, StageError> {
+        let mut transport = TcpReceiver::accept(listener, cfg.connections)?;
+        let mut receiver = Receiver::new(dev, cfg.ring)?;
+        let mut dst = dev.alloc_zeroed(cfg.bytes)?;
+        let mut seconds = Vec::new();
+        for i in 0..cfg.warmup + cfg.iterations {
+            dev.zero(&mut dst)?;
+            writeln!(control, "READY {i}").map_err(control_io("ready"))?;
+            let st = receiver.recv(&mut dst, &mut transport)?;
+            verify(dev, &dst, want, &format!("TCP iteration {i}"))?;
+            if st.bytes != cfg.bytes as u64 {
+                return Err(StageError::Verify(format!(
+                    "TCP iteration {i}: received {} bytes, expected {}",
+                    st.bytes, cfg.bytes
+                )));
+            }
+            if i >= cfg.warmup {
+                seconds.push(st.elapsed.as_secs_f64());
+            }
+        }
+        Ok(ReceiverReport {
+            verified_iterations: cfg.warmup + cfg.iterations,
+            seconds,
+            device: dev.describe(),
+        })
+    })();
+    match outcome {
+        Ok(report) => {
+            let line = serde_json::to_string(&report)
+                .map_err(|e| StageError::Verify(format!("encoding the report: {e}")))?;
+            writeln!(control, "RESULT {line}").map_err(control_io("result"))?;
+            let mut r = summarise(
+                "tcp_receiver",
+                cfg,
+                vec![report.device],
+                report.seconds,
+                want,
+            );
+            r.chunk_bytes = Some(cfg.ring.chunk_bytes);
+            r.slots = Some(cfg.ring.slots);
+            r.connections = Some(cfg.connections);
+            Ok(r)
+        }
+        Err(e) => {
+            let _ = writeln!(control, "ERROR {}", e.to_string().replace('\n', " "));
+            Err(e)
+        }
+    }
+}
+
+/// Sending process of the two-process TCP benchmark: connects to the receiver at `addr`, sends
+/// from GPU `src_device`, times each transfer from the first copy to the receiver's ACK (data on
+/// the receiving GPU), and returns the result including the receiver's verification.
+pub fn run_tcp_sender(
+    cfg: &BenchConfig,
+    addr: impl ToSocketAddrs,
+) -> Result<BenchResult, StageError> {
+    check_cfg(cfg)?;
+    match cfg.backend {
+        Backend::Cuda => tcp_sender_with(&CudaDevice::new(cfg.src_device)?, cfg, addr),
+        Backend::Host => tcp_sender_with(&HostDevice::new(), cfg, addr),
+    }
+}
+
+fn tcp_sender_with<D: Device>(
+    dev: &D,
+    cfg: &BenchConfig,
+    addr: impl ToSocketAddrs,
+) -> Result<BenchResult, StageError> {
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(control_io("resolve"))?
+        .collect();
+    let control = TcpStream::connect(&addrs[..]).map_err(control_io("connect"))?;
+    let mut lines = BufReader::new(control);
+    let mut transport = TcpSender::connect(&addrs[..], cfg.connections)?;
+    let data = pattern(cfg.bytes, cfg.seed);
+    let want = checksum(&data);
+    let src = dev.upload(&data)?;
+    drop(data);
+    let mut sender = Sender::new(dev, cfg.ring)?;
+    let mut seconds = Vec::new();
+    let mut line = String::new();
+    let mut read_line = |line: &mut String| -> Result<String, StageError> {
+        line.clear();
+        lines.read_line(line).map_err(control_io("read"))?;
+        let l = line.trim_end().to_string();
+        if let Some(msg) = l.strip_prefix("ERROR ") {
+            return Err(StageError::Aborted(format!("receiver failed: {msg}")));
+        }
+        if l.is_empty() {
+            return Err(StageError::Aborted(
+                "receiver closed the control connection".into(),
+            ));
+        }
+        Ok(l)
+    };
+    for i in 0..cfg.warmup + cfg.iterations {
+        let l = read_line(&mut line)?;
+        if l != format!("READY {i}") {
+            return Err(StageError::Verify(format!(
+                "expected `READY {i}` from the receiver, got `{l}`"
+            )));
+        }
+        let t = Instant::now();
+        sender.send(&src, &mut transport)?;
+        let secs = t.elapsed().as_secs_f64();
+        if i >= cfg.warmup {
+            seconds.push(secs);
+        }
+    }
+    let l = read_line(&mut line)?;
+    let report: ReceiverReport = l
+        .strip_prefix("RESULT ")
+        .ok_or_else(|| StageError::Verify(format!("expected the receiver's RESULT, got `{l}`")))
+        .and_then(|j| {
+            serde_json::from_str(j).map_err(|e| StageError::Verify(format!("receiver report: {e}")))
+        })?;
+    let mut r = summarise(
+        "tcp",
+        cfg,
+        vec![dev.describe(), report.device],
+        seconds,
+        want,
+    );
+    r.verified = report.verified_iterations == cfg.warmup + cfg.iterations;
+    r.chunk_bytes = Some(cfg.ring.chunk_bytes);
+    r.slots = Some(cfg.ring.slots);
+    r.connections = Some(cfg.connections);
+    Ok(r)
+}
+
+/// One line of a plot.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Legend text.
+    pub label: String,
+    /// (x label, y value) points, in x order.
+    pub points: Vec<(String, f64)>,
+}
+
+/// A small self-contained SVG line chart (no plotting library needed): categorical x axis,
+/// one polyline per series, dashed horizontal reference lines.
+pub fn line_chart_svg(
+    title: &str,
+    x_title: &str,
+    y_title: &str,
+    series: &[Series],
+    references: &[(String, f64)],
+) -> String {
+    const W: f64 = 760.0;
+    const H: f64 = 460.0;
+    const L: f64 = 70.0;
+    const R: f64 = 210.0;
+    const T: f64 = 50.0;
+    const B: f64 = 60.0;
+    const COLORS: [&str; 8] = [
+        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+    ];
+    let xs: Vec<String> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0.clone()))
+        .fold(Vec::new(), |mut acc, x| {
+            if !acc.contains(&x) {
+                acc.push(x);
+            }
+            acc
+        });
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .chain(references.iter().map(|r| r.1))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.1;
+    let pw = W - L - R;
+    let ph = H - T - B;
+    let xpos = |i: usize| {
+        L + if xs.len() > 1 {
+            pw * i as f64 / (xs.len() - 1) as f64
+        } else {
+            pw / 2.0
+        }
+    };
+    let ypos = |v: f64| T + ph * (1.0 - v / ymax);
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut o = String::new();
+    o.push_str(&format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    ));
+    o.push_str(&format!(
+        "<rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>\n"
+    ));
+    o.push_str(&format!(
+        "<text x=\"{}\" y=\"25\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n",
+        L + pw / 2.0,
+        esc(title)
+    ));
+    // Grid and y ticks.
+    let step = [1.0, 2.0, 5.0, 10.0, 20.0, 25.0, 50.0, 100.0]
+        .into_iter()
+        .find(|s| ymax / s <= 10.0)
+        .unwrap_or(200.0);
+    let mut v = 0.0;
+    while v <= ymax {
+        let y = ypos(v);
+        o.push_str(&format!(
+            "<line x1=\"{L}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{v}</text>\n",
+            L + pw,
+            L - 6.0,
+            y + 4.0
+        ));
+        v += step;
+    }
+    for (i, x) in xs.iter().enumerate() {
+        o.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+            xpos(i),
+            T + ph + 18.0,
+            esc(x)
+        ));
+    }
+    o.push_str(&format!(
+        "<line x1=\"{L}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n<line x1=\"{L}\" y1=\"{T}\" x2=\"{L}\" y2=\"{:.1}\" stroke=\"black\"/>\n",
+        T + ph,
+        L + pw,
+        T + ph,
+        T + ph
+    ));
+    o.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+        L + pw / 2.0,
+        H - 15.0,
+        esc(x_title)
+    ));
+    o.push_str(&format!(
+        "<text transform=\"translate(18,{:.1}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+        T + ph / 2.0,
+        esc(y_title)
+    ));
+    let mut legend_y = T + 10.0;
+    for (label, value) in references {
+        let y = ypos(*value);
+        o.push_str(&format!(
+            "<line x1=\"{L}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#555\" stroke-dasharray=\"6,4\"/>\n",
+            L + pw
+        ));
+        o.push_str(&format!(
+            "<line x1=\"{:.1}\" y1=\"{legend_y:.1}\" x2=\"{:.1}\" y2=\"{legend_y:.1}\" stroke=\"#555\" stroke-dasharray=\"6,4\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">{} ({value:.1})</text>\n",
+            L + pw + 12.0,
+            L + pw + 36.0,
+            L + pw + 42.0,
+            legend_y + 4.0,
+            esc(label)
+        ));
+        legend_y += 18.0;
+    }
+    for (si, s) in series.iter().enumerate() {
+        let color = COLORS[si % COLORS.len()];
+        let pts: Vec<String> = s
+            .points
+            .iter()
+            .filter_map(|(x, y)| {
+                xs.iter()
+                    .position(|v| v == x)
+                    .map(|i| format!("{:.1},{:.1}", xpos(i), ypos(*y)))
+            })
+            .collect();
+        o.push_str(&format!(
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>\n",
+            pts.join(" ")
+        ));
+        for p in &pts {
+            let mut it = p.split(',');
+            if let (Some(x), Some(y)) = (it.next(), it.next()) {
+                o.push_str(&format!(
+                    "<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"{color}\"/>\n"
+                ));
+            }
+        }
+        o.push_str(&format!(
+            "<line x1=\"{:.1}\" y1=\"{legend_y:.1}\" x2=\"{:.1}\" y2=\"{legend_y:.1}\" stroke=\"{color}\" stroke-width=\"2\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
+            L + pw + 12.0,
+            L + pw + 36.0,
+            L + pw + 42.0,
+            legend_y + 4.0,
+            esc(&s.label)
+        ));
+        legend_y += 18.0;
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MIB;
+
+    fn host_cfg(bytes: usize) -> BenchConfig {
+        BenchConfig {
+            bytes,
+            ring: RingConfig::new(MIB, 4).unwrap(),
+            warmup: 1,
+            iterations: 2,
+            backend: Backend::Host,
+            connections: 2,
+            ..BenchConfig::default()
+        }
+    }
+
+    #[test]
+    fn inprocess_host_bench_verifies_and_reports() {
+        let r = run_inprocess(&host_cfg(3 * MIB + 17)).unwrap();
+        assert_eq!(r.name, "inprocess");
+        assert!(r.verified);
+        assert_eq!(r.seconds.len(), 2);
+        assert!(r.gib_s_best >= r.gib_s_median && r.gib_s_median > 0.0);
+        let json = serde_json::to_string(&r).unwrap();
+        let back: BenchResult = serde_json::from_str(&json).unwrap();
+        // serde_json may round floats by one ulp; compare the exact fields exactly.
+        assert_eq!(
+            (back.bytes, back.slots, back.checksum.clone()),
+            (r.bytes, r.slots, r.checksum.clone())
+        );
+        assert!((back.gib_s_best - r.gib_s_best).abs() < 1e-9);
+    }
+
+    #[test]
+    fn pinned_host_bench_runs_both_directions() {
+        let cfg = host_cfg(2 * MIB + 1);
+        assert!(run_pinned_copy(&cfg, Direction::D2h).unwrap().verified);
+        assert!(run_pinned_copy(&cfg, Direction::H2d).unwrap().verified);
+    }
+
+    #[test]
+    fn tcp_host_bench_two_ends() {
+        let cfg = host_cfg(5 * MIB + 3);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let rcfg = cfg.clone();
+        let t = std::thread::spawn(move || run_tcp_receiver(&rcfg, &listener));
+        let r = run_tcp_sender(&cfg, addr).unwrap();
+        let rr = t.join().unwrap().unwrap();
+        assert!(r.verified && rr.verified);
+        assert_eq!(r.seconds.len(), 2);
+        assert_eq!(r.connections, Some(2));
+    }
+
+    #[test]
+    fn zero_iterations_is_rejected() {
+        let mut cfg = host_cfg(MIB);
+        cfg.iterations = 0;
+        assert!(
+            run_inprocess(&cfg)
+                .unwrap_err()
+                .to_string()
+                .contains("iterations")
+        );
+    }
+
+    #[test]
+    fn svg_has_series_and_references() {
+        let svg = line_chart_svg(
+            "t",
+            "chunk",
+            "GiB/s",
+            &[Series {
+                label: "8 slots".into(),
+                points: vec![("1 MiB".into(), 10.0), ("4 MiB".into(), 20.0)],
+            }],
+            &[("pinned D2H".into(), 25.0)],
+        );
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains("8 slots") && svg.contains("pinned D2H (25.0)"));
+        assert_eq!(svg.matches("<polyline").count(), 1);
+    }
+}

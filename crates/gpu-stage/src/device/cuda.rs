@@ -1,0 +1,269 @@
+//! CUDA backend over cudarc's driver API (dynamically loaded, so the crate builds and its tests run
+//! on machines without CUDA; every entry point checks for the driver first and returns
+//! [`StageError::NoCudaDriver`] instead of panicking).
+//!
+//! Pitfalls of cudarc 0.19 handled here:
+//! - `alloc_pinned` asks for write-combined memory, which is very slow for CPU (and NIC) reads;
+//!   the ring uses `alloc_pinned_with_flags` with `CU_MEMHOSTALLOC_PORTABLE` only (cacheable, and
+//!   usable by every context in the process, which the in-process GPU A → GPU B path needs).
+//! - `CudaStream::memcpy_dtoh` copies the *destination's* full length and asserts on mismatch; the
+//!   pipeline calls the driver-level async copy with a destination slice of exactly the chunk.
+//! - copies into plain (pageable) slices are not synchronised by cudarc; `download` waits on the
+//!   stream before handing the `Vec` back.
+
+use std::sync::Arc;
+
+use cudarc::driver::result;
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+
+use super::{Device, DeviceMemory, check_range, sealed};
+use crate::error::StageError;
+use crate::ring::HostBuffer;
+
+/// True when the CUDA driver library (libcuda) can be loaded on this machine.
+pub fn cuda_driver_present() -> bool {
+    // SAFETY: only tries to dlopen the library; no symbol is called.
+    unsafe { sys::is_culib_present() }
+}
+
+fn ensure_driver() -> Result<(), StageError> {
+    if cuda_driver_present() {
+        Ok(())
+    } else {
+        Err(StageError::NoCudaDriver)
+    }
+}
+
+/// One GPU, driven through its primary context, with a utility stream for allocations.
+#[derive(Clone)]
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    util: Arc<CudaStream>,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("ordinal", &self.ctx.ordinal())
+            .finish()
+    }
+}
+
+impl CudaDevice {
+    /// Opens GPU `ordinal`. Fails with [`StageError::NoCudaDriver`] when no driver is installed.
+    pub fn new(ordinal: usize) -> Result<Self, StageError> {
+        ensure_driver()?;
+        let count = Self::count()?;
+        if ordinal >= count {
+            return Err(StageError::config(
+                "device",
+                ordinal,
+                format!("this machine has {count} CUDA device(s), numbered from 0"),
+            ));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(StageError::cuda("context creation"))?;
+        let util = ctx
+            .new_stream()
+            .map_err(StageError::cuda("stream creation"))?;
+        Ok(CudaDevice { ctx, util })
+    }
+
+    /// Number of CUDA devices. Fails with [`StageError::NoCudaDriver`] when no driver is installed.
+    pub fn count() -> Result<usize, StageError> {
+        ensure_driver()?;
+        result::init().map_err(StageError::cuda("driver init"))?;
+        let n = CudaContext::device_count().map_err(StageError::cuda("device count"))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// The cudarc context (to allocate or launch with cudarc directly).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// A stream for the caller's own work (allocations, memsets).
+    pub fn util_stream(&self) -> &Arc<CudaStream> {
+        &self.util
+    }
+}
+
+impl DeviceMemory for CudaSlice<u8> {
+    fn len_bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+impl sealed::Sealed for CudaDevice {}
+
+impl Device for CudaDevice {
+    type Memory = CudaSlice<u8>;
+    type Stream = Arc<CudaStream>;
+    type Event = CudaEvent;
+
+    fn describe(&self) -> String {
+        match self.ctx.name() {
+            Ok(name) => format!("cuda:{} ({name})", self.ctx.ordinal()),
+            Err(_) => format!("cuda:{}", self.ctx.ordinal()),
+        }
+    }
+
+    fn alloc_staging(&self, len: usize) -> Result<HostBuffer, StageError> {
+        // SAFETY: the memory is uninitialised; the ring only exposes bytes a copy has written.
+        let slice = unsafe {
+            self.ctx
+                .alloc_pinned_with_flags::<u8>(len, sys::CU_MEMHOSTALLOC_PORTABLE)
+        }
+        .map_err(StageError::cuda(
+            "page-locked host allocation (cuMemHostAlloc)",
+        ))?;
+        HostBuffer::pinned(slice)
+    }
+
+    fn new_stream(&self) -> Result<Arc<CudaStream>, StageError> {
+        self.ctx
+            .new_stream()
+            .map_err(StageError::cuda("stream creation"))
+    }
+
+    fn new_event(&self) -> Result<CudaEvent, StageError> {
+        // Default flags (timing disabled): cheapest to record, spin-waited for low latency.
+        self.ctx
+            .new_event(None)
+            .map_err(StageError::cuda("event creation"))
+    }
+
+    fn bind(&self) -> Result<(), StageError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(StageError::cuda("binding the context to this thread"))
+    }
+
+    unsafe fn copy_d2h(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: &CudaSlice<u8>,
+        offset: usize,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<(), StageError> {
+        check_range("device→host source", offset, len, src.len())?;
+        let view = src
+            .try_slice(offset..offset + len)
+            .ok_or(StageError::OutOfBounds {
+                what: "device→host source",
+                offset: offset as u64,
+                end: (offset + len) as u64,
+                size: src.len() as u64,
+            })?;
+        self.bind()?;
+        let (src_ptr, _read_guard) = view.device_ptr(stream);
+        // SAFETY: the caller guarantees `dst..dst+len` stays valid until the stream passes the
+        // next event; the slice is exactly the chunk, so the driver copies exactly `len` bytes.
+        let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
+        // SAFETY: src_ptr..src_ptr+len lies inside `src` (checked above).
+        unsafe { result::memcpy_dtoh_async(dst, src_ptr, stream.cu_stream()) }
+            .map_err(StageError::cuda("device→host copy (cuMemcpyDtoHAsync)"))
+    }
+
+    unsafe fn copy_h2d(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: *const u8,
+        len: usize,
+        dst: &mut CudaSlice<u8>,
+        offset: usize,
+    ) -> Result<(), StageError> {
+        let size = dst.len();
+        check_range("host→device destination", offset, len, size)?;
+        let mut view = dst
+            .try_slice_mut(offset..offset + len)
+            .ok_or(StageError::OutOfBounds {
+                what: "host→device destination",
+                offset: offset as u64,
+                end: (offset + len) as u64,
+                size: size as u64,
+            })?;
+        self.bind()?;
+        let (dst_ptr, _write_guard) = view.device_ptr_mut(stream);
+        // SAFETY: caller guarantees `src..src+len` stays valid and unmodified until the event.
+        let src = unsafe { std::slice::from_raw_parts(src, len) };
+        // SAFETY: dst_ptr..dst_ptr+len lies inside `dst` (checked above).
+        unsafe { result::memcpy_htod_async(dst_ptr, src, stream.cu_stream()) }
+            .map_err(StageError::cuda("host→device copy (cuMemcpyHtoDAsync)"))
+    }
+
+    fn record(&self, event: &CudaEvent, stream: &Arc<CudaStream>) -> Result<(), StageError> {
+        event
+            .record(stream)
+            .map_err(StageError::cuda("event record"))
+    }
+
+    fn wait_event(&self, event: &CudaEvent) -> Result<(), StageError> {
+        event
+            .synchronize()
+            .map_err(StageError::cuda("event synchronize"))
+    }
+
+    fn wait_stream(&self, stream: &Arc<CudaStream>) -> Result<(), StageError> {
+        stream
+            .synchronize()
+            .map_err(StageError::cuda("stream synchronize"))
+    }
+
+    fn alloc_zeroed(&self, len: usize) -> Result<CudaSlice<u8>, StageError> {
+        let mem = self
+            .util
+            .alloc_zeros::<u8>(len)
+            .map_err(StageError::cuda("device allocation"))?;
+        self.wait_stream(&self.util)?;
+        Ok(mem)
+    }
+
+    fn upload(&self, data: &[u8]) -> Result<CudaSlice<u8>, StageError> {
+        let mem = self
+            .util
+            .clone_htod(data)
+            .map_err(StageError::cuda("upload (host→device)"))?;
+        self.wait_stream(&self.util)?;
+        Ok(mem)
+    }
+
+    fn download(&self, mem: &CudaSlice<u8>) -> Result<Vec<u8>, StageError> {
+        let out = self
+            .util
+            .clone_dtoh(mem)
+            .map_err(StageError::cuda("download (device→host)"))?;
+        // cudarc does not synchronise copies into plain Vecs: wait before anyone reads it.
+        self.wait_stream(&self.util)?;
+        Ok(out)
+    }
+
+    fn zero(&self, mem: &mut CudaSlice<u8>) -> Result<(), StageError> {
+        self.util
+            .memset_zeros(mem)
+            .map_err(StageError::cuda("memset"))?;
+        self.wait_stream(&self.util)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_driver_is_an_error_not_a_panic() {
+        if cuda_driver_present() {
+            // A real driver: opening an absurd ordinal must still be an error.
+            assert!(CudaDevice::new(10_000).is_err());
+        } else {
+            assert!(matches!(CudaDevice::new(0), Err(StageError::NoCudaDriver)));
+            assert!(matches!(CudaDevice::count(), Err(StageError::NoCudaDriver)));
+        }
+    }
+}

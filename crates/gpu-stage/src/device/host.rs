@@ -1,0 +1,402 @@
+//! Host-memory backend: "device" memory is RAM, each stream is a worker thread that runs its
+//! copies in order, events are generation counters. Copies are asynchronous exactly like CUDA's,
+//! so the pipeline's overlap, ordering and error paths are exercised without a GPU. Optional
+//! fault injection (a failing copy, slow copies) drives the error tests.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{Device, DeviceMemory, check_range, sealed};
+use crate::error::StageError;
+use crate::ring::HostBuffer;
+
+/// Faults to inject into a [`HostDevice`] (tests only need these; all off by default).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostFaults {
+    /// Fail the n-th device→host copy (0-based, counted over the device's lifetime).
+    pub fail_d2h_at: Option<usize>,
+    /// Fail the n-th host→device copy (0-based).
+    pub fail_h2d_at: Option<usize>,
+    /// Sleep this long before every copy (a slow copy engine).
+    pub copy_delay: Duration,
+}
+
+#[derive(Debug, Default)]
+struct FaultState {
+    cfg: HostFaults,
+    d2h: AtomicUsize,
+    h2d: AtomicUsize,
+}
+
+/// The host-memory backend. Cheap to clone; clones share fault counters.
+#[derive(Clone, Debug, Default)]
+pub struct HostDevice {
+    faults: Arc<FaultState>,
+}
+
+impl HostDevice {
+    /// A backend with no faults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A backend that injects `faults`.
+    pub fn with_faults(faults: HostFaults) -> Self {
+        HostDevice {
+            faults: Arc::new(FaultState {
+                cfg: faults,
+                ..FaultState::default()
+            }),
+        }
+    }
+}
+
+/// "Device" memory of the host backend: a page-aligned heap allocation.
+#[derive(Debug)]
+pub struct HostMemory {
+    buf: HostBuffer,
+}
+
+impl HostMemory {
+    /// The bytes. Only call while no copy into this memory is in flight (the pipeline holds
+    /// `&mut` during a receive, so safe code cannot observe a copy in progress).
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the buffer is owned, initialised (zeroed at allocation) and in bounds; writers
+        // need `&mut self`.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.buf.len()) }
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        self.buf.as_ptr()
+    }
+}
+
+impl DeviceMemory for HostMemory {
+    fn len_bytes(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+enum Job {
+    Copy {
+        src: usize,
+        dst: usize,
+        len: usize,
+        fail: Option<&'static str>,
+    },
+    Signal(Arc<EventInner>, u64),
+}
+
+/// A stream of the host backend: a worker thread running copies in submission order.
+#[derive(Debug)]
+pub struct HostStream {
+    tx: Option<mpsc::Sender<Job>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Job::Copy { len, .. } => write!(f, "Copy({len} bytes)"),
+            Job::Signal(_, g) => write!(f, "Signal({g})"),
+        }
+    }
+}
+
+impl HostStream {
+    fn spawn(delay: Duration) -> Result<Self, StageError> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let worker = std::thread::Builder::new()
+            .name("gpu-stage-host-stream".into())
+            .spawn(move || {
+                let mut broken: Option<String> = None;
+                for job in rx {
+                    match job {
+                        Job::Copy {
+                            src,
+                            dst,
+                            len,
+                            fail,
+                        } => {
+                            if broken.is_some() {
+                                continue;
+                            }
+                            if !delay.is_zero() {
+                                std::thread::sleep(delay);
+                            }
+                            if let Some(op) = fail {
+                                broken = Some(format!("injected fault in {op} copy"));
+                                continue;
+                            }
+                            // SAFETY: the submitter guaranteed both ranges stay valid and
+                            // unaliased until a later signal completes (Device contract).
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len)
+                            };
+                        }
+                        Job::Signal(ev, generation) => ev.complete(generation, broken.clone()),
+                    }
+                }
+            })
+            .map_err(|e| StageError::Copy {
+                op: "stream creation",
+                detail: e.to_string(),
+            })?;
+        Ok(HostStream {
+            tx: Some(tx),
+            worker: Some(worker),
+        })
+    }
+
+    fn submit(&self, job: Job) -> Result<(), StageError> {
+        self.tx
+            .as_ref()
+            .and_then(|tx| tx.send(job).ok())
+            .ok_or_else(|| StageError::Copy {
+                op: "stream",
+                detail: "host stream worker has exited".into(),
+            })
+    }
+}
+
+impl Drop for HostStream {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct EventState {
+    recorded: u64,
+    done: u64,
+    error: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct EventInner {
+    state: Mutex<EventState>,
+    cv: Condvar,
+}
+
+impl EventInner {
+    fn complete(&self, generation: u64, error: Option<String>) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.done = st.done.max(generation);
+        if error.is_some() {
+            st.error = error;
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+}
+
+/// An event of the host backend.
+#[derive(Debug, Default)]
+pub struct HostEvent {
+    inner: Arc<EventInner>,
+}
+
+impl sealed::Sealed for HostDevice {}
+
+impl Device for HostDevice {
+    type Memory = HostMemory;
+    type Stream = HostStream;
+    type Event = HostEvent;
+
+    fn describe(&self) -> String {
+        "host".into()
+    }
+
+    fn alloc_staging(&self, len: usize) -> Result<HostBuffer, StageError> {
+        HostBuffer::heap(len)
+    }
+
+    fn new_stream(&self) -> Result<HostStream, StageError> {
+        HostStream::spawn(self.faults.cfg.copy_delay)
+    }
+
+    fn new_event(&self) -> Result<HostEvent, StageError> {
+        Ok(HostEvent::default())
+    }
+
+    fn bind(&self) -> Result<(), StageError> {
+        Ok(())
+    }
+
+    unsafe fn copy_d2h(
+        &self,
+        stream: &HostStream,
+        src: &HostMemory,
+        offset: usize,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<(), StageError> {
+        check_range("device→host source", offset, len, src.len_bytes())?;
+        let n = self.faults.d2h.fetch_add(1, Ordering::Relaxed);
+        let fail = (self.faults.cfg.fail_d2h_at == Some(n)).then_some("device→host");
+        stream.submit(Job::Copy {
+            src: src.ptr() as usize + offset,
+            dst: dst as usize,
+            len,
+            fail,
+        })
+    }
+
+    unsafe fn copy_h2d(
+        &self,
+        stream: &HostStream,
+        src: *const u8,
+        len: usize,
+        dst: &mut HostMemory,
+        offset: usize,
+    ) -> Result<(), StageError> {
+        check_range("host→device destination", offset, len, dst.len_bytes())?;
+        let n = self.faults.h2d.fetch_add(1, Ordering::Relaxed);
+        let fail = (self.faults.cfg.fail_h2d_at == Some(n)).then_some("host→device");
+        stream.submit(Job::Copy {
+            src: src as usize,
+            dst: dst.ptr() as usize + offset,
+            len,
+            fail,
+        })
+    }
+
+    fn record(&self, event: &HostEvent, stream: &HostStream) -> Result<(), StageError> {
+        let generation = {
+            let mut st = event
+                .inner
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            st.recorded += 1;
+            st.recorded
+        };
+        stream.submit(Job::Signal(Arc::clone(&event.inner), generation))
+    }
+
+    fn wait_event(&self, event: &HostEvent) -> Result<(), StageError> {
+        let mut st = event
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let target = st.recorded;
+        while st.done < target {
+            st = event
+                .inner
+                .cv
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        match &st.error {
+            Some(e) => Err(StageError::Copy {
+                op: "event wait",
+                detail: e.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn wait_stream(&self, stream: &HostStream) -> Result<(), StageError> {
+        let ev = HostEvent::default();
+        self.record(&ev, stream)?;
+        self.wait_event(&ev)
+    }
+
+    fn alloc_zeroed(&self, len: usize) -> Result<HostMemory, StageError> {
+        Ok(HostMemory {
+            buf: HostBuffer::heap(len)?,
+        })
+    }
+
+    fn upload(&self, data: &[u8]) -> Result<HostMemory, StageError> {
+        let mem = self.alloc_zeroed(data.len())?;
+        // SAFETY: fresh allocation of exactly data.len() bytes, no other users.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), mem.ptr(), data.len()) };
+        Ok(mem)
+    }
+
+    fn download(&self, mem: &HostMemory) -> Result<Vec<u8>, StageError> {
+        Ok(mem.as_slice().to_vec())
+    }
+
+    fn zero(&self, mem: &mut HostMemory) -> Result<(), StageError> {
+        // SAFETY: `&mut` guarantees no copy is in flight and no other reference exists.
+        unsafe { std::ptr::write_bytes(mem.ptr(), 0, mem.len_bytes()) };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_copies_in_order_and_events_wait() {
+        let dev = HostDevice::with_faults(HostFaults {
+            copy_delay: Duration::from_millis(5),
+            ..HostFaults::default()
+        });
+        let src = dev.upload(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let mut dst = dev.alloc_zeroed(8).unwrap();
+        let stream = dev.new_stream().unwrap();
+        let ev = dev.new_event().unwrap();
+        let mut tmp = [0u8; 8];
+        unsafe {
+            dev.copy_d2h(&stream, &src, 2, tmp.as_mut_ptr(), 6).unwrap();
+            dev.copy_h2d(&stream, tmp.as_ptr(), 6, &mut dst, 1).unwrap();
+        }
+        dev.record(&ev, &stream).unwrap();
+        dev.wait_event(&ev).unwrap();
+        assert_eq!(dst.as_slice(), &[0, 3, 4, 5, 6, 7, 8, 0]);
+    }
+
+    #[test]
+    fn out_of_range_copy_is_an_error() {
+        let dev = HostDevice::new();
+        let src = dev.upload(&[0; 16]).unwrap();
+        let stream = dev.new_stream().unwrap();
+        let mut tmp = [0u8; 16];
+        let err = unsafe { dev.copy_d2h(&stream, &src, 8, tmp.as_mut_ptr(), 9) }.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StageError::OutOfBounds {
+                    end: 17,
+                    size: 16,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn injected_fault_surfaces_at_event_wait() {
+        let dev = HostDevice::with_faults(HostFaults {
+            fail_d2h_at: Some(1),
+            ..HostFaults::default()
+        });
+        let src = dev.upload(&[7; 4]).unwrap();
+        let stream = dev.new_stream().unwrap();
+        let ev = dev.new_event().unwrap();
+        let mut tmp = [0u8; 4];
+        unsafe { dev.copy_d2h(&stream, &src, 0, tmp.as_mut_ptr(), 4).unwrap() };
+        dev.record(&ev, &stream).unwrap();
+        dev.wait_event(&ev).unwrap();
+        unsafe { dev.copy_d2h(&stream, &src, 0, tmp.as_mut_ptr(), 4).unwrap() };
+        dev.record(&ev, &stream).unwrap();
+        assert!(
+            dev.wait_event(&ev)
+                .unwrap_err()
+                .to_string()
+                .contains("injected fault")
+        );
+    }
+}

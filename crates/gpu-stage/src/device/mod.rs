@@ -1,0 +1,108 @@
+//! Backends: where the "device" memory lives and how copies to and from the ring are issued.
+//!
+//! [`CudaDevice`] drives a GPU through the CUDA driver (copy engines, streams, events).
+//! [`HostDevice`] keeps "device" memory in ordinary RAM and runs each stream on a worker thread,
+//! so the same pipeline logic (ordering, overlap, backpressure, errors) is exercised in CI.
+
+mod cuda;
+mod host;
+
+pub use cuda::{CudaDevice, cuda_driver_present};
+pub use host::{HostDevice, HostFaults, HostMemory};
+
+use crate::error::StageError;
+use crate::ring::HostBuffer;
+
+pub(crate) mod sealed {
+    pub trait Sealed {}
+}
+
+/// Device memory the pipeline can copy from or into.
+pub trait DeviceMemory: Send + Sync {
+    /// Length in bytes.
+    fn len_bytes(&self) -> usize;
+}
+
+/// A backend for the staging pipeline. Implemented by [`CudaDevice`] and [`HostDevice`]; sealed
+/// because the copy methods carry memory-safety obligations the pipeline upholds.
+pub trait Device: sealed::Sealed + Clone + Send + Sync + 'static {
+    /// Device memory.
+    type Memory: DeviceMemory + std::fmt::Debug;
+    /// An in-order queue of copies.
+    type Stream: Send + Sync + std::fmt::Debug;
+    /// A marker recorded on a stream; waiting on it waits for the copies queued before it.
+    type Event: Send + Sync + std::fmt::Debug;
+
+    /// Human-readable name, e.g. `cuda:0 (NVIDIA H200)` or `host`.
+    fn describe(&self) -> String;
+    /// Allocates one staging buffer (page-locked for CUDA).
+    fn alloc_staging(&self, len: usize) -> Result<HostBuffer, StageError>;
+    /// Creates a copy stream.
+    fn new_stream(&self) -> Result<Self::Stream, StageError>;
+    /// Creates an event.
+    fn new_event(&self) -> Result<Self::Event, StageError>;
+    /// Makes this device current on the calling thread.
+    fn bind(&self) -> Result<(), StageError>;
+
+    /// Queues a copy of `src[offset..offset+dst_len]` into `dst` on `stream`.
+    ///
+    /// # Safety
+    /// `dst` must stay valid and untouched by the CPU until an event recorded on `stream` after
+    /// this call has completed.
+    unsafe fn copy_d2h(
+        &self,
+        stream: &Self::Stream,
+        src: &Self::Memory,
+        offset: usize,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<(), StageError>;
+
+    /// Queues a copy of `len` bytes at `src` into `dst[offset..offset+len]` on `stream`.
+    ///
+    /// # Safety
+    /// `src` must stay valid and unmodified until an event recorded on `stream` after this call
+    /// has completed; `dst` must not be read or written by anyone else meanwhile.
+    unsafe fn copy_h2d(
+        &self,
+        stream: &Self::Stream,
+        src: *const u8,
+        len: usize,
+        dst: &mut Self::Memory,
+        offset: usize,
+    ) -> Result<(), StageError>;
+
+    /// Records `event` after everything queued on `stream` so far.
+    fn record(&self, event: &Self::Event, stream: &Self::Stream) -> Result<(), StageError>;
+    /// Blocks until `event`'s work is done.
+    fn wait_event(&self, event: &Self::Event) -> Result<(), StageError>;
+    /// Blocks until everything queued on `stream` is done.
+    fn wait_stream(&self, stream: &Self::Stream) -> Result<(), StageError>;
+
+    /// Allocates zeroed device memory.
+    fn alloc_zeroed(&self, len: usize) -> Result<Self::Memory, StageError>;
+    /// Allocates device memory holding a copy of `data` (blocking).
+    fn upload(&self, data: &[u8]) -> Result<Self::Memory, StageError>;
+    /// Copies device memory back into a new `Vec` (blocking).
+    fn download(&self, mem: &Self::Memory) -> Result<Vec<u8>, StageError>;
+    /// Overwrites device memory with zeros (blocking).
+    fn zero(&self, mem: &mut Self::Memory) -> Result<(), StageError>;
+}
+
+/// Checks that `offset..offset+len` lies inside an allocation of `size` bytes.
+pub(crate) fn check_range(
+    what: &'static str,
+    offset: usize,
+    len: usize,
+    size: usize,
+) -> Result<(), StageError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        end => Err(StageError::OutOfBounds {
+            what,
+            offset: offset as u64,
+            end: end.map_or(u64::MAX, |e| e as u64),
+            size: size as u64,
+        }),
+    }
+}

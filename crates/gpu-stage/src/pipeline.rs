@@ -1,0 +1,463 @@
+//! The two pipelines. Each runs two threads per transfer so that the copy engine and the
+//! transport never wait on each other more than the ring forces them to:
+//!
+//! ```text
+//! Sender:   issuer    acquire slot ─► D2H chunk into slot ─► record event ─► queue ─┐
+//!           submitter ◄──────────────────────────────────────────────────────────────┘
+//!                     wait event ─► transport.submit (transport releases the slot later)
+//! Receiver: issuer    transport.next_chunk ─► H2D slot into device ─► record event ─► queue ─┐
+//!           releaser  ◄──────────────────────────────────────────────────────────────────────┘
+//!                     wait event ─► release slot (the transport may refill it)
+//! ```
+//!
+//! Chunk `i` always uses slot `i % slots`, so both ends agree on the order without negotiation.
+//! Any failure is written to the ring's gate, which wakes every blocked party; the pipeline then
+//! waits for its copy stream to drain before returning, so no DMA outlives the call.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::RingConfig;
+use crate::device::{Device, DeviceMemory, check_range};
+use crate::error::StageError;
+use crate::ring::StagingRing;
+use crate::transport::inproc::{InProcReceiver, InProcSender, in_process_pair};
+use crate::transport::{Chunk, RecvTransport, SendTransport, TransferSummary};
+
+/// What one transfer did.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransferStats {
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Chunks moved.
+    pub chunks: u64,
+    /// Wall-clock time of the call.
+    pub elapsed: Duration,
+}
+
+impl TransferStats {
+    /// Throughput in GiB/s (0 for an empty or instantaneous transfer).
+    pub fn gib_per_s(&self) -> f64 {
+        let s = self.elapsed.as_secs_f64();
+        if s > 0.0 {
+            self.bytes as f64 / s / (1u64 << 30) as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+fn allocate_ring<D: Device>(
+    device: &D,
+    config: RingConfig,
+) -> Result<Arc<StagingRing>, StageError> {
+    config.validate()?;
+    let buffers = (0..config.slots)
+        .map(|_| device.alloc_staging(config.chunk_bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(StagingRing::from_buffers(config, buffers))
+}
+
+/// Allocates a staging ring through `device` (page-locked for CUDA, usable by every GPU of
+/// the process).
+pub fn new_ring<D: Device>(device: &D, config: RingConfig) -> Result<Arc<StagingRing>, StageError> {
+    allocate_ring(device, config)
+}
+
+fn join<T>(
+    handle: std::thread::ScopedJoinHandle<'_, Result<T, StageError>>,
+    name: &'static str,
+) -> Result<T, StageError> {
+    handle
+        .join()
+        .unwrap_or(Err(StageError::ThreadPanicked(name)))
+}
+
+/// Picks the root cause: a real error beats an `Aborted` echo of it.
+fn first_cause(a: Result<(), StageError>, b: Result<(), StageError>) -> Result<(), StageError> {
+    match (a, b) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+        (Err(StageError::Aborted(_)), Err(e)) => Err(e),
+        (Err(e), Err(_)) => Err(e),
+    }
+}
+
+/// Device → ring → transport.
+#[derive(Debug)]
+pub struct Sender<D: Device> {
+    device: D,
+    ring: Arc<StagingRing>,
+    stream: D::Stream,
+    events: Vec<D::Event>,
+}
+
+impl<D: Device> Sender<D> {
+    /// A sender with its own ring of `config` geometry.
+    pub fn new(device: &D, config: RingConfig) -> Result<Self, StageError> {
+        let ring = allocate_ring(device, config)?;
+        Self::with_ring(device, ring)
+    }
+
+    /// A sender on an existing ring (in-process transfers share one ring between both ends).
+    pub fn with_ring(device: &D, ring: Arc<StagingRing>) -> Result<Self, StageError> {
+        device.bind()?;
+        let stream = device.new_stream()?;
+        let events = (0..ring.slots())
+            .map(|_| device.new_event())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Sender {
+            device: device.clone(),
+            ring,
+            stream,
+            events,
+        })
+    }
+
+    /// The ring (for transports that register its buffers).
+    pub fn ring(&self) -> &Arc<StagingRing> {
+        &self.ring
+    }
+
+    /// Sends all of `src`.
+    pub fn send<T: SendTransport + ?Sized>(
+        &mut self,
+        src: &D::Memory,
+        transport: &mut T,
+    ) -> Result<TransferStats, StageError> {
+        self.send_range(src, 0..src.len_bytes(), transport)
+    }
+
+    /// Sends `src[range]`; chunk offsets are relative to `range.start`.
+    pub fn send_range<T: SendTransport + ?Sized>(
+        &mut self,
+        src: &D::Memory,
+        range: Range<usize>,
+        transport: &mut T,
+    ) -> Result<TransferStats, StageError> {
+        let start = Instant::now();
+        let len = range
+            .end
+            .checked_sub(range.start)
+            .ok_or(StageError::OutOfBounds {
+                what: "send range",
+                offset: range.start as u64,
+                end: range.end as u64,
+                size: src.len_bytes() as u64,
+            })?;
+        check_range("send range", range.start, len, src.len_bytes())?;
+        self.ring.gate().check()?;
+        transport.attach(&self.ring)?;
+
+        let chunk_bytes = self.ring.chunk_bytes();
+        let slots = self.ring.slots();
+        let chunks = len.div_ceil(chunk_bytes) as u64;
+        let summary = TransferSummary {
+            chunks,
+            bytes: len as u64,
+        };
+        let Sender {
+            device,
+            ring,
+            stream,
+            events,
+        } = self;
+        let (device, ring, stream, events) = (&*device, &*ring, &*stream, &*events);
+
+        let result = std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel::<Chunk>();
+            let submitter = std::thread::Builder::new()
+                .name("gpu-stage-submit".into())
+                .spawn_scoped(scope, move || -> Result<(), StageError> {
+                    let run = || -> Result<(), StageError> {
+                        device.bind()?;
+                        let mut sent = 0u64;
+                        for chunk in rx {
+                            device.wait_event(&events[chunk.slot])?;
+                            transport.submit(ring, chunk)?;
+                            sent += 1;
+                        }
+                        if sent != chunks {
+                            // The issuer stopped early; its error is reported by the caller.
+                            return Err(StageError::Aborted(
+                                ring.gate()
+                                    .failure()
+                                    .unwrap_or_else(|| "issuer stopped".into()),
+                            ));
+                        }
+                        transport.finish(summary)?;
+                        Ok(())
+                    };
+                    let r = run();
+                    if let Err(e) = &r {
+                        ring.gate().fail(format!("sender: {e}"));
+                        transport.abort(&e.to_string());
+                    }
+                    r
+                })
+                .map_err(|_| StageError::ThreadPanicked("gpu-stage-submit"))?;
+
+            let issue = || -> Result<(), StageError> {
+                device.bind()?;
+                for seq in 0..chunks {
+                    let slot = (seq % slots as u64) as usize;
+                    let offset = seq as usize * chunk_bytes;
+                    let n = chunk_bytes.min(len - offset);
+                    ring.gate().acquire(slot)?;
+                    let (dst, _) = ring.checked(slot, n)?;
+                    // SAFETY: we own `slot` until the transport releases it, which happens only
+                    // after the submitter waited for the event recorded below.
+                    unsafe { device.copy_d2h(stream, src, range.start + offset, dst, n)? };
+                    device.record(&events[slot], stream)?;
+                    let chunk = Chunk {
+                        seq,
+                        slot,
+                        offset: offset as u64,
+                        len: n,
+                    };
+                    if tx.send(chunk).is_err() {
+                        // Submitter gone: its error explains why.
+                        return ring.gate().check();
+                    }
+                }
+                Ok(())
+            };
+            let issued = issue();
+            if let Err(e) = &issued {
+                ring.gate().fail(format!("sender: {e}"));
+            }
+            drop(tx);
+            let submitted = join(submitter, "gpu-stage-submit");
+            Ok::<_, StageError>(first_cause(submitted, issued))
+        })?;
+        // Never return while a copy into the ring or out of `src` is still queued.
+        let drained = device.wait_stream(stream);
+        result?;
+        drained?;
+        Ok(TransferStats {
+            bytes: len as u64,
+            chunks,
+            elapsed: start.elapsed(),
+        })
+    }
+}
+
+/// Transport → ring → device.
+#[derive(Debug)]
+pub struct Receiver<D: Device> {
+    device: D,
+    ring: Arc<StagingRing>,
+    stream: D::Stream,
+    events: Vec<D::Event>,
+}
+
+impl<D: Device> Receiver<D> {
+    /// A receiver with its own ring of `config` geometry.
+    pub fn new(device: &D, config: RingConfig) -> Result<Self, StageError> {
+        let ring = allocate_ring(device, config)?;
+        Self::with_ring(device, ring)
+    }
+
+    /// A receiver on an existing ring.
+    pub fn with_ring(device: &D, ring: Arc<StagingRing>) -> Result<Self, StageError> {
+        device.bind()?;
+        let stream = device.new_stream()?;
+        let events = (0..ring.slots())
+            .map(|_| device.new_event())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Receiver {
+            device: device.clone(),
+            ring,
+            stream,
+            events,
+        })
+    }
+
+    /// The ring (for transports that register its buffers).
+    pub fn ring(&self) -> &Arc<StagingRing> {
+        &self.ring
+    }
+
+    /// Receives one transfer into `dst`; each chunk lands at its offset. Chunks that would reach
+    /// past `dst` are an error, never a write.
+    pub fn recv<T: RecvTransport + ?Sized>(
+        &mut self,
+        dst: &mut D::Memory,
+        transport: &mut T,
+    ) -> Result<TransferStats, StageError> {
+        let start = Instant::now();
+        self.ring.gate().check()?;
+        transport.attach(&self.ring)?;
+        let Receiver {
+            device,
+            ring,
+            stream,
+            events,
+        } = self;
+        let (device, ring, stream, events) = (&*device, &*ring, &*stream, &*events);
+        let dst_len = dst.len_bytes();
+
+        let result = std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel::<usize>();
+            let releaser = std::thread::Builder::new()
+                .name("gpu-stage-release".into())
+                .spawn_scoped(scope, move || -> Result<(), StageError> {
+                    let run = || -> Result<(), StageError> {
+                        device.bind()?;
+                        for slot in rx {
+                            device.wait_event(&events[slot])?;
+                            ring.gate().release(slot);
+                        }
+                        Ok(())
+                    };
+                    let r = run();
+                    if let Err(e) = &r {
+                        ring.gate().fail(format!("receiver: {e}"));
+                    }
+                    r
+                })
+                .map_err(|_| StageError::ThreadPanicked("gpu-stage-release"))?;
+
+            let mut summary = TransferSummary::default();
+            let mut issue = || -> Result<(), StageError> {
+                device.bind()?;
+                while let Some(c) = transport.next_chunk(ring)? {
+                    if c.slot >= ring.slots() || !ring.gate().is_busy(c.slot) {
+                        return Err(StageError::Verify(format!(
+                            "transport returned chunk {} in slot {} which it does not own",
+                            c.seq, c.slot
+                        )));
+                    }
+                    if c.len > ring.chunk_bytes() {
+                        return Err(StageError::Verify(format!(
+                            "chunk {} is {} bytes, larger than the ring's {}-byte buffers",
+                            c.seq,
+                            c.len,
+                            ring.chunk_bytes()
+                        )));
+                    }
+                    let offset =
+                        usize::try_from(c.offset).map_err(|_| StageError::OutOfBounds {
+                            what: "received chunk",
+                            offset: c.offset,
+                            end: c.offset.saturating_add(c.len as u64),
+                            size: dst_len as u64,
+                        })?;
+                    check_range("received chunk", offset, c.len, dst_len)?;
+                    let (src, _) = ring.checked(c.slot, c.len)?;
+                    // SAFETY: we own the slot until the releaser frees it after the event below;
+                    // `dst` is exclusively borrowed for the whole call.
+                    unsafe { device.copy_h2d(stream, src, c.len, dst, offset)? };
+                    device.record(&events[c.slot], stream)?;
+                    summary.chunks += 1;
+                    summary.bytes += c.len as u64;
+                    if tx.send(c.slot).is_err() {
+                        return ring.gate().check();
+                    }
+                }
+                Ok(())
+            };
+            let issued = issue();
+            if let Err(e) = &issued {
+                ring.gate().fail(format!("receiver: {e}"));
+                transport.abort(&e.to_string());
+            }
+            drop(tx);
+            let released = join(releaser, "gpu-stage-release");
+            let r = first_cause(issued, released);
+            Ok::<_, StageError>(r.map(|()| summary))
+        })?;
+        let drained = device.wait_stream(stream);
+        let summary = result?;
+        drained?;
+        transport.complete(summary)?;
+        Ok(TransferStats {
+            bytes: summary.bytes,
+            chunks: summary.chunks,
+            elapsed: start.elapsed(),
+        })
+    }
+}
+
+/// GPU A → host ring → GPU B inside one process: one shared ring (no CPU copy), the sender's
+/// device→host copies on A's stream and the receiver's host→device copies on B's stream run
+/// concurrently.
+#[derive(Debug)]
+pub struct InProcessStage<S: Device, R: Device> {
+    sender: Sender<S>,
+    receiver: Receiver<R>,
+    tx: InProcSender,
+    rx: InProcReceiver,
+}
+
+impl<S: Device, R: Device> InProcessStage<S, R> {
+    /// Builds both pipelines on one ring allocated through `src_device`.
+    pub fn new(src_device: &S, dst_device: &R, config: RingConfig) -> Result<Self, StageError> {
+        let ring = allocate_ring(src_device, config)?;
+        let sender = Sender::with_ring(src_device, Arc::clone(&ring))?;
+        let receiver = Receiver::with_ring(dst_device, ring)?;
+        let (tx, rx) = in_process_pair();
+        Ok(InProcessStage {
+            sender,
+            receiver,
+            tx,
+            rx,
+        })
+    }
+
+    /// The shared ring.
+    pub fn ring(&self) -> &Arc<StagingRing> {
+        self.sender.ring()
+    }
+
+    /// Copies all of `src` into the start of `dst`.
+    pub fn transfer(
+        &mut self,
+        src: &S::Memory,
+        dst: &mut R::Memory,
+    ) -> Result<TransferStats, StageError> {
+        check_range(
+            "in-process destination",
+            0,
+            src.len_bytes(),
+            dst.len_bytes(),
+        )?;
+        let start = Instant::now();
+        let InProcessStage {
+            sender,
+            receiver,
+            tx,
+            rx,
+        } = self;
+        let (sent, received) = std::thread::scope(|scope| {
+            let send = std::thread::Builder::new()
+                .name("gpu-stage-inproc-send".into())
+                .spawn_scoped(scope, move || sender.send(src, tx))
+                .map_err(|_| StageError::ThreadPanicked("gpu-stage-inproc-send"))?;
+            let received = receiver.recv(dst, rx);
+            let sent = join(send, "gpu-stage-inproc-send");
+            Ok::<_, StageError>((sent, received))
+        })?;
+        let (sent, received) = match (sent, received) {
+            (Ok(s), Ok(r)) => (s, r),
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
+            (Err(StageError::Aborted(_)), Err(e)) => return Err(e),
+            (Err(e), Err(_)) => return Err(e),
+        };
+        if sent.bytes != received.bytes || sent.chunks != received.chunks {
+            return Err(StageError::Verify(format!(
+                "sent {} bytes in {} chunks but received {} bytes in {} chunks",
+                sent.bytes, sent.chunks, received.bytes, received.chunks
+            )));
+        }
+        Ok(TransferStats {
+            bytes: received.bytes,
+            chunks: received.chunks,
+            elapsed: start.elapsed(),
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! Transports move filled ring buffers to the peer. Two live here: [`inproc`] (one process, the
+//! receiving pipeline reads the very buffer the sending pipeline filled) and [`tcp`] (N parallel
+//! connections). An RDMA transport (WRITE_WITH_IMM into the peer's registered ring, credits)
+//! implements the same two traits: it registers each buffer once in `attach` through
+//! [`StagingRing::raw_region`], posts a write in `submit` and releases the slot from its completion
+//! poller; on the receiving side it acquires slots as credits and returns them from
+//! `next_chunk` when the immediate-data completion arrives.
+//!
+//! Slot ownership follows the protocol in [`crate::ring`]: a sending transport owns a submitted
+//! slot until it calls `ring.gate().release(slot)`; a receiving transport acquires a slot before
+//! filling it and hands it to the pipeline, which releases it after its host→device copy.
+
+pub mod inproc;
+pub mod tcp;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::TransportError;
+use crate::ring::StagingRing;
+
+/// One chunk of a transfer, sitting in ring buffer `slot`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// Position in the transfer, from 0.
+    pub seq: u64,
+    /// Ring buffer holding the bytes.
+    pub slot: usize,
+    /// Destination offset of the first byte, relative to the start of the transfer.
+    pub offset: u64,
+    /// Number of bytes (≤ the ring's chunk size; only the last chunk may be short).
+    pub len: usize,
+}
+
+/// Totals of a finished transfer, used by both ends to check completeness.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferSummary {
+    /// Number of chunks.
+    pub chunks: u64,
+    /// Number of bytes.
+    pub bytes: u64,
+}
+
+/// Sending half of a transport.
+pub trait SendTransport: Send {
+    /// Called at the start of every transfer with the ring the chunks will come from. An RDMA
+    /// transport registers the buffers here (once per ring).
+    fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
+        let _ = ring;
+        Ok(())
+    }
+
+    /// Sends `chunk` (its bytes are in `ring` slot `chunk.slot`, copied from the device already).
+    /// From now on the transport owns the slot and must release it through `ring.gate()` once it
+    /// no longer reads it. May return before the bytes have left (asynchronous transports).
+    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError>;
+
+    /// All chunks were submitted: flush, and wait until the peer confirms it has everything.
+    fn finish(&mut self, summary: TransferSummary) -> Result<(), TransportError>;
+
+    /// The pipeline failed; tell the peer if possible. Must not block for long.
+    fn abort(&mut self, reason: &str) {
+        let _ = reason;
+    }
+}
+
+/// Receiving half of a transport.
+pub trait RecvTransport: Send {
+    /// Called at the start of every transfer with the ring to receive into.
+    fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
+        let _ = ring;
+        Ok(())
+    }
+
+    /// Waits for the next chunk in sequence order. The returned slot is owned (acquired) and
+    /// filled; the pipeline releases it after copying it to the device. `Ok(None)` marks the end
+    /// of the transfer (the transport has checked the peer's totals).
+    fn next_chunk(&mut self, ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError>;
+
+    /// The data is on the device: acknowledge to the sender (TCP sends an ACK frame).
+    fn complete(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
+        let _ = summary;
+        Ok(())
+    }
+
+    /// The pipeline failed; tell the peer if possible. Must not block for long.
+    fn abort(&mut self, reason: &str) {
+        let _ = reason;
+    }
+}
+
+impl<T: SendTransport + ?Sized> SendTransport for &mut T {
+    fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
+        (**self).attach(ring)
+    }
+    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError> {
+        (**self).submit(ring, chunk)
+    }
+    fn finish(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
+        (**self).finish(summary)
+    }
+    fn abort(&mut self, reason: &str) {
+        (**self).abort(reason)
+    }
+}
+
+impl<T: RecvTransport + ?Sized> RecvTransport for &mut T {
+    fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
+        (**self).attach(ring)
+    }
+    fn next_chunk(&mut self, ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError> {
+        (**self).next_chunk(ring)
+    }
+    fn complete(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
+        (**self).complete(summary)
+    }
+    fn abort(&mut self, reason: &str) {
+        (**self).abort(reason)
+    }
+}
