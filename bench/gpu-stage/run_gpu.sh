@@ -15,11 +15,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 } 2>&1 | tee "$OUT/machine.txt"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "== GPU tier tests"
-  timeout 240 "$BIN/gpu_tier" --ignored --test-threads=1 2>&1 | tee "$OUT/gpu-tier-tests.log"
+  timeout 150 "$BIN/gpu_tier" --ignored --test-threads=1 2>&1 | tee "$OUT/gpu-tier-tests.log"
 fi
 echo "== peers (torch)"
-timeout 180 python3 "$here/peers.py" --out "$OUT/gpu-stage-peers.json" ${PEER_ARGS:-}
+timeout 150 python3 "$here/peers.py" --out "$OUT/gpu-stage-peers.json" ${PEER_ARGS:-}
 echo "== gpu-stage"
-timeout ${BENCH_TIMEOUT:-300} "$BIN/stage_bench" all --out "$OUT" --peers "$OUT/gpu-stage-peers.json" ${BENCH_ARGS:-}
+timeout ${BENCH_TIMEOUT:-260} "$BIN/stage_bench" all --out "$OUT" --peers "$OUT/gpu-stage-peers.json" ${BENCH_ARGS:-}
 echo "== report"
 "$BIN/stage_bench" report --out "$OUT" --peers "$OUT/gpu-stage-peers.json"

@@ -478,7 +478,7 @@ fn report(out: &Path, peers: Option<&Path>) -> AnyResult<()> {
         );
     }
     for (k, _) in peer_map.iter() {
-        if let Some(p) = peer(k) {
+        if let Some(p) = peer(k).filter(|p| p.gib_s_median.is_some()) {
             println!(
                 "peer {k:<40} median {:>8.2} GiB/s",
                 p.gib_s_median.unwrap_or(0.0)
