@@ -50,6 +50,9 @@ pub struct LintArgs {
     /// Number of RDMA nodes (checks hostNetwork replica counts).
     #[arg(long)]
     pub nodes: Option<u32>,
+    /// The manifests are a benchmark (NCCL_SHM_DISABLE=1 expected).
+    #[arg(long)]
+    pub benchmark: bool,
     /// Print findings as JSON.
     #[arg(long)]
     pub json: bool,

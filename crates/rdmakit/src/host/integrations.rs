@@ -12,6 +12,17 @@ use super::{Ctx, runtime_error};
 
 type RResult<T> = Result<T, Box<EvalAltResult>>;
 
+/// Registers a fallible function; its error gets the script position of the call (Rhai leaves it empty
+/// for native functions called through a module path).
+macro_rules! regp {
+    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+        let f = $f;
+        FuncRegistration::new($name)
+            .with_volatility(true)
+            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| super::located(&ctx, f($($a),*)));
+    }};
+}
+
 macro_rules! reg {
     ($m:expr, $name:expr, $f:expr) => {
         FuncRegistration::new($name)
@@ -94,7 +105,7 @@ fn render_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     // system(name, profile, values) -> #{system, dir, files, manifests}; files land in OUT/bundle/.
     let c = ctx.clone();
-    reg!(&mut m, "system", move |system: &str,
+    regp!(&mut m, "system", move |system: &str,
                                  profile: &str,
                                  values: Map|
           -> RResult<Map> {
@@ -128,10 +139,10 @@ fn render_module(ctx: &Arc<Ctx>) -> Module {
         r.insert("files".into(), files.into());
         r.insert("manifests".into(), manifests.into());
         Ok(r)
-    });
+    }, system: &str, profile: &str, values: Map);
     // stream(name, profile, values) -> the manifests as one YAML stream (nothing written).
     let c = ctx.clone();
-    reg!(&mut m, "stream", move |system: &str,
+    regp!(&mut m, "stream", move |system: &str,
                                  profile: &str,
                                  values: Map|
           -> RResult<String> {
@@ -143,16 +154,16 @@ fn render_module(ctx: &Arc<Ctx>) -> Module {
         Ok(k8s_render::render(sys, &p, &v)
             .map_err(|e| runtime_error(e.to_string()))?
             .to_stream())
-    });
+    }, system: &str, profile: &str, values: Map);
     // values(profile, values) -> resolved values (cluster_name, image, worker_replicas, ...).
     let c = ctx.clone();
-    reg!(&mut m, "values", move |profile: &str,
+    regp!(&mut m, "values", move |profile: &str,
                                  values: Map|
           -> RResult<Dynamic> {
         let p = load_profile(&c, profile)?;
         let v = build_values(&c, &values)?;
         resolved_values(&v, &p)
-    });
+    }, profile: &str, values: Map);
     reg!(&mut m, "systems", || -> Array {
         System::all()
             .iter()
@@ -165,9 +176,9 @@ fn render_module(ctx: &Arc<Ctx>) -> Module {
 fn profiles_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     let c = ctx.clone();
-    reg!(&mut m, "load", move |name: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "load", move |name: &str| -> RResult<Dynamic> {
         ser(&load_profile(&c, name)?)
-    });
+    }, name: &str);
     reg!(&mut m, "names", || -> Array {
         crate::profiles::builtin_names()
             .iter()
@@ -180,53 +191,126 @@ fn profiles_module(ctx: &Arc<Ctx>) -> Module {
 fn doctor_module() -> Module {
     let mut m = Module::new();
     // scan(text) -> [#{id, severity, line, evidence, cause, fix}]
-    reg!(&mut m, "scan", |text: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "scan", |text: &str| -> RResult<Dynamic> {
         let d = probe::doctor::diagnose(text).map_err(|e| runtime_error(format!("doctor: {e}")))?;
         ser(&d.findings)
-    });
+    }, text: &str);
     m
 }
 
 fn probe_module() -> Module {
     let mut m = Module::new();
-    reg!(&mut m, "nccl_tests", |text: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "nccl_tests", |text: &str| -> RResult<Dynamic> {
         ser(&probe::parse::parse_nccl_tests(text)
             .map_err(|e| runtime_error(format!("nccl-tests output: {e}")))?)
-    });
-    reg!(&mut m, "rdt", |text: &str| -> RResult<Dynamic> {
+    }, text: &str);
+    regp!(&mut m, "rdt", |text: &str| -> RResult<Dynamic> {
         ser(&probe::parse::parse_rdt(text)
             .map_err(|e| runtime_error(format!("RDT demo output: {e}")))?)
-    });
-    reg!(&mut m, "ibv_devinfo", |text: &str| -> RResult<Dynamic> {
+    }, text: &str);
+    regp!(&mut m, "ibv_devinfo", |text: &str| -> RResult<Dynamic> {
         ser(&probe::parse::parse_ibv_devinfo(text)
             .map_err(|e| runtime_error(format!("ibv_devinfo output: {e}")))?)
-    });
-    reg!(
-        &mut m,
-        "nccl_tests_table",
-        |text: &str| -> RResult<String> {
+    }, text: &str);
+    regp!(&mut m, "nccl_tests_table", |text: &str| -> RResult<String> {
             let run = probe::parse::parse_nccl_tests(text)
                 .map_err(|e| runtime_error(format!("nccl-tests output: {e}")))?;
             Ok(probe::report::nccl_tests_table(&run))
+        }, text: &str);
+    m
+}
+
+/// Every manifest document under `dir` (a file or a bundle directory), with names relative to the out dir.
+pub fn read_docs(
+    path: &std::path::Path,
+    shown: &dyn Fn(&std::path::Path) -> String,
+) -> Result<Vec<k8s_render::manifest::Document>, String> {
+    let files = crate::manifests::yaml_files(path).map_err(|e| e.to_string())?;
+    let mut docs = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        docs.extend(k8s_render::manifest::parse_str(&shown(&f), &text).map_err(|e| e.to_string())?);
+    }
+    Ok(docs)
+}
+
+/// Lint options for a profile (device names, extra RDMA resources).
+pub fn lint_options(
+    profile: Option<&Profile>,
+    nodes: Option<u32>,
+    benchmark: bool,
+) -> k8s_render::lint::LintOptions {
+    let mut o = k8s_render::lint::LintOptions {
+        rdma_nodes: nodes,
+        benchmark,
+        ..Default::default()
+    };
+    if let Some(p) = profile {
+        o.device_pattern = Some(p.devices.name_pattern.clone());
+        if let k8s_render::RdmaAttachment::DevicePlugin { resources } = &p.rdma {
+            o.extra_rdma_resources = resources.keys().cloned().collect();
         }
-    );
+    }
+    o
+}
+
+fn validate_module(ctx: &Arc<Ctx>) -> Module {
+    let mut m = Module::new();
+    // bundle(dir) -> violations; records "bundle: schema validation" (local files, no cluster involved).
+    let c = ctx.clone();
+    regp!(&mut m, "bundle", move |dir: &str| -> RResult<Dynamic> {
+        let path = c.resolve_path(dir);
+        let docs = read_docs(&path, &|f| c.display_path(f)).map_err(runtime_error)?;
+        let violations = k8s_render::validate::validate(&docs, &k8s_render::validate::ValidateOptions::default());
+        let errors: Vec<String> = violations
+            .iter()
+            .filter(|v| v.severity == k8s_render::manifest::Severity::Error)
+            .map(|v| v.to_string())
+            .collect();
+        let mut r = c.report();
+        if errors.is_empty() {
+            r.check("bundle: schema validation (strict)", crate::report::Status::Pass, &format!("{} document(s) valid", docs.len()));
+        } else {
+            r.check("bundle: schema validation (strict)", crate::report::Status::Fail, &errors.join("; "));
+        }
+        drop(r);
+        ser(&violations)
+    }, dir: &str);
     m
 }
 
-fn validate_module(_ctx: &Arc<Ctx>) -> Module {
+fn lint_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
-    reg!(&mut m, "bundle", |_dir: &str| -> RResult<Array> {
-        Ok(Array::new())
-    });
-    m
-}
-
-fn lint_module(_ctx: &Arc<Ctx>) -> Module {
-    let mut m = Module::new();
-    reg!(&mut m, "bundle", |_dir: &str,
-                            _opts: Map|
-     -> RResult<Array> {
-        Ok(Array::new())
-    });
+    // bundle(dir, #{profile, nodes, benchmark}) -> findings; errors fail the report, warnings are noted.
+    let c = ctx.clone();
+    regp!(&mut m, "bundle", move |dir: &str, opts: Map| -> RResult<Dynamic> {
+        super::convert::check_keys("lint::bundle", &opts, &["profile", "nodes", "benchmark"])?;
+        let profile = match super::convert::opt_str(&opts, "profile")? {
+            Some(p) => Some(load_profile(&c, &p)?),
+            None => None,
+        };
+        let nodes = super::convert::opt_int(&opts, "nodes")?.map(|n| n.clamp(0, i64::from(u32::MAX)) as u32);
+        let benchmark = super::convert::opt_bool(&opts, "benchmark")?.unwrap_or(false);
+        let path = c.resolve_path(dir);
+        let docs = read_docs(&path, &|f| c.display_path(f)).map_err(runtime_error)?;
+        let findings = k8s_render::lint::lint(&docs, &lint_options(profile.as_ref(), nodes, benchmark));
+        let mut r = c.report();
+        let mut errors = 0;
+        for f in &findings {
+            let status = match f.severity {
+                k8s_render::manifest::Severity::Error => {
+                    errors += 1;
+                    crate::report::Status::Fail
+                }
+                _ => crate::report::Status::Info,
+            };
+            r.check(&format!("bundle lint: {} ({})", f.rule, f.severity), status, &f.to_string());
+        }
+        if errors == 0 {
+            r.check("bundle: RDMA lint", crate::report::Status::Pass, &format!("no errors in {} document(s), {} note(s)", docs.len(), findings.len()));
+        }
+        drop(r);
+        ser(&findings)
+    }, dir: &str, opts: Map);
     m
 }

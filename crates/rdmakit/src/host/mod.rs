@@ -3,6 +3,7 @@
 
 mod convert;
 mod integrations;
+pub use integrations::{is_value_key, lint_options, read_docs};
 mod modules;
 pub mod resolver;
 
@@ -338,4 +339,17 @@ fn strip_position(s: &str) -> String {
 /// Position helper for error construction in modules.
 pub(crate) fn runtime_error(msg: impl Into<String>) -> Box<EvalAltResult> {
     EvalAltResult::ErrorRuntime(Dynamic::from(msg.into()), Position::NONE).into()
+}
+
+/// Gives an error from a native function the position of the script call that made it.
+pub(crate) fn located<T>(
+    ctx: &rhai::NativeCallContext<'_>,
+    r: Result<T, Box<EvalAltResult>>,
+) -> Result<T, Box<EvalAltResult>> {
+    r.map_err(|mut e| {
+        if e.position().is_none() {
+            e.set_position(ctx.call_position());
+        }
+        e
+    })
 }

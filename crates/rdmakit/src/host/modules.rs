@@ -31,6 +31,17 @@ fn exec_err(e: ExecError) -> Box<EvalAltResult> {
 }
 
 /// Registers a function that must run every time (never constant-folded).
+/// Registers a fallible function; its error gets the script position of the call (Rhai leaves it empty
+/// for native functions called through a module path).
+macro_rules! regp {
+    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+        let f = $f;
+        FuncRegistration::new($name)
+            .with_volatility(true)
+            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| super::located(&ctx, f($($a),*)));
+    }};
+}
+
 macro_rules! reg {
     ($m:expr, $name:expr, $f:expr) => {
         FuncRegistration::new($name)
@@ -153,13 +164,13 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
 
     // has_api(apiVersion, kind) -> bool, through discovery.
     let c = ctx.clone();
-    reg!(&mut m, "has_api", move |api_version: &str,
+    regp!(&mut m, "has_api", move |api_version: &str,
                                   kind: &str|
           -> RResult<bool> {
         c.exec
             .has_api(api_version, kind, Duration::from_secs(30))
             .map_err(exec_err)
-    });
+    }, api_version: &str, kind: &str);
 
     // apply(path[, opts]) — a YAML file or a bundle directory (every *.yaml, in name order).
     let c = ctx.clone();
@@ -173,8 +184,8 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         Ok(out)
     };
     let a2 = apply.clone();
-    reg!(&mut m, "apply", move |path: &str| a2(path, Map::new()));
-    reg!(&mut m, "apply", apply);
+    regp!(&mut m, "apply", move |path: &str| a2(path, Map::new()), path: &str);
+    regp!(&mut m, "apply", apply, path: &str, opts: Map);
 
     let c = ctx.clone();
     let delete = move |path: &str, opts: Map| -> RResult<Array> {
@@ -188,8 +199,8 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         Ok(out)
     };
     let d2 = delete.clone();
-    reg!(&mut m, "delete", move |path: &str| d2(path, Map::new()));
-    reg!(&mut m, "delete", delete);
+    regp!(&mut m, "delete", move |path: &str| d2(path, Map::new()), path: &str);
+    regp!(&mut m, "delete", delete, path: &str, opts: Map);
 
     // Waits: target is a name, or a label selector when it contains '='.
     let waits: [(&str, &str, WaitFor, u64); 4] = [
@@ -215,11 +226,11 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             to_dyn(&c.exec.wait(&spec).map_err(exec_err)?)
         };
         let w2 = w.clone();
-        reg!(&mut m, fname, move |target: &str| w2(target, Map::new()));
-        reg!(&mut m, fname, w);
+        regp!(&mut m, fname, move |target: &str| w2(target, Map::new()), target: &str);
+        regp!(&mut m, fname, w, target: &str, opts: Map);
     }
     let c = ctx.clone();
-    reg!(&mut m, "wait_condition", move |kind: &str,
+    regp!(&mut m, "wait_condition", move |kind: &str,
                                          target: &str,
                                          cond: &str,
                                          opts: Map|
@@ -237,7 +248,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             600,
         )?;
         to_dyn(&c.exec.wait(&spec).map_err(exec_err)?)
-    });
+    }, kind: &str, target: &str, cond: &str, opts: Map);
 
     // exec(pod, argv[, opts]) -> #{stdout, stderr, code, dry_run}
     let c = ctx.clone();
@@ -268,12 +279,12 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         Ok(exec_result(out))
     };
     let e2 = exec.clone();
-    reg!(&mut m, "exec", move |pod: &str, argv: Array| e2(
+    regp!(&mut m, "exec", move |pod: &str, argv: Array| e2(
         pod,
         argv,
         Map::new()
-    ));
-    reg!(&mut m, "exec", exec);
+    ), pod: &str, argv: Array);
+    regp!(&mut m, "exec", exec, pod: &str, argv: Array, opts: Map);
 
     // cp(local, pod, remote[, opts])
     let c = ctx.clone();
@@ -295,10 +306,10 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         c.exec.copy_to(&spec).map_err(exec_err)
     };
     let cp2 = cp.clone();
-    reg!(&mut m, "cp", move |local: &str, pod: &str, remote: &str| {
+    regp!(&mut m, "cp", move |local: &str, pod: &str, remote: &str| {
         cp2(local, pod, remote, Map::new())
-    });
-    reg!(&mut m, "cp", cp);
+    }, local: &str, pod: &str, remote: &str);
+    regp!(&mut m, "cp", cp, local: &str, pod: &str, remote: &str, opts: Map);
 
     // logs(pod[, opts]) -> string
     let c = ctx.clone();
@@ -319,8 +330,8 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         c.exec.logs(&spec).map_err(exec_err)
     };
     let l2 = logs.clone();
-    reg!(&mut m, "logs", move |pod: &str| l2(pod, Map::new()));
-    reg!(&mut m, "logs", logs);
+    regp!(&mut m, "logs", move |pod: &str| l2(pod, Map::new()), pod: &str);
+    regp!(&mut m, "logs", logs, pod: &str, opts: Map);
 
     // list(kind[, opts]) -> array of objects; pods(selector[, opts]) -> array of names.
     let c = ctx.clone();
@@ -372,9 +383,9 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         items.iter().map(to_dyn).collect()
     };
     let list2 = list.clone();
-    reg!(&mut m, "list", move |kind: &str| list2(kind, Map::new()));
+    regp!(&mut m, "list", move |kind: &str| list2(kind, Map::new()), kind: &str);
     let list3 = list.clone();
-    reg!(&mut m, "list", list3);
+    regp!(&mut m, "list", list3, kind: &str, opts: Map);
     let list4 = list.clone();
     let pods = move |selector: &str, mut opts: Map| -> RResult<Array> {
         opts.insert("selector".into(), selector.into());
@@ -387,11 +398,11 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             .collect())
     };
     let p2 = pods.clone();
-    reg!(&mut m, "pods", move |selector: &str| p2(
+    regp!(&mut m, "pods", move |selector: &str| p2(
         selector,
         Map::new()
-    ));
-    reg!(&mut m, "pods", pods);
+    ), selector: &str);
+    regp!(&mut m, "pods", pods, selector: &str, opts: Map);
 
     // nodes() -> [#{name, labels, capacity, allocatable, dry_run}]
     let list5 = list;
@@ -475,8 +486,8 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         Ok(out)
     };
     let n2 = nodes.clone();
-    reg!(&mut m, "nodes", move || n2(Map::new()));
-    reg!(&mut m, "nodes", nodes);
+    regp!(&mut m, "nodes", move || n2(Map::new()),);
+    regp!(&mut m, "nodes", nodes, opts: Map);
 
     // get_field(kind, name, ".status.podIP"[, #{var}]) -> string
     let c = ctx.clone();
@@ -497,16 +508,12 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         c.exec.get_field(&spec).map_err(exec_err)
     };
     let g2 = get_field.clone();
-    reg!(
-        &mut m,
-        "get_field",
-        move |kind: &str, name: &str, path: &str| g2(kind, name, path, Map::new())
-    );
-    reg!(&mut m, "get_field", get_field);
+    regp!(&mut m, "get_field", move |kind: &str, name: &str, path: &str| g2(kind, name, path, Map::new()), kind: &str, name: &str, path: &str);
+    regp!(&mut m, "get_field", get_field, kind: &str, name: &str, path: &str, opts: Map);
 
     // exec_many([#{pod, command, container, env, timeout}, ...]) -> [results], run at the same time.
     let c = ctx.clone();
-    reg!(&mut m, "exec_many", move |items: Array| -> RResult<Array> {
+    regp!(&mut m, "exec_many", move |items: Array| -> RResult<Array> {
         let mut specs = Vec::new();
         for it in items {
             let o = it.try_cast::<Map>().ok_or_else(|| {
@@ -533,7 +540,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             .into_iter()
             .map(|o| Dynamic::from(exec_result(o)))
             .collect())
-    });
+    }, items: Array);
 
     // merge_registry_secrets([pull, push], target[, opts]) -> #{target, registries, dry_run}
     let c = ctx.clone();
@@ -565,12 +572,8 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         Ok(r)
     };
     let m2 = merge.clone();
-    reg!(
-        &mut m,
-        "merge_registry_secrets",
-        move |sources: Array, target: &str| m2(sources, target, Map::new())
-    );
-    reg!(&mut m, "merge_registry_secrets", merge);
+    regp!(&mut m, "merge_registry_secrets", move |sources: Array, target: &str| m2(sources, target, Map::new()), sources: Array, target: &str);
+    regp!(&mut m, "merge_registry_secrets", merge, sources: Array, target: &str, opts: Map);
     m
 }
 
@@ -603,7 +606,7 @@ fn report_module(ctx: &Arc<Ctx>) -> Module {
         ok
     });
     let c = ctx.clone();
-    reg!(&mut m, "measure", move |name: &str,
+    regp!(&mut m, "measure", move |name: &str,
                                   value: f64,
                                   unit: &str|
           -> RResult<()> {
@@ -614,9 +617,9 @@ fn report_module(ctx: &Arc<Ctx>) -> Module {
         }
         c.report().measure(name, value, unit);
         Ok(())
-    });
+    }, name: &str, value: f64, unit: &str);
     let c = ctx.clone();
-    reg!(&mut m, "measure", move |name: &str,
+    regp!(&mut m, "measure", move |name: &str,
                                   value: i64,
                                   unit: &str|
           -> RResult<()> {
@@ -627,19 +630,19 @@ fn report_module(ctx: &Arc<Ctx>) -> Module {
         }
         c.report().measure(name, value as f64, unit);
         Ok(())
-    });
+    }, name: &str, value: i64, unit: &str);
     let c = ctx.clone();
     reg!(&mut m, "title", move |t: &str| c.report().title =
         t.to_owned());
     // finish() -> verdict word; writes report.md / report.json.
     let c = ctx.clone();
-    reg!(&mut m, "finish", move || -> RResult<String> {
+    regp!(&mut m, "finish", move || -> RResult<String> {
         let mut r = c.report();
         let v = r.finish();
         r.write_to(&c.config.out_dir)
             .map_err(|e| runtime_error(e.to_string()))?;
         Ok(format!("{}: {}", v.word(), r.summary))
-    });
+    },);
     m
 }
 
@@ -647,7 +650,7 @@ fn params_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     // get(key, default): --set value converted to the default's type.
     let c = ctx.clone();
-    reg!(&mut m, "get", move |key: &str,
+    regp!(&mut m, "get", move |key: &str,
                               default: Dynamic|
           -> RResult<Dynamic> {
         let Some(v) = c.config.params.get(key) else {
@@ -673,7 +676,7 @@ fn params_module(ctx: &Arc<Ctx>) -> Module {
         } else {
             Ok(v.clone().into())
         }
-    });
+    }, key: &str, default: Dynamic);
     let c = ctx.clone();
     reg!(&mut m, "all", move || -> Map {
         c.config
@@ -699,7 +702,7 @@ fn confined(ctx: &Ctx, rel: &str) -> RResult<std::path::PathBuf> {
 fn fs_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     let c = ctx.clone();
-    reg!(&mut m, "write", move |rel: &str,
+    regp!(&mut m, "write", move |rel: &str,
                                 text: &str|
           -> RResult<String> {
         let p = confined(&c, rel)?;
@@ -713,12 +716,12 @@ fn fs_module(ctx: &Arc<Ctx>) -> Module {
             .unwrap_or_else(|e| e.into_inner())
             .push(rel.to_owned());
         Ok(rel.to_owned())
-    });
+    }, rel: &str, text: &str);
     let c = ctx.clone();
-    reg!(&mut m, "read", move |path: &str| -> RResult<String> {
+    regp!(&mut m, "read", move |path: &str| -> RResult<String> {
         let p = c.resolve_path(path);
         std::fs::read_to_string(&p).map_err(|e| runtime_error(format!("{}: {e}", p.display())))
-    });
+    }, path: &str);
     let c = ctx.clone();
     reg!(&mut m, "exists", move |path: &str| c
         .resolve_path(path)
@@ -735,7 +738,7 @@ fn fs_module(ctx: &Arc<Ctx>) -> Module {
 fn shell_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     let c = ctx.clone();
-    reg!(&mut m, "run", move |cmd: &str| -> RResult<Map> {
+    regp!(&mut m, "run", move |cmd: &str| -> RResult<Map> {
         if !c.config.allow_shell {
             return Err(runtime_error(format!(
                 "shell::run refused: this workflow wants to run `{cmd}` on your machine; re-run with --allow-shell if you trust it"
@@ -770,6 +773,6 @@ fn shell_module(ctx: &Arc<Ctx>) -> Module {
         );
         r.insert("dry_run".into(), false.into());
         Ok(r)
-    });
+    }, cmd: &str);
     m
 }
