@@ -1,4 +1,5 @@
 //! The binary as a user runs it.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The kube executor against a tower-test mock API server (the pattern kube-rs uses in its own tests):
 //! apply, discovery, a pod turning Ready, exec's request, rejections with the server's message, timeouts,
 //! retries on transient errors and the registry-credentials merge.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,4 +1,5 @@
 //! Script errors name file, line and step; the sandbox stops runaway scripts; shell is off by default.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
 mod common;
 

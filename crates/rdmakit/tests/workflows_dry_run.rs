@@ -1,5 +1,6 @@
 //! Every shipped workflow runs end to end in dry-run; its plan, plan.sh and report are snapshot-tested
 //! (insta; `CI=true` makes a missing snapshot fail), and plan.sh is valid bash.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 #![allow(dead_code)]
 
 use std::path::PathBuf;
