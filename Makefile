@@ -8,10 +8,11 @@ BUILD_PKGS := libibverbs-dev librdmacm-dev libclang-dev clang pkg-config
 # Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).
 VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static file rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2 kmod udev
 
-.PHONY: demo test deps test-deps fmt-check clippy unit vm-test build fuzz bench-rxe clean
+.PHONY: demo test deps test-deps fmt-check clippy unit vm-test build fuzz clean
 
 ## demo: the eRDMA Ray RDT workflow in dry-run (no cluster): bundle under out/, plan printed.
-demo: deps build
+demo: deps
+	$(CARGO) build -p rdmakit
 	./target/debug/rdmakit run scripts/workflows/erdma-ray-rdt.rhai --dry-run --out $(OUT)/erdma-ray-rdt
 
 ## test: format, lints, unit + snapshot tests, then the soft-RoCE VM tier.
@@ -29,7 +30,9 @@ clippy:
 unit:
 	$(CARGO) test --workspace
 
+# The write-bandwidth suite compares our release-built write_bw with perftest inside the VM.
 vm-test:
+	$(CARGO) build --release -p erdma-verbs --example write_bw
 	tests/rxe/run.sh
 
 deps:
@@ -38,6 +41,13 @@ deps:
 test-deps:
 	@scripts/ci/apt-install.sh $(VM_PKGS)
 	@scripts/ci/pip-install.sh virtme-ng
+
+## fuzz: bounded cargo-fuzz run of every probe parser (see crates/probe/FUZZING.md); not part of `make test`.
+FUZZ_SECONDS ?= 30
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd crates/probe/fuzz && for t in nccl_tests nccl_tests_json rdt ibv_devinfo perftest doctor; do \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=8192 || exit 1; done
 
 clean:
 	rm -rf $(OUT) target

@@ -11,7 +11,7 @@
 # optional ERDMA_BW_SIZE (1048576), ERDMA_BW_ITERS (50: rxe under TCG moves ~0.05 Gb/s), ERDMA_BW_TX_DEPTH
 # (128, perftest's default), ERDMA_BW_ROUNDS (5), ERDMA_BW_BUDGET_S (100: no new round starts after this many
 # seconds, so a slow VM still ends inside the suite timeout; the JSON is rewritten after every round).
-# Exit: 0 measured (the ratio target is reported, not enforced); 1 a run failed; 0 with a SKIP line when
+# Exit: 0 measured (the ratio target is reported, not enforced); 1 a run failed; 77 (skip) with a SKIP line when
 # the release write_bw example has not been built.
 set -uo pipefail
 
@@ -29,7 +29,7 @@ JSON=$OUT/erdma-write-bw.json
 
 if [ ! -x "$OURS" ]; then
   echo "SKIP erdma-write-bw: $OURS not built; run 'cargo build --release -p erdma-verbs --example write_bw' first"
-  exit 0
+  exit 77
 fi
 command -v ib_write_bw >/dev/null || { echo "FAIL erdma-write-bw: perftest's ib_write_bw is not installed"; exit 1; }
 mkdir -p "$OUT"
