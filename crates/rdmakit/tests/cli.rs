@@ -123,3 +123,71 @@ fn live_run_without_a_cluster_is_a_cluster_error() {
         .code(3)
         .stderr(predicate::str::contains("cannot reach the cluster"));
 }
+
+#[test]
+fn profiles_lists_the_builtins() {
+    rdmakit().arg("profiles").assert().success().stdout(
+        predicate::str::contains("aliyun-erdma").and(predicate::str::contains("volcengine-ib")),
+    );
+    rdmakit().args(["profiles", "nope"]).assert().code(2);
+}
+
+#[test]
+fn doctor_reads_stdin_and_reports_findings_with_exit_1() {
+    let log = "worker-0:41:88 [0] misc/ibvwrap.cc:130 NCCL WARN Call to ibv_create_qp failed with error Unknown error -12\n";
+    rdmakit()
+        .args(["doctor", "-"])
+        .write_stdin(log)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("LimitMEMLOCK"));
+    rdmakit()
+        .args(["doctor", "-"])
+        .write_stdin("all good\n")
+        .assert()
+        .success();
+}
+
+#[test]
+fn render_then_lint_and_validate_the_bundle() {
+    let out = tempfile::tempdir().unwrap();
+    rdmakit()
+        .args([
+            "render",
+            "raycluster",
+            "--profile",
+            "aliyun-erdma",
+            "--set",
+            "worker_replicas=2",
+            "--out",
+        ])
+        .arg(out.path())
+        .assert()
+        .success();
+    let rc = out.path().join("ray-cluster-erdma.yaml");
+    assert!(rc.is_file());
+    rdmakit()
+        .args(["validate", "--strict"])
+        .arg(&rc)
+        .assert()
+        .success();
+    rdmakit()
+        .args(["lint", "--profile", "aliyun-erdma", "--nodes", "2"])
+        .arg(&rc)
+        .assert()
+        .success();
+    // Three hostNetwork workers on two RDMA nodes cannot all schedule.
+    rdmakit()
+        .args([
+            "lint",
+            "--profile",
+            "aliyun-erdma",
+            "--nodes",
+            "1",
+            "--json",
+        ])
+        .arg(&rc)
+        .assert()
+        .code(predicate::in_iter([0, 1]))
+        .stdout(predicate::str::starts_with("["));
+}

@@ -140,12 +140,6 @@ pub struct ProfilesArgs {
     pub json: bool,
 }
 
-fn pending(what: &str, why: &str) -> CmdResult {
-    Err(Failure::input(anyhow::anyhow!(
-        "`rdmakit {what}` is not available in this build: {why}"
-    )))
-}
-
 fn read_input(file: &str) -> Result<String, Failure> {
     if file == "-" {
         let mut s = String::new();
@@ -201,15 +195,89 @@ pub fn render(_g: &Global, a: RenderArgs) -> CmdResult {
     Ok(code::OK)
 }
 
-pub fn validate(_a: ValidateArgs) -> CmdResult {
-    pending(
-        "validate",
-        "k8s-render's validate module has no public API yet",
-    )
+fn docs_of(paths: &[PathBuf]) -> Result<Vec<k8s_render::manifest::Document>, Failure> {
+    let mut docs = Vec::new();
+    for p in paths {
+        if p.as_os_str() == "-" {
+            docs.extend(k8s_render::manifest::read_path(p).map_err(Failure::input)?);
+            continue;
+        }
+        docs.extend(
+            rdmakit::host::read_docs(p, &|f| f.display().to_string())
+                .map_err(|e| Failure::input(anyhow::anyhow!(e)))?,
+        );
+    }
+    Ok(docs)
 }
 
-pub fn lint(_a: LintArgs) -> CmdResult {
-    pending("lint", "k8s-render's lint module has no public API yet")
+pub fn validate(a: ValidateArgs) -> CmdResult {
+    let docs = docs_of(&a.paths)?;
+    let opts = k8s_render::validate::ValidateOptions {
+        strict: a.strict,
+        ..Default::default()
+    };
+    let violations = k8s_render::validate::validate(&docs, &opts);
+    let errors = violations
+        .iter()
+        .filter(|v| v.severity == k8s_render::manifest::Severity::Error)
+        .count();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&violations).map_err(Failure::input)?
+        );
+    } else {
+        for v in &violations {
+            println!("{}: {v}", v.severity);
+        }
+        println!(
+            "{} document(s), {errors} error(s), {} warning(s)",
+            docs.len(),
+            violations.len() - errors
+        );
+    }
+    Ok(if errors > 0 { code::FINDINGS } else { code::OK })
+}
+
+pub fn lint(a: LintArgs) -> CmdResult {
+    let docs = docs_of(&a.paths)?;
+    let profile = match &a.profile {
+        Some(p) => Some(rdmakit::profiles::load(p).map_err(Failure::input)?),
+        None => None,
+    };
+    let findings = k8s_render::lint::lint(
+        &docs,
+        &rdmakit::host::lint_options(profile.as_ref(), a.nodes, a.benchmark),
+    );
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == k8s_render::manifest::Severity::Error)
+        .count();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&findings).map_err(Failure::input)?
+        );
+    } else if findings.is_empty() {
+        println!("no RDMA pitfalls in {} document(s)", docs.len());
+    } else {
+        let mut t = table(&["severity", "rule", "where", "what", "fix"]);
+        for f in &findings {
+            let at = match f.line {
+                Some(l) => format!("{}:{l} {} {}", f.source, f.object, f.path),
+                None => format!("{} {} {}", f.source, f.object, f.path),
+            };
+            t.add_row(vec![
+                f.severity.to_string(),
+                f.rule.to_owned(),
+                at,
+                format!("{} {}", f.message, f.why),
+                f.fix.clone(),
+            ]);
+        }
+        println!("{t}");
+    }
+    Ok(if errors > 0 { code::FINDINGS } else { code::OK })
 }
 
 pub fn probe(_g: &Global, a: ProbeArgs) -> CmdResult {

@@ -133,6 +133,8 @@ fn render_module(ctx: &Arc<Ctx>) -> Module {
             }
             files.push(rel.into());
         }
+        let shown: Vec<String> = files.iter().map(|f| f.to_string()).collect();
+        c.exec.note(&format!("rendered {system} for profile {profile}: {}", shown.join(", ")));
         let mut r = Map::new();
         r.insert("system".into(), system.into());
         r.insert("dir".into(), "bundle".into());
@@ -267,6 +269,7 @@ fn validate_module(ctx: &Arc<Ctx>) -> Module {
             .filter(|v| v.severity == k8s_render::manifest::Severity::Error)
             .map(|v| v.to_string())
             .collect();
+        c.exec.note(&format!("validated {dir} against the Kubernetes/CRD schemas: {} error(s)", errors.len()));
         let mut r = c.report();
         if errors.is_empty() {
             r.check("bundle: schema validation (strict)", crate::report::Status::Pass, &format!("{} document(s) valid", docs.len()));
@@ -306,6 +309,7 @@ fn lint_module(ctx: &Arc<Ctx>) -> Module {
             };
             r.check(&format!("bundle lint: {} ({})", f.rule, f.severity), status, &f.to_string());
         }
+        c.exec.note(&format!("linted {dir} for RDMA pitfalls: {errors} error(s), {} finding(s) in all", findings.len()));
         if errors == 0 {
             r.check("bundle: RDMA lint", crate::report::Status::Pass, &format!("no errors in {} document(s), {} note(s)", docs.len(), findings.len()));
         }
