@@ -146,6 +146,13 @@ fn doctor_reads_stdin_and_reports_findings_with_exit_1() {
         .write_stdin("all good\n")
         .assert()
         .success();
+    // Only positive findings (RDMA in use): reported, exit 0.
+    rdmakit()
+        .args(["doctor", "-"])
+        .write_stdin("worker-1:55:90 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("erdma_0"));
 }
 
 #[test]

@@ -40,6 +40,7 @@ ibv_devinfo -d "$DEV" >"$OUT/ibv_devinfo.txt"
 rc=0
 "$BIN" doctor --json - <"$OUT/ibv_devinfo.txt" >"$OUT/doctor.json" || rc=$?
 echo "rdmakit doctor --json -: exit $rc"
+[ "$rc" -eq 0 ] || { echo "FAIL: doctor exited $rc on a healthy device (only positive findings expected)"; exit 1; }
 python3 - "$OUT/doctor.json" "$DEV" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
