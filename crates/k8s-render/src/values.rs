@@ -685,6 +685,10 @@ mod tests {
             };
             let mut v = Values::default();
             v.set(key, value).unwrap_or_else(|e| panic!("{key}: {e}"));
+            if *kind == ValueKind::Flag && v == Values::default() {
+                // The flag defaults to true: setting it false must change it.
+                v.set(key, "false").unwrap_or_else(|e| panic!("{key}: {e}"));
+            }
             assert_ne!(v, Values::default(), "{key} changed nothing");
         }
     }
