@@ -191,7 +191,8 @@ pub fn ib_hca_selects(spec: &str, devices: &[RdmaDevice]) -> Vec<String> {
 
 fn judge(f: &HostFacts) -> Vec<Check> {
     let mut out = Vec::new();
-    let root = f.root.display().to_string();
+    // Paths as the user would type them: `/proc/...` for the live root, `fixture/proc/...` otherwise.
+    let shown = |abs: &str| crate::sysfs::under(&f.root, abs).display().to_string();
     let erdma = f.has_erdma();
 
     // RDMA devices and ports.
@@ -201,7 +202,10 @@ fn judge(f: &HostFacts) -> Vec<Check> {
                 "rdma-devices",
                 "/sys/class/infiniband",
                 Verdict::Fail,
-                format!("no RDMA devices under {root}/sys/class/infiniband"),
+                format!(
+                    "no RDMA devices under {}",
+                    shown("/sys/class/infiniband")
+                ),
             )
             .with_fix(
                 "Request the RDMA resource in the pod (e.g. `aliyun/erdma: 1`, \
@@ -422,7 +426,7 @@ fn judge(f: &HostFacts) -> Vec<Check> {
             )
             .with_fix(limits::MEMLOCK_FIX),
         ),
-        None => out.push(Check::new("memlock", "RLIMIT_MEMLOCK", Verdict::Warn, format!("{root}/proc/self/limits not readable"))),
+        None => out.push(Check::new("memlock", "RLIMIT_MEMLOCK", Verdict::Warn, format!("{} not readable", shown("/proc/self/limits")))),
     }
     let memlock_ok = f.memlock.is_some_and(|m| m.is_unlimited());
     match f.capabilities {
@@ -449,7 +453,7 @@ fn judge(f: &HostFacts) -> Vec<Check> {
             "cap-ipc-lock",
             "CAP_IPC_LOCK",
             Verdict::Warn,
-            format!("{root}/proc/self/status not readable"),
+            format!("{} not readable", shown("/proc/self/status")),
         )),
     }
 
