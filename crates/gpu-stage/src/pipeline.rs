@@ -87,13 +87,35 @@ fn first_cause(a: Result<(), StageError>, b: Result<(), StageError>) -> Result<(
     }
 }
 
-/// Device → ring → transport.
+/// What each end of a pipeline holds: its device, the ring, one copy stream and one event per slot.
 #[derive(Debug)]
-pub struct Sender<D: Device> {
+struct Lane<D: Device> {
     device: D,
     ring: Arc<StagingRing>,
     stream: D::Stream,
     events: Vec<D::Event>,
+}
+
+impl<D: Device> Lane<D> {
+    fn new(device: &D, ring: Arc<StagingRing>) -> Result<Self, StageError> {
+        device.bind()?;
+        let stream = device.new_stream()?;
+        let events = (0..ring.slots())
+            .map(|_| device.new_event())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Lane {
+            device: device.clone(),
+            ring,
+            stream,
+            events,
+        })
+    }
+}
+
+/// Device → ring → transport.
+#[derive(Debug)]
+pub struct Sender<D: Device> {
+    lane: Lane<D>,
 }
 
 impl<D: Device> Sender<D> {
@@ -105,22 +127,14 @@ impl<D: Device> Sender<D> {
 
     /// A sender on an existing ring (in-process transfers share one ring between both ends).
     pub fn with_ring(device: &D, ring: Arc<StagingRing>) -> Result<Self, StageError> {
-        device.bind()?;
-        let stream = device.new_stream()?;
-        let events = (0..ring.slots())
-            .map(|_| device.new_event())
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Sender {
-            device: device.clone(),
-            ring,
-            stream,
-            events,
+            lane: Lane::new(device, ring)?,
         })
     }
 
     /// The ring (for transports that register its buffers).
     pub fn ring(&self) -> &Arc<StagingRing> {
-        &self.ring
+        &self.lane.ring
     }
 
     /// Sends all of `src`.
@@ -150,23 +164,22 @@ impl<D: Device> Sender<D> {
                 size: src.len_bytes() as u64,
             })?;
         check_range("send range", range.start, len, src.len_bytes())?;
-        self.ring.gate().check()?;
-        transport.attach(&self.ring)?;
+        self.lane.ring.gate().check()?;
+        transport.attach(&self.lane.ring)?;
 
-        let chunk_bytes = self.ring.chunk_bytes();
-        let slots = self.ring.slots();
+        let chunk_bytes = self.lane.ring.chunk_bytes();
+        let slots = self.lane.ring.slots();
         let chunks = len.div_ceil(chunk_bytes) as u64;
         let summary = TransferSummary {
             chunks,
             bytes: len as u64,
         };
-        let Sender {
+        let Lane {
             device,
             ring,
             stream,
             events,
-        } = self;
-        let (device, ring, stream, events) = (&*device, &*ring, &*stream, &*events);
+        } = &self.lane;
 
         let result = std::thread::scope(|scope| {
             let (tx, rx) = mpsc::channel::<Chunk>();
@@ -249,10 +262,7 @@ impl<D: Device> Sender<D> {
 /// Transport → ring → device.
 #[derive(Debug)]
 pub struct Receiver<D: Device> {
-    device: D,
-    ring: Arc<StagingRing>,
-    stream: D::Stream,
-    events: Vec<D::Event>,
+    lane: Lane<D>,
 }
 
 impl<D: Device> Receiver<D> {
@@ -264,22 +274,14 @@ impl<D: Device> Receiver<D> {
 
     /// A receiver on an existing ring.
     pub fn with_ring(device: &D, ring: Arc<StagingRing>) -> Result<Self, StageError> {
-        device.bind()?;
-        let stream = device.new_stream()?;
-        let events = (0..ring.slots())
-            .map(|_| device.new_event())
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Receiver {
-            device: device.clone(),
-            ring,
-            stream,
-            events,
+            lane: Lane::new(device, ring)?,
         })
     }
 
     /// The ring (for transports that register its buffers).
     pub fn ring(&self) -> &Arc<StagingRing> {
-        &self.ring
+        &self.lane.ring
     }
 
     /// Receives one transfer into `dst`; each chunk lands at its offset. Chunks that would reach
@@ -290,15 +292,14 @@ impl<D: Device> Receiver<D> {
         transport: &mut T,
     ) -> Result<TransferStats, StageError> {
         let start = Instant::now();
-        self.ring.gate().check()?;
-        transport.attach(&self.ring)?;
-        let Receiver {
+        self.lane.ring.gate().check()?;
+        transport.attach(&self.lane.ring)?;
+        let Lane {
             device,
             ring,
             stream,
             events,
-        } = self;
-        let (device, ring, stream, events) = (&*device, &*ring, &*stream, &*events);
+        } = &self.lane;
         let dst_len = dst.len_bytes();
 
         let result = std::thread::scope(|scope| {
