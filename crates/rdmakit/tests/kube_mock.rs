@@ -560,3 +560,156 @@ fn cancellation_stops_a_wait() {
     let err = exec.wait(&spec).unwrap_err();
     assert!(matches!(err, ExecError::Cancelled { .. }), "{err:?}");
 }
+
+/// The kube executor with `exec` answered from a script of canned outputs: a tower-test mock cannot
+/// complete the websocket upgrade exec needs (its request is tested above), everything else goes to
+/// the mock API server.
+#[derive(Debug)]
+struct CannedExec {
+    inner: KubeExecutor,
+    answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput,
+}
+
+impl Executor for CannedExec {
+    fn is_dry_run(&self) -> bool {
+        false
+    }
+    fn has_api(&self, v: &str, k: &str, t: Duration) -> Result<bool, ExecError> {
+        self.inner.has_api(v, k, t)
+    }
+    fn apply(&self, m: &Manifest, t: Duration) -> Result<Vec<rdmakit::exec::ObjRef>, ExecError> {
+        self.inner.apply(m, t)
+    }
+    fn delete(&self, m: &Manifest, t: Duration) -> Result<Vec<rdmakit::exec::ObjRef>, ExecError> {
+        self.inner.delete(m, t)
+    }
+    fn wait(&self, s: &WaitSpec) -> Result<Value, ExecError> {
+        self.inner.wait(s)
+    }
+    fn exec(&self, s: &ExecSpec) -> Result<rdmakit::exec::ExecOutput, ExecError> {
+        Ok((self.answer)(s))
+    }
+    fn exec_many(&self, s: &[ExecSpec]) -> Result<Vec<rdmakit::exec::ExecOutput>, ExecError> {
+        Ok(s.iter().map(self.answer).collect())
+    }
+    fn get_field(&self, s: &rdmakit::exec::FieldSpec) -> Result<String, ExecError> {
+        self.inner.get_field(s)
+    }
+    fn copy_to(&self, s: &rdmakit::exec::CopySpec) -> Result<(), ExecError> {
+        self.inner.copy_to(s)
+    }
+    fn logs(&self, s: &rdmakit::exec::LogSpec) -> Result<String, ExecError> {
+        self.inner.logs(s)
+    }
+    fn list(&self, s: &rdmakit::exec::ListSpec) -> Result<Vec<Value>, ExecError> {
+        self.inner.list(s)
+    }
+    fn merge_registry_secrets(
+        &self,
+        s: &MergeSecretsSpec,
+    ) -> Result<rdmakit::exec::MergeSummary, ExecError> {
+        self.inner.merge_registry_secrets(s)
+    }
+}
+
+/// A VKE InfiniBand cluster as the mock API server: one labelled node with the RDMA resource, and a
+/// pod that is Ready as soon as it is applied.
+fn vke_cluster(s: &Seen) -> Option<(u16, Value)> {
+    let path = s.uri.split('?').next().unwrap_or("");
+    let mut core = core_v1_resources();
+    core["resources"].as_array_mut().unwrap().push(json!(
+        {"name": "nodes", "singularName": "node", "namespaced": false, "kind": "Node", "verbs": ["get", "list"]}
+    ));
+    Some(match (s.method.as_str(), path) {
+        ("GET", "/api/v1") => (200, core),
+        ("GET", "/api/v1/nodes") => (
+            200,
+            json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [{
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "vke-node-1", "labels": {"vke.node.rdma.mode": "ib-shared"}},
+                "status": {"capacity": {"nvidia.com/gpu": "8", "vke.volcengine.com/infiniband-rdma": "1"}}
+            }]}),
+        ),
+        ("PATCH", "/api/v1/namespaces/default/pods/rdma-test")
+        | ("GET", "/api/v1/namespaces/default/pods/rdma-test")
+        | ("DELETE", "/api/v1/namespaces/default/pods/rdma-test") => (200, pod("rdma-test", true)),
+        ("GET", "/api/v1/namespaces/default/pods") => (
+            200,
+            json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod("rdma-test", true)]}),
+        ),
+        _ => (
+            404,
+            status(404, "NotFound", &format!("mock: no {} {}", s.method, s.uri)),
+        ),
+    })
+}
+
+fn run_vke_workflow(
+    answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput,
+) -> (rdmakit::host::RunOutcome, Vec<Seen>) {
+    let Mock { rt, exec, seen } = mock(Box::new(vke_cluster));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let src = std::fs::read_to_string(root.join("scripts/workflows/vke-ib-pod.rhai")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut cfg = rdmakit::host::HostConfig::new(out.path());
+    cfg.lib_dirs = vec![root.join("scripts/lib")];
+    let exec = Arc::new(CannedExec {
+        inner: exec,
+        answer,
+    });
+    let host = rdmakit::host::Host::new(exec, cfg, Cancel::new(), "vke-ib-pod.rhai");
+    let outcome = host.run("scripts/workflows/vke-ib-pod.rhai", &src);
+    let seen = seen.lock().unwrap().clone();
+    drop(rt);
+    (outcome, seen)
+}
+
+fn output(stdout: &str) -> rdmakit::exec::ExecOutput {
+    rdmakit::exec::ExecOutput {
+        stdout: stdout.to_owned(),
+        stderr: String::new(),
+        code: 0,
+        dry_run: false,
+    }
+}
+
+#[test]
+fn vke_ib_pod_workflow_runs_against_the_mock_and_passes_on_a_healthy_pod() {
+    let (outcome, seen) = run_vke_workflow(|_| {
+        output(
+            "unlimited\nrdma_cm\nuverbs0\nmlx5_0\n\
+             shm on /dev/shm type tmpfs (rw)\n\
+             tmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n",
+        )
+    });
+    assert!(
+        outcome.error.is_none(),
+        "{}",
+        outcome.error.map(|e| e.to_string()).unwrap_or_default()
+    );
+    assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Pass);
+    // The pod went through server-side apply and was deleted at the end.
+    let apply = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.uri.contains("/pods/rdma-test"))
+        .expect("pod applied");
+    assert!(apply.uri.contains("fieldManager=rdmakit"), "{}", apply.uri);
+    assert!(apply.body.contains("vke.volcengine.com/infiniband-rdma"));
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "DELETE" && s.uri.contains("/pods/rdma-test"))
+    );
+}
+
+#[test]
+fn vke_ib_pod_workflow_fails_with_the_fix_when_memlock_is_limited() {
+    let (outcome, _) = run_vke_workflow(|_| {
+        output(
+            "64\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n",
+        )
+    });
+    assert!(outcome.error.is_none());
+    assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Fail);
+    let md = outcome.report.to_markdown();
+    assert!(md.contains("LimitMEMLOCK"), "{md}");
+}
