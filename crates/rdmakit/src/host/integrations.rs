@@ -4,32 +4,13 @@
 use std::sync::Arc;
 
 use k8s_render::{Profile, System, Values};
-use rhai::{Array, Dynamic, Engine, EvalAltResult, FuncRegistration, Map, Module};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, Module};
 use serde::Serialize;
 
 use super::convert::to_dyn;
 use super::{Ctx, runtime_error};
 
 type RResult<T> = Result<T, Box<EvalAltResult>>;
-
-/// Registers a fallible function; its error gets the script position of the call (Rhai leaves it empty
-/// for native functions called through a module path).
-macro_rules! regp {
-    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
-        let f = $f;
-        FuncRegistration::new($name)
-            .with_volatility(true)
-            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| super::located(&ctx, f($($a),*)));
-    }};
-}
-
-macro_rules! reg {
-    ($m:expr, $name:expr, $f:expr) => {
-        FuncRegistration::new($name)
-            .with_volatility(true)
-            .set_into_module($m, $f);
-    };
-}
 
 fn ser<T: Serialize>(v: &T) -> RResult<Dynamic> {
     let json = serde_json::to_value(v).map_err(|e| runtime_error(e.to_string()))?;

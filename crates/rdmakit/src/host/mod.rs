@@ -1,6 +1,28 @@
 //! The Rhai host: a sandboxed engine with rdmakit's modules (`kube::`, `render::`, `report::`...), module
 //! imports from `scripts/lib/`, Ctrl-C handling and script errors that name file, line and step.
 
+// Registration helpers shared by `integrations` and `modules` (defined before them so both see them).
+// Functions are volatile: they talk to the cluster or the file system, so Rhai must never constant-fold them.
+/// Registers a fallible function; its error gets the script position of the call (Rhai leaves it empty
+/// for native functions called through a module path).
+macro_rules! regp {
+    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+        let f = $f;
+        rhai::FuncRegistration::new($name)
+            .with_volatility(true)
+            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| super::located(&ctx, f($($a),*)));
+    }};
+}
+
+/// Registers an infallible (or already position-aware) function.
+macro_rules! reg {
+    ($m:expr, $name:expr, $f:expr) => {
+        rhai::FuncRegistration::new($name)
+            .with_volatility(true)
+            .set_into_module($m, $f);
+    };
+}
+
 mod convert;
 mod integrations;
 pub use integrations::{is_value_key, lint_options, read_docs};

@@ -5,7 +5,7 @@ use std::path::{Component, Path};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rhai::{Array, Dynamic, Engine, EvalAltResult, FuncRegistration, Map, Module};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, Module};
 
 use super::convert::{check_keys, opt_bool, opt_int, opt_str, opt_timeout, str_array, to_dyn};
 use super::{Ctx, runtime_error};
@@ -28,26 +28,6 @@ fn exec_err(e: ExecError) -> Box<EvalAltResult> {
     } else {
         runtime_error(e.to_string())
     }
-}
-
-/// Registers a function that must run every time (never constant-folded).
-/// Registers a fallible function; its error gets the script position of the call (Rhai leaves it empty
-/// for native functions called through a module path).
-macro_rules! regp {
-    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
-        let f = $f;
-        FuncRegistration::new($name)
-            .with_volatility(true)
-            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| super::located(&ctx, f($($a),*)));
-    }};
-}
-
-macro_rules! reg {
-    ($m:expr, $name:expr, $f:expr) => {
-        FuncRegistration::new($name)
-            .with_volatility(true)
-            .set_into_module($m, $f);
-    };
 }
 
 pub(crate) fn register(engine: &mut Engine, ctx: &Arc<Ctx>) {
