@@ -61,6 +61,18 @@ pub struct Measurement {
     pub unit: String,
 }
 
+/// A preformatted table (nccl-tests busbw, RDT iterations, ours-beside-peer benchmark rows): kept
+/// verbatim, because a table flattened into one check line is unreadable.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Table {
+    /// Step it belongs to.
+    pub step: String,
+    /// Caption.
+    pub title: String,
+    /// The rendered table (monospace text).
+    pub text: String,
+}
+
 /// The overall result.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -105,6 +117,9 @@ pub struct Report {
     pub checks: Vec<Check>,
     /// Measurements in order.
     pub measurements: Vec<Measurement>,
+    /// Tables in order (absent from the JSON when there are none, e.g. in dry-run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<Table>,
     /// Final verdict (set by [`Report::finish`]).
     pub verdict: Option<Verdict>,
     /// Why the verdict is what it is.
@@ -154,6 +169,16 @@ impl Report {
             name: name.to_owned(),
             value,
             unit: unit.to_owned(),
+        });
+    }
+
+    /// Adds a preformatted table.
+    pub fn table(&mut self, title: &str, text: &str) {
+        let step = self.current_step();
+        self.tables.push(Table {
+            step,
+            title: title.to_owned(),
+            text: text.trim_end().to_owned(),
         });
     }
 
@@ -217,8 +242,9 @@ impl Report {
                 .iter()
                 .filter(|m| &m.step == step)
                 .collect();
+            let tables: Vec<&Table> = self.tables.iter().filter(|t| &t.step == step).collect();
             md.push_str(&format!("\n## {step}\n\n"));
-            if checks.is_empty() && ms.is_empty() {
+            if checks.is_empty() && ms.is_empty() && tables.is_empty() {
                 md.push_str("(actions only)\n");
             }
             for c in checks {
@@ -235,6 +261,9 @@ impl Report {
                     format_value(m.value),
                     m.unit
                 ));
+            }
+            for t in tables {
+                md.push_str(&format!("\n{}:\n\n```text\n{}\n```\n", t.title, t.text));
             }
         }
         md

@@ -77,7 +77,8 @@ pub(crate) fn register(engine: &mut Engine, ctx: &Arc<Ctx>) {
     engine.register_static_module("render", render_module(ctx).into());
     engine.register_static_module("profiles", profiles_module(ctx).into());
     engine.register_static_module("doctor", doctor_module().into());
-    engine.register_static_module("probe", probe_module().into());
+    engine.register_static_module("probe", probe_module(ctx).into());
+    engine.register_static_module("bench", super::analysis::bench_module(ctx).into());
     engine.register_static_module("validate", validate_module(ctx).into());
     engine.register_static_module("lint", lint_module(ctx).into());
 }
@@ -181,8 +182,9 @@ fn doctor_module() -> Module {
     m
 }
 
-fn probe_module() -> Module {
+fn probe_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
+    super::analysis::add_probe_fns(&mut m, ctx);
     regp!(&mut m, "nccl_tests", |text: &str| -> RResult<Dynamic> {
         ser(&probe::parse::parse_nccl_tests(text)
             .map_err(|e| runtime_error(format!("nccl-tests output: {e}")))?)

@@ -23,6 +23,11 @@ macro_rules! reg {
     };
 }
 
+mod analysis;
+pub use analysis::{
+    Comparison, MemlockCheck, NcclCheck, NcclTransport, compare, find_nccl_version, memlock_check,
+    nccl_check, nccl_transport, summed_delta,
+};
 mod convert;
 mod integrations;
 pub use integrations::{is_value_key, lint_options, read_docs};

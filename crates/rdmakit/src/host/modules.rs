@@ -614,6 +614,11 @@ fn report_module(ctx: &Arc<Ctx>) -> Module {
     let c = ctx.clone();
     reg!(&mut m, "title", move |t: &str| c.report().title =
         t.to_owned());
+    // table(title, text): a preformatted table kept verbatim (a code block in report.md).
+    let c = ctx.clone();
+    reg!(&mut m, "table", move |title: &str, text: &str| c
+        .report()
+        .table(title, text));
     // finish() -> verdict word; writes report.md / report.json.
     let c = ctx.clone();
     regp!(&mut m, "finish", move || -> RResult<String> {
