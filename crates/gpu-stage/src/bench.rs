@@ -176,9 +176,9 @@ pub fn run_inprocess(cfg: &BenchConfig) -> Result<BenchResult, StageError> {
     }
 }
 
-fn inprocess_with<S: Device, R: Device>(
-    src_dev: &S,
-    dst_dev: &R,
+fn inprocess_with<D: Device>(
+    src_dev: &D,
+    dst_dev: &D,
     cfg: &BenchConfig,
 ) -> Result<BenchResult, StageError> {
     let data = pattern(cfg.bytes, cfg.seed);

@@ -81,6 +81,29 @@ fn in_process_all_sizes_and_empty() {
 }
 
 #[test]
+fn sender_and_receiver_over_the_in_process_transport_share_one_ring() {
+    // The threaded pair InProcessStage replaced still works for callers that build it by hand.
+    let dev = HostDevice::new();
+    let len = 9 * CHUNK + 17;
+    let data = pattern(len, 6);
+    let src = dev.upload(&data).unwrap();
+    let mut dst = dev.alloc_zeroed(len).unwrap();
+    let ring = gpu_stage::new_ring(&dev, ring(3)).unwrap();
+    let mut sender = Sender::with_ring(&dev, ring.clone()).unwrap();
+    let mut receiver = Receiver::with_ring(&dev, ring.clone()).unwrap();
+    let (mut tx, mut rx) = gpu_stage::in_process_pair();
+    let sent = std::thread::scope(|s| {
+        let h = s.spawn(|| sender.send(&src, &mut tx));
+        let got = receiver.recv(&mut dst, &mut rx).unwrap();
+        assert_eq!(got.chunks, 10);
+        h.join().unwrap().unwrap()
+    });
+    assert_eq!(sent.bytes, len as u64);
+    assert_eq!(dst.as_slice(), &data[..]);
+    assert_eq!(ring.gate().busy_count(), 0);
+}
+
+#[test]
 fn in_process_many_chunks_with_two_buffers_and_slow_copies() {
     // Two buffers and a slow copy engine: the sender must wait for the receiver every time.
     let dev = HostDevice::with_faults(HostFaults {

@@ -204,6 +204,13 @@ impl Device for CudaDevice {
             .map_err(StageError::cuda("event record"))
     }
 
+    fn stream_wait(&self, stream: &Arc<CudaStream>, event: &CudaEvent) -> Result<(), StageError> {
+        // cuStreamWaitEvent accepts an event of another context or device.
+        stream
+            .wait(event)
+            .map_err(StageError::cuda("stream wait on event (cuStreamWaitEvent)"))
+    }
+
     fn wait_event(&self, event: &CudaEvent) -> Result<(), StageError> {
         event
             .synchronize()

@@ -88,6 +88,8 @@ enum Job {
         fail: Option<&'static str>,
     },
     Signal(Arc<EventInner>, u64),
+    /// Block this stream until the event reaches the generation (a cross-stream wait).
+    Wait(Arc<EventInner>, u64),
 }
 
 /// A stream of the host backend: a worker thread running copies in submission order.
@@ -102,6 +104,7 @@ impl std::fmt::Debug for Job {
         match self {
             Job::Copy { len, .. } => write!(f, "Copy({len} bytes)"),
             Job::Signal(_, g) => write!(f, "Signal({g})"),
+            Job::Wait(_, g) => write!(f, "Wait({g})"),
         }
     }
 }
@@ -138,6 +141,14 @@ impl HostStream {
                             };
                         }
                         Job::Signal(ev, generation) => ev.complete(generation, broken.clone()),
+                        Job::Wait(ev, generation) => {
+                            // Like CUDA, a failure upstream poisons this stream too.
+                            if let Err(e) = ev.wait_for(generation)
+                                && broken.is_none()
+                            {
+                                broken = Some(e);
+                            }
+                        }
                     }
                 }
             })
@@ -193,6 +204,18 @@ impl EventInner {
         }
         drop(st);
         self.cv.notify_all();
+    }
+
+    /// Blocks until `generation` is done; the recorded error, if any.
+    fn wait_for(&self, generation: u64) -> Result<(), String> {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while st.done < generation {
+            st = self.cv.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        match &st.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -280,27 +303,31 @@ impl Device for HostDevice {
         stream.submit(Job::Signal(Arc::clone(&event.inner), generation))
     }
 
-    fn wait_event(&self, event: &HostEvent) -> Result<(), StageError> {
-        let mut st = event
+    fn stream_wait(&self, stream: &HostStream, event: &HostEvent) -> Result<(), StageError> {
+        // The generation recorded so far: a later record must not extend this wait (CUDA semantics).
+        let generation = event
             .inner
             .state
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let target = st.recorded;
-        while st.done < target {
-            st = event
-                .inner
-                .cv
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-        match &st.error {
-            Some(e) => Err(StageError::Copy {
+            .unwrap_or_else(PoisonError::into_inner)
+            .recorded;
+        stream.submit(Job::Wait(Arc::clone(&event.inner), generation))
+    }
+
+    fn wait_event(&self, event: &HostEvent) -> Result<(), StageError> {
+        let target = event
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .recorded;
+        event
+            .inner
+            .wait_for(target)
+            .map_err(|detail| StageError::Copy {
                 op: "event wait",
-                detail: e.clone(),
-            }),
-            None => Ok(()),
-        }
+                detail,
+            })
     }
 
     fn wait_stream(&self, stream: &HostStream) -> Result<(), StageError> {
@@ -355,6 +382,60 @@ mod tests {
         dev.record(&ev, &stream).unwrap();
         dev.wait_event(&ev).unwrap();
         assert_eq!(dst.as_slice(), &[0, 3, 4, 5, 6, 7, 8, 0]);
+    }
+
+    #[test]
+    fn stream_wait_orders_two_streams_and_ignores_later_records() {
+        let dev = HostDevice::with_faults(HostFaults {
+            copy_delay: Duration::from_millis(20),
+            ..HostFaults::default()
+        });
+        let src = dev.upload(&[9; 64]).unwrap();
+        let mut dst = dev.alloc_zeroed(64).unwrap();
+        let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
+        let filled = dev.new_event().unwrap();
+        let mut tmp = [0u8; 64];
+        unsafe { dev.copy_d2h(&a, &src, 0, tmp.as_mut_ptr(), 64).unwrap() };
+        dev.record(&filled, &a).unwrap();
+        // B must not read `tmp` before A's slow copy wrote it.
+        dev.stream_wait(&b, &filled).unwrap();
+        unsafe { dev.copy_h2d(&b, tmp.as_ptr(), 64, &mut dst, 0).unwrap() };
+        // Recording `filled` again after the wait was queued must not extend it: A has six
+        // more slow copies (≥ 120 ms) before that record, B only its one copy.
+        let mut scratch = [0u8; 64];
+        for _ in 0..6 {
+            unsafe { dev.copy_d2h(&a, &src, 0, scratch.as_mut_ptr(), 64).unwrap() };
+        }
+        dev.record(&filled, &a).unwrap();
+        dev.wait_stream(&b).unwrap();
+        let done = filled.inner.state.lock().unwrap().done;
+        assert_eq!(done, 1, "B waited for the first record only");
+        assert_eq!(dst.as_slice(), &[9; 64]);
+        dev.wait_stream(&a).unwrap();
+    }
+
+    #[test]
+    fn stream_wait_propagates_an_upstream_fault() {
+        let dev = HostDevice::with_faults(HostFaults {
+            fail_d2h_at: Some(0),
+            ..HostFaults::default()
+        });
+        let src = dev.upload(&[1; 8]).unwrap();
+        let mut dst = dev.alloc_zeroed(8).unwrap();
+        let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
+        let ev = dev.new_event().unwrap();
+        let mut tmp = [0u8; 8];
+        unsafe { dev.copy_d2h(&a, &src, 0, tmp.as_mut_ptr(), 8).unwrap() };
+        dev.record(&ev, &a).unwrap();
+        dev.stream_wait(&b, &ev).unwrap();
+        unsafe { dev.copy_h2d(&b, tmp.as_ptr(), 8, &mut dst, 0).unwrap() };
+        let err = dev.wait_stream(&b).unwrap_err();
+        assert!(err.to_string().contains("injected fault"), "{err}");
+        assert_eq!(
+            dst.as_slice(),
+            &[0; 8],
+            "the poisoned stream copied nothing"
+        );
     }
 
     #[test]

@@ -74,6 +74,11 @@ pub trait Device: sealed::Sealed + Clone + Send + Sync + 'static {
 
     /// Records `event` after everything queued on `stream` so far.
     fn record(&self, event: &Self::Event, stream: &Self::Stream) -> Result<(), StageError>;
+    /// Makes `stream` wait, without blocking the calling thread, until the work recorded in
+    /// `event` so far is done (`cuStreamWaitEvent`). The event may belong to another device of
+    /// the same backend; recording it again later does not affect this wait. A failure of the
+    /// awaited work surfaces at the next wait on `stream`.
+    fn stream_wait(&self, stream: &Self::Stream, event: &Self::Event) -> Result<(), StageError>;
     /// Blocks until `event`'s work is done.
     fn wait_event(&self, event: &Self::Event) -> Result<(), StageError>;
     /// Blocks until everything queued on `stream` is done.
