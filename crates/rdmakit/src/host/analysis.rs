@@ -416,16 +416,21 @@ pub fn nccl_transport(log: &str) -> Result<NcclTransport, String> {
     let d = probe::doctor::diagnose(log).map_err(|e| format!("doctor: {e}"))?;
     let find = |ids: &[&str]| d.findings.iter().find(|f| ids.contains(&f.id.as_str()));
     let gdr = log.contains("/GDRDMA") || log.contains("GPU Direct RDMA Enabled");
-    if let Some(f) = find(&["nccl-tcp-fallback", "nccl-channel-net-socket"]) {
-        return Ok(NcclTransport {
-            transport: "Socket".into(),
-            evidence: f.evidence.clone(),
-            line: f.line,
-            gdr,
-            fix: Some(f.fix.clone().unwrap_or_else(|| {
-                "NCCL fell back to TCP sockets: check NCCL_IB_HCA, /dev/infiniband in the pod and the RDMA provider in the image".into()
-            })),
-        });
+    // The fallback finding exists only when no NET/IB line does; channels over sockets next to NET/IB
+    // lines (mixed) still count as IB being in use.
+    let socket = |f: &probe::doctor::Finding| {
+        NcclTransport {
+        transport: "Socket".into(),
+        evidence: f.evidence.clone(),
+        line: f.line,
+        gdr,
+        fix: Some(f.fix.clone().unwrap_or_else(|| {
+            "NCCL fell back to TCP sockets: check NCCL_IB_HCA, /dev/infiniband in the pod and the RDMA provider in the image".into()
+        })),
+    }
+    };
+    if let Some(f) = find(&["nccl-tcp-fallback"]) {
+        return Ok(socket(f));
     }
     if let Some(f) = find(&[
         "nccl-net-ib-using",
@@ -439,6 +444,9 @@ pub fn nccl_transport(log: &str) -> Result<NcclTransport, String> {
             gdr,
             fix: None,
         });
+    }
+    if let Some(f) = find(&["nccl-channel-net-socket"]) {
+        return Ok(socket(f));
     }
     Ok(NcclTransport {
         transport: "unknown".into(),
