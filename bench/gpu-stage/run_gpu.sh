@@ -19,6 +19,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
 fi
 echo "== peers (torch)"
 timeout 150 python3 "$here/peers.py" --out "$OUT/gpu-stage-peers.json" ${PEER_ARGS:-}
+echo "== ceiling (both copy engines at once, torch)"
+timeout 120 python3 "$here/ceiling.py" --out "$OUT/gpu-stage-ceiling.json"
 echo "== gpu-stage"
 timeout ${BENCH_TIMEOUT:-260} "$BIN/stage_bench" all --out "$OUT" --peers "$OUT/gpu-stage-peers.json" ${BENCH_ARGS:-}
 echo "== report"

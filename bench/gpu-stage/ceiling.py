@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""What the two copy engines reach when they run at the same time with no dependency between them.
+
+The in-process stage runs GPU0's device→host copy and GPU1's host→device copy concurrently
+through the same host memory and PCIe root complex. This measures that ceiling directly: one
+pinned D2H of N bytes on cuda:0 and one pinned H2D of N bytes on cuda:1 (separate pinned
+buffers, separate streams) started together; the rate is N / wall time of both. It also runs
+each copy alone in the same process for the side-by-side figure.
+Usage: ceiling.py --out FILE [--size-mib 512] [--iters 10]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+GIB = float(1 << 30)
+
+
+def timed(fn, iters):
+    fn()  # warm-up
+    secs = []
+    for _ in range(iters):
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        secs.append(time.perf_counter() - t)
+    return secs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--size-mib", type=int, default=512)
+    ap.add_argument("--iters", type=int, default=10)
+    a = ap.parse_args()
+    n = a.size_mib << 20
+    src0 = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda:0")
+    dst1 = torch.empty(n, dtype=torch.uint8, device="cuda:1")
+    host_a = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    host_b = torch.randint(0, 255, (n,), dtype=torch.uint8).pin_memory()
+    s0 = torch.cuda.Stream(device=0)
+    s1 = torch.cuda.Stream(device=1)
+
+    def d2h():
+        with torch.cuda.stream(s0):
+            host_a.copy_(src0, non_blocking=True)
+
+    def h2d():
+        with torch.cuda.stream(s1):
+            dst1.copy_(host_b, non_blocking=True)
+
+    def both():
+        d2h()
+        h2d()
+
+    out = {"bytes": n, "env": {"torch": torch.__version__,
+                                "gpus": [torch.cuda.get_device_name(i) for i in range(2)]}}
+    for name, fn in [("d2h_cuda0_alone", d2h), ("h2d_cuda1_alone", h2d),
+                     ("d2h_cuda0_and_h2d_cuda1_together", both)]:
+        secs = timed(fn, a.iters)
+        rates = sorted(n / s / GIB for s in secs)
+        out[name] = {"seconds": secs, "gib_s_best": rates[-1],
+                     "gib_s_median": statistics.median(rates)}
+        print(f"{name:36s} best {rates[-1]:6.2f} GiB/s  median {statistics.median(rates):6.2f}")
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
