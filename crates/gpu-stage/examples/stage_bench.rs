@@ -6,6 +6,9 @@
 //! stage_bench tcp --size 512MiB --connections 4  # two processes over TCP loopback
 //! stage_bench all --out DIR [--peers peers.json] # everything, JSON written after every part
 //! stage_bench report --out DIR --peers peers.json
+//! # two processes over RDMA (build with --features rdma), e.g. soft-RoCE:
+//! stage_bench rdma --role server --addr 0.0.0.0:18520 --device rxe0 --qps 2 --backend host
+//! stage_bench rdma --role client --addr 127.0.0.1:18520 --device rxe0 --qps 2 --backend host
 //! ```
 //! Add `--backend host` to run without a GPU (measures the pipeline logic on RAM only).
 
@@ -92,6 +95,54 @@ impl Common {
     }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Role {
+    /// Receives (listens on --addr).
+    Server,
+    /// Sends (connects to --addr) and reports.
+    Client,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ConnectArg {
+    /// rdma_cm where the device needs it (iWARP, eRDMA), endpoint exchange elsewhere.
+    Auto,
+    /// Endpoint exchange over the side channel (RoCE, IB).
+    Manual,
+    /// librdmacm.
+    RdmaCm,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct RdmaArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Which end this process is.
+    #[arg(long, value_enum)]
+    role: Role,
+    /// TCP side channel: where the server listens and the client connects.
+    #[arg(long, default_value = "127.0.0.1:18520")]
+    addr: String,
+    /// RDMA device(s); repeat or comma-separate to stripe over several NICs.
+    #[arg(long = "device", value_delimiter = ',', required = true)]
+    devices: Vec<String>,
+    /// GID index (manual connect).
+    #[arg(long, default_value_t = 1)]
+    gid_index: u32,
+    /// Queue pairs in total (chunks are striped over them, and they over the devices).
+    #[arg(long, default_value_t = 2)]
+    qps: usize,
+    /// How queue pairs are connected.
+    #[arg(long, value_enum, default_value = "auto")]
+    connect: ConnectArg,
+    /// rdma_cm server: the IP address to listen on, one per device (default: from the GID).
+    #[arg(long = "cm-addr", value_delimiter = ',')]
+    cm_addrs: Vec<std::net::IpAddr>,
+    /// Seconds any wait for the peer may take.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// GPU src → host ring → GPU dst in one process.
@@ -100,6 +151,9 @@ enum Cmd {
     Pinned(Common),
     /// Two processes over TCP loopback (this process sends, a child receives).
     Tcp(Common),
+    /// Two processes over RDMA (feature `rdma`): run `--role server` on the receiving node and
+    /// `--role client` on the sending one; the client prints (and writes with --json) the result.
+    Rdma(RdmaArgs),
     /// Internal: the receiving child of `tcp`.
     #[command(hide = true)]
     TcpRecv {
@@ -244,6 +298,44 @@ fn tcp_recv(common: &Common, listen: &str) -> AnyResult<()> {
         r.devices.join(",")
     );
     Ok(())
+}
+
+#[cfg(feature = "rdma")]
+fn rdma(args: &RdmaArgs) -> AnyResult<()> {
+    use gpu_stage::{ConnectMode, RdmaConfig};
+    let cfg = args.common.config()?;
+    let rdma = RdmaConfig {
+        devices: args.devices.clone(),
+        qps: args.qps,
+        gid_index: args.gid_index,
+        connect: match args.connect {
+            ConnectArg::Auto => ConnectMode::Auto,
+            ConnectArg::Manual => ConnectMode::Manual,
+            ConnectArg::RdmaCm => ConnectMode::RdmaCm,
+        },
+        cm_addrs: args.cm_addrs.clone(),
+        timeout: std::time::Duration::from_secs(args.timeout),
+        ..RdmaConfig::default()
+    };
+    let r = match args.role {
+        Role::Server => {
+            let listener = TcpListener::bind(args.addr.as_str())?;
+            println!("LISTEN {}", listener.local_addr()?);
+            std::io::stdout().flush()?;
+            bench::run_rdma_receiver(&cfg, &rdma, &listener)?
+        }
+        Role::Client => bench::run_rdma_sender(&cfg, &rdma, args.addr.as_str())?,
+    };
+    print_result(&r);
+    if let Some(path) = &args.common.json {
+        write_json(path, &r)?;
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "rdma"))]
+fn rdma(_args: &RdmaArgs) -> AnyResult<()> {
+    Err("stage_bench was built without RDMA support: build it with `--features rdma`".into())
 }
 
 fn parse_list(text: &str, sizes: bool) -> AnyResult<Vec<usize>> {
@@ -583,6 +675,7 @@ fn main() {
             ])
         }),
         Cmd::Tcp(c) => single(c, |cfg| Ok(vec![run_tcp_pair(cfg)?])),
+        Cmd::Rdma(args) => rdma(args),
         Cmd::TcpRecv { common, listen } => tcp_recv(common, listen),
         Cmd::All {
             common,

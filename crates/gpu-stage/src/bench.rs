@@ -13,7 +13,12 @@ use crate::config::RingConfig;
 use crate::device::{CudaDevice, Device, HostDevice};
 use crate::error::{StageError, TransportError};
 use crate::pipeline::{InProcessStage, Receiver, Sender};
+use crate::ring::StagingRing;
+#[cfg(feature = "rdma")]
+use crate::transport::rdma::{RdmaConfig, RdmaReceiver, RdmaSender};
 use crate::transport::tcp::{DEFAULT_CONNECTIONS, TcpReceiver, TcpSender};
+use crate::transport::{RecvTransport, SendTransport};
+use std::sync::Arc;
 
 /// Which backend a benchmark runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -331,21 +336,42 @@ fn tcp_receiver_with<D: Device>(
     cfg: &BenchConfig,
     listener: &TcpListener,
 ) -> Result<BenchResult, StageError> {
+    two_process_receiver(dev, cfg, listener, "TCP", "tcp_receiver", |ring| {
+        let _ = ring;
+        TcpReceiver::accept(listener, cfg.connections)
+    })
+    .map(|mut r| {
+        r.connections = Some(cfg.connections);
+        r
+    })
+}
+
+/// The receiving half of a two-process benchmark, for any transport: accepts the control
+/// connection, then lets `make` set up the transport (it gets the receive ring), and runs
+/// `warmup + iterations` verified transfers, each announced to the sender with `READY i`.
+fn two_process_receiver<D: Device, T: RecvTransport, E: Into<StageError>>(
+    dev: &D,
+    cfg: &BenchConfig,
+    listener: &TcpListener,
+    what: &str,
+    name: &str,
+    make: impl FnOnce(&Arc<StagingRing>) -> Result<T, E>,
+) -> Result<BenchResult, StageError> {
     let (mut control, _) = listener.accept().map_err(control_io("accept"))?;
     let want = checksum(&pattern(cfg.bytes, cfg.seed));
     let outcome = (|| -> Result<ReceiverReport, StageError> {
-        let mut transport = TcpReceiver::accept(listener, cfg.connections)?;
         let mut receiver = Receiver::new(dev, cfg.ring)?;
+        let mut transport = make(receiver.ring()).map_err(Into::into)?;
         let mut dst = dev.alloc_zeroed(cfg.bytes)?;
         let mut seconds = Vec::new();
         for i in 0..cfg.warmup + cfg.iterations {
             dev.zero(&mut dst)?;
             writeln!(control, "READY {i}").map_err(control_io("ready"))?;
             let st = receiver.recv(&mut dst, &mut transport)?;
-            verify(dev, &dst, want, &format!("TCP iteration {i}"))?;
+            verify(dev, &dst, want, &format!("{what} iteration {i}"))?;
             if st.bytes != cfg.bytes as u64 {
                 return Err(StageError::Verify(format!(
-                    "TCP iteration {i}: received {} bytes, expected {}",
+                    "{what} iteration {i}: received {} bytes, expected {}",
                     st.bytes, cfg.bytes
                 )));
             }
@@ -364,16 +390,9 @@ fn tcp_receiver_with<D: Device>(
             let line = serde_json::to_string(&report)
                 .map_err(|e| StageError::Verify(format!("encoding the report: {e}")))?;
             writeln!(control, "RESULT {line}").map_err(control_io("result"))?;
-            let mut r = summarise(
-                "tcp_receiver",
-                cfg,
-                vec![report.device],
-                report.seconds,
-                want,
-            );
+            let mut r = summarise(name, cfg, vec![report.device], report.seconds, want);
             r.chunk_bytes = Some(cfg.ring.chunk_bytes);
             r.slots = Some(cfg.ring.slots);
-            r.connections = Some(cfg.connections);
             Ok(r)
         }
         Err(e) => {
@@ -406,14 +425,33 @@ fn tcp_sender_with<D: Device>(
         .to_socket_addrs()
         .map_err(control_io("resolve"))?
         .collect();
-    let control = TcpStream::connect(&addrs[..]).map_err(control_io("connect"))?;
+    two_process_sender(dev, cfg, &addrs, "tcp", |_ring| {
+        TcpSender::connect(&addrs[..], cfg.connections)
+    })
+    .map(|(mut r, _)| {
+        r.connections = Some(cfg.connections);
+        r
+    })
+}
+
+/// The sending half of a two-process benchmark: connects the control connection to `addrs`,
+/// lets `make` set up the transport (it gets the send ring), then sends on every `READY i` and
+/// collects the receiver's verified report. Returns the result and the transport.
+fn two_process_sender<D: Device, T: SendTransport, E: Into<StageError>>(
+    dev: &D,
+    cfg: &BenchConfig,
+    addrs: &[std::net::SocketAddr],
+    name: &str,
+    make: impl FnOnce(&Arc<StagingRing>) -> Result<T, E>,
+) -> Result<(BenchResult, T), StageError> {
+    let control = TcpStream::connect(addrs).map_err(control_io("connect"))?;
     let mut lines = BufReader::new(control);
-    let mut transport = TcpSender::connect(&addrs[..], cfg.connections)?;
     let data = pattern(cfg.bytes, cfg.seed);
     let want = checksum(&data);
     let src = dev.upload(&data)?;
     drop(data);
     let mut sender = Sender::new(dev, cfg.ring)?;
+    let mut transport = make(sender.ring()).map_err(Into::into)?;
     let mut seconds = Vec::new();
     let mut line = String::new();
     let mut read_line = |line: &mut String| -> Result<String, StageError> {
@@ -452,7 +490,7 @@ fn tcp_sender_with<D: Device>(
             serde_json::from_str(j).map_err(|e| StageError::Verify(format!("receiver report: {e}")))
         })?;
     let mut r = summarise(
-        "tcp",
+        name,
         cfg,
         vec![dev.describe(), report.device],
         seconds,
@@ -461,7 +499,84 @@ fn tcp_sender_with<D: Device>(
     r.verified = report.verified_iterations == cfg.warmup + cfg.iterations;
     r.chunk_bytes = Some(cfg.ring.chunk_bytes);
     r.slots = Some(cfg.ring.slots);
-    r.connections = Some(cfg.connections);
+    Ok((r, transport))
+}
+
+/// Receiving process of the two-process RDMA benchmark (feature `rdma`): accepts the control
+/// connection and then the RDMA transport's side channel on `listener`, receives into GPU
+/// `cfg.dst_device` (or host memory with [`Backend::Host`]) through a ring registered with the
+/// devices in `rdma`, and verifies every iteration against the pattern's checksum. The result is
+/// named `rdma_receiver`; `connections` holds the number of queue pairs. Fails with the
+/// transport's error (a peer that vanished, a mismatched setting, a timeout) or
+/// [`StageError::Verify`].
+#[cfg(feature = "rdma")]
+pub fn run_rdma_receiver(
+    cfg: &BenchConfig,
+    rdma: &RdmaConfig,
+    listener: &TcpListener,
+) -> Result<BenchResult, StageError> {
+    check_cfg(cfg)?;
+    rdma.validate()?;
+    match cfg.backend {
+        Backend::Cuda => rdma_receiver_with(&CudaDevice::new(cfg.dst_device)?, cfg, rdma, listener),
+        Backend::Host => rdma_receiver_with(&HostDevice::new(), cfg, rdma, listener),
+    }
+}
+
+#[cfg(feature = "rdma")]
+fn rdma_receiver_with<D: Device>(
+    dev: &D,
+    cfg: &BenchConfig,
+    rdma: &RdmaConfig,
+    listener: &TcpListener,
+) -> Result<BenchResult, StageError> {
+    let mut devices = Vec::new();
+    let mut r = two_process_receiver(dev, cfg, listener, "RDMA", "rdma_receiver", |ring| {
+        let t = RdmaReceiver::accept(listener, rdma, ring)?;
+        devices = t.devices();
+        Ok::<_, StageError>(t)
+    })?;
+    r.connections = Some(rdma.qps);
+    r.devices.extend(devices);
+    Ok(r)
+}
+
+/// Sending process of the two-process RDMA benchmark (feature `rdma`): connects to the receiver
+/// at `addr` (control connection, then the transport's side channel), sends from GPU
+/// `cfg.src_device` (or host memory), times each transfer from the first device→host copy to the
+/// receiver's ACK (data on the receiving device), and returns the result (named `rdma`,
+/// `connections` = queue pairs, `devices` = both staging devices then the local RDMA devices)
+/// with the receiver's verification in `verified`.
+#[cfg(feature = "rdma")]
+pub fn run_rdma_sender(
+    cfg: &BenchConfig,
+    rdma: &RdmaConfig,
+    addr: impl ToSocketAddrs,
+) -> Result<BenchResult, StageError> {
+    check_cfg(cfg)?;
+    rdma.validate()?;
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(control_io("resolve"))?
+        .collect();
+    match cfg.backend {
+        Backend::Cuda => rdma_sender_with(&CudaDevice::new(cfg.src_device)?, cfg, rdma, &addrs),
+        Backend::Host => rdma_sender_with(&HostDevice::new(), cfg, rdma, &addrs),
+    }
+}
+
+#[cfg(feature = "rdma")]
+fn rdma_sender_with<D: Device>(
+    dev: &D,
+    cfg: &BenchConfig,
+    rdma: &RdmaConfig,
+    addrs: &[std::net::SocketAddr],
+) -> Result<BenchResult, StageError> {
+    let (mut r, t) = two_process_sender(dev, cfg, addrs, "rdma", |ring| {
+        RdmaSender::connect(addrs, rdma, ring)
+    })?;
+    r.connections = Some(t.qps());
+    r.devices.extend(t.devices());
     Ok(r)
 }
 

@@ -112,6 +112,24 @@ pub enum TransportError {
     /// The pipeline that feeds this transport stopped with an error.
     #[error("aborted: {0}")]
     Aborted(String),
+    /// An RDMA verb failed (feature `rdma`); `context` says which step and which peer.
+    #[cfg(feature = "rdma")]
+    #[error("{context}: {source}")]
+    Rdma {
+        /// What the transport was doing.
+        context: String,
+        /// The verbs error.
+        #[source]
+        source: erdma_verbs::Error,
+    },
+    /// A wait on the peer exceeded the transport's timeout.
+    #[error("timed out after {after:?} {waiting_for}")]
+    Timeout {
+        /// How long it waited.
+        after: std::time::Duration,
+        /// What it was waiting for (names the peer).
+        waiting_for: String,
+    },
     /// A transport setting is out of range.
     #[error("invalid {field} = {value}: {reason}")]
     Config {
@@ -128,5 +146,11 @@ impl TransportError {
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
         let context = context.into();
         move |source| TransportError::Io { context, source }
+    }
+
+    #[cfg(feature = "rdma")]
+    pub(crate) fn rdma(context: impl Into<String>) -> impl FnOnce(erdma_verbs::Error) -> Self {
+        let context = context.into();
+        move |source| TransportError::Rdma { context, source }
     }
 }

@@ -11,8 +11,9 @@
 //!   [`RecvTransport`]. The last, short chunk is copied exactly; nothing reads or writes past an
 //!   allocation.
 //! - Transports: [`transport::inproc`] (GPU A → host ring → GPU B in one process, zero CPU
-//!   copies) and [`transport::tcp`] (N parallel connections, framed, backpressured). An RDMA
-//!   transport plugs into the same traits (see [`transport`]).
+//!   copies), [`transport::tcp`] (N parallel connections, framed, backpressured) and, with the
+//!   `rdma` feature, `transport::rdma` (WRITE_WITH_IMM straight into the peer's registered ring,
+//!   credit-based flow control, several QPs and NICs; see the crate README).
 //! - Backends: [`CudaDevice`] (cudarc, loaded at run time: without a CUDA driver every GPU entry
 //!   point returns [`StageError::NoCudaDriver`]) and [`HostDevice`] (RAM plus worker-thread
 //!   "streams"), which runs the very same pipeline in CI.
@@ -60,5 +61,7 @@ pub use error::{StageError, TransportError};
 pub use pipeline::{InProcessStage, Receiver, Sender, TransferStats, new_ring};
 pub use ring::{RawRegion, SlotGate, StagingRing};
 pub use transport::inproc::{InProcReceiver, InProcSender, in_process_pair};
+#[cfg(feature = "rdma")]
+pub use transport::rdma::{ConnectMode, RdmaConfig, RdmaReceiver, RdmaSender};
 pub use transport::tcp::{TcpReceiver, TcpSender};
 pub use transport::{Chunk, RecvTransport, SendTransport, TransferSummary};

@@ -10,6 +10,7 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::PinnedHostSlice;
 
@@ -165,6 +166,40 @@ impl SlotGate {
                 .changed
                 .wait(st)
                 .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Like [`SlotGate::acquire`], but gives up after `timeout`: `Ok(true)` when the slot was
+    /// acquired, `Ok(false)` when it stayed busy (a zero timeout only tries once). Fails at once if
+    /// the gate has failed or `slot` is out of range. Lets a transport thread that acquires slots
+    /// ahead of the pipeline notice a stop request instead of blocking forever.
+    pub fn acquire_timeout(&self, slot: usize, timeout: Duration) -> Result<bool, StageError> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        if slot >= st.busy.len() {
+            return Err(StageError::config(
+                "slot",
+                slot,
+                format!("the ring has {} slots", st.busy.len()),
+            ));
+        }
+        loop {
+            if let Some(msg) = &st.failure {
+                return Err(StageError::Aborted(msg.clone()));
+            }
+            if !st.busy[slot] {
+                st.busy[slot] = true;
+                return Ok(true);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            st = self
+                .changed
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
     }
 

@@ -1,16 +1,18 @@
-//! Transports move filled ring buffers to the peer. Two live here: [`inproc`] (one process, the
-//! receiving pipeline reads the very buffer the sending pipeline filled) and [`tcp`] (N parallel
-//! connections). An RDMA transport (WRITE_WITH_IMM into the peer's registered ring, credits)
-//! implements the same two traits: it registers each buffer once in `attach` through
-//! [`StagingRing::raw_region`], posts a write in `submit` and releases the slot from its completion
-//! poller; on the receiving side it acquires slots as credits and returns them from
-//! `next_chunk` when the immediate-data completion arrives.
+//! Transports move filled ring buffers to the peer: [`inproc`] (one process, the receiving
+//! pipeline reads the very buffer the sending pipeline filled), [`tcp`] (N parallel connections)
+//! and, with the `rdma` feature, `rdma` (WRITE_WITH_IMM into the peer's registered ring, with
+//! credits): it registers each buffer once through [`StagingRing::raw_region`], posts a write in
+//! `submit` and releases the slot from its completion poller; on the receiving side it acquires
+//! slots as credits and returns them from `next_chunk` when the immediate-data completion
+//! arrives.
 //!
 //! Slot ownership follows the protocol in [`crate::ring`]: a sending transport owns a submitted
 //! slot until it calls `ring.gate().release(slot)`; a receiving transport acquires a slot before
 //! filling it and hands it to the pipeline, which releases it after its host→device copy.
 
 pub mod inproc;
+#[cfg(feature = "rdma")]
+pub mod rdma;
 pub mod tcp;
 
 use std::sync::Arc;
