@@ -333,11 +333,29 @@ fn mismatched_rings_are_refused_on_both_ends() {
     let l = TcpListener::bind(addr).unwrap();
     let child = spawn_peer("mismatched_rings_are_refused_on_both_ends", "sender", addr);
     let e = run_receiver(&s, &l, None).unwrap_err().to_string();
+    record(&format!("mismatched rings, receiver error: {e}"));
     assert!(
         e.contains("2 slots") && e.contains("4 slots") && e.contains("--slots"),
         "{e}"
     );
     wait_ok(child, "sender");
+}
+
+/// Appends a line to `$RDMAKIT_RXE_OUT/gpu-stage-rxe-rdma.txt` (copied back to the host), so the
+/// errors a dying peer produces can be read after the VM run.
+fn record(line: &str) {
+    eprintln!("{line}");
+    if let Ok(dir) = std::env::var("RDMAKIT_RXE_OUT") {
+        use std::io::Write;
+        let path = std::path::Path::new(&dir).join("gpu-stage-rxe-rdma.txt");
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
 }
 
 /// Runs `f` on a thread; returns its result, or panics if it takes longer than `limit`.
@@ -386,7 +404,10 @@ fn receiver_dies_mid_transfer_sender_fails_fast() {
         .recv_timeout(Duration::from_secs(30))
         .expect("the sender hangs after its receiver died")
         .unwrap_err();
-    eprintln!("sender error after {:?}: {e}", killed.elapsed());
+    record(&format!(
+        "receiver killed mid-transfer; sender error after {:?}: {e}",
+        killed.elapsed()
+    ));
     assert!(e.contains("receiver"), "the error names the peer: {e}");
     assert!(killed.elapsed() < Duration::from_secs(30));
 }
@@ -420,7 +441,10 @@ fn sender_dies_mid_transfer_receiver_fails_fast() {
         .recv_timeout(Duration::from_secs(30))
         .expect("the receiver hangs after its sender died")
         .unwrap_err();
-    eprintln!("receiver error after {:?}: {e}", killed.elapsed());
+    record(&format!(
+        "sender killed mid-transfer; receiver error after {:?}: {e}",
+        killed.elapsed()
+    ));
     assert!(e.contains("sender"), "the error names the peer: {e}");
     assert!(killed.elapsed() < Duration::from_secs(30));
 }
@@ -453,4 +477,112 @@ fn bench_runners_over_rxe_in_one_process() {
     assert_eq!(r.connections, Some(2));
     assert!(r.devices.iter().any(|d| *d == device()), "{:?}", r.devices);
     assert!(r.gib_s_best > 0.0);
+}
+
+#[test]
+#[ignore = "soft-RoCE VM tier: run by tests/rxe/run.sh"]
+fn sender_switches_rings_between_transfers() {
+    // The sender re-registers when a pipeline with another ring uses the same transport.
+    let s = Scenario::new(C, 4, 2, vec![2 * C + 1, 3 * C]);
+    if play_peer(&s) {
+        return;
+    }
+    let addr = free_addr();
+    let child = spawn_peer("sender_switches_rings_between_transfers", "receiver", addr);
+    let dev = HostDevice::new();
+    let mut a = Sender::new(&dev, s.ring).unwrap();
+    let mut b = Sender::new(&dev, s.ring).unwrap();
+    let mut t = RdmaSender::connect(addr, &s.rdma(), a.ring()).unwrap();
+    let len0 = s.sizes[0];
+    a.send(&dev.upload(&pattern(len0, seed(len0, 0))).unwrap(), &mut t)
+        .unwrap();
+    let len1 = s.sizes[1];
+    b.send(&dev.upload(&pattern(len1, seed(len1, 1))).unwrap(), &mut t)
+        .unwrap();
+    assert_eq!(a.ring().gate().busy_count(), 0);
+    assert_eq!(b.ring().gate().busy_count(), 0);
+    drop(t);
+    wait_ok(child, "receiver");
+}
+
+/// Soft-RoCE device `rxe1` on the VM's second veth end for the duration of a test.
+struct SecondDevice;
+
+impl SecondDevice {
+    fn create() -> SecondDevice {
+        let netdev = "veth1";
+        let ok = Command::new("rdma")
+            .args(["link", "add", "rxe1", "type", "rxe", "netdev", netdev])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "cannot create rxe1 on {netdev} (rdma link add)");
+        // Wait for the IPv4 GID at index 1, as vm-init.sh does for rxe0.
+        let gid = "/sys/class/infiniband/rxe1/ports/1/gids/1";
+        let t = Instant::now();
+        loop {
+            let g = std::fs::read_to_string(gid).unwrap_or_default();
+            if g.contains("ffff") {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "rxe1 has no IPv4 GID: {g:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        SecondDevice
+    }
+}
+
+impl Drop for SecondDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("rdma")
+            .args(["link", "delete", "rxe1"])
+            .status();
+    }
+}
+
+#[test]
+#[ignore = "soft-RoCE VM tier: run by tests/rxe/run.sh"]
+fn striped_over_two_devices() {
+    // Two soft-RoCE devices (rxe0 on veth0, rxe1 on veth1), 4 QPs: chunks alternate devices.
+    let mut s = Scenario::new(C, 8, 4, vec![16 * C + 9]);
+    s.timeout = Duration::from_secs(60);
+    let cfg = |s: &Scenario| {
+        let mut c = s.rdma();
+        c.devices = vec![device(), "rxe1".into()];
+        c
+    };
+    if let Ok(role) = std::env::var(ROLE) {
+        let addr: SocketAddr = std::env::var(ADDR).unwrap().parse().unwrap();
+        assert_eq!(role, "sender");
+        let dev = HostDevice::new();
+        let mut sender = Sender::new(&dev, s.ring).unwrap();
+        let mut t = RdmaSender::connect(addr, &cfg(&s), sender.ring()).unwrap();
+        assert_eq!(t.devices(), [device(), "rxe1".to_string()]);
+        let len = s.sizes[0];
+        sender
+            .send(&dev.upload(&pattern(len, seed(len, 0))).unwrap(), &mut t)
+            .unwrap();
+        return;
+    }
+    let _rxe1 = SecondDevice::create();
+    let addr = free_addr();
+    let l = TcpListener::bind(addr).unwrap();
+    let child = spawn_peer("striped_over_two_devices", "sender", addr);
+    let dev = HostDevice::new();
+    let mut receiver = Receiver::new(&dev, s.ring).unwrap();
+    let mut t = RdmaReceiver::accept(&l, &cfg(&s), receiver.ring()).unwrap();
+    assert_eq!(t.devices(), [device(), "rxe1".to_string()]);
+    let len = s.sizes[0];
+    let mut dst = dev.alloc_zeroed(len).unwrap();
+    receiver.recv(&mut dst, &mut t).unwrap();
+    assert!(
+        dev.download(&dst).unwrap() == pattern(len, seed(len, 0)),
+        "data"
+    );
+    drop(t);
+    wait_ok(child, "sender");
+    record("striped over rxe0 + rxe1 with 4 QPs: 16 MiB + 9 B verified");
 }

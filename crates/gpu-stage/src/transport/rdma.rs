@@ -77,8 +77,10 @@ const SLOT_BITS: u32 = 11;
 const CREDIT_BYTES: usize = 64;
 /// How long a completion poller sleeps on its channel before re-checking for a stop request.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
-/// Non-blocking polls (with a yield) before a poller sleeps on its completion channel.
-const SPINS: usize = 64;
+/// How long a poller busy-polls after its last completion before it sleeps on the channel: long
+/// enough to catch back-to-back completions on a fast NIC without a system call, short enough not
+/// to steal a core from soft RDMA (rxe, siw), whose "NIC" is kernel work on the same CPUs.
+const SPIN_FOR: Duration = Duration::from_micros(20);
 
 /// How the queue pairs are connected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -536,6 +538,9 @@ struct State {
     acquired: u64,
     /// Receiver: chunks handed to the pipeline (session-wide count).
     delivered: u64,
+    /// A transfer is in progress (between attach and its end): only then does a failure also
+    /// fail the ring's gate. A peer that leaves between transfers ends the session, not the ring.
+    busy: bool,
 }
 
 impl Shared {
@@ -553,7 +558,7 @@ impl Shared {
             }
             tracing::debug!(%why, "RDMA transport failed");
             g.failure = Some(why.clone());
-            g.ring.clone()
+            if g.busy { g.ring.clone() } else { None }
         };
         self.cv.notify_all();
         if let Some(r) = ring {
@@ -580,11 +585,13 @@ impl Shared {
         let deadline = Instant::now() + timeout;
         let mut g = self.lock();
         loop {
-            if let Some(f) = &g.failure {
-                return Err(TransportError::Aborted(f.clone()));
-            }
+            // Readiness first: a peer that sends its ACK and exits right away leaves both the ACK
+            // and the EOF failure behind, and the ACK is what counts.
             if ready(&mut g) {
                 return Ok(());
+            }
+            if let Some(f) = &g.failure {
+                return Err(TransportError::Aborted(f.clone()));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -743,13 +750,14 @@ fn post_recvs_init(
     Ok(())
 }
 
-/// Polls `cq` a little, then sleeps on its channel for up to [`IDLE_WAIT`].
+/// Polls `cq` for up to [`SPIN_FOR`], then sleeps on its channel for up to [`IDLE_WAIT`].
 fn poll_some(cq: &CompletionQueue, out: &mut Vec<Completion>) -> Result<(), erdma_verbs::Error> {
-    for _ in 0..SPINS {
+    let start = Instant::now();
+    while start.elapsed() < SPIN_FOR {
         if cq.poll_into(out, 64)? > 0 {
             return Ok(());
         }
-        std::thread::yield_now();
+        std::hint::spin_loop();
     }
     match cq.wait(Some(IDLE_WAIT)) {
         Ok(v) => {
@@ -1379,6 +1387,7 @@ impl SendTransport for RdmaSender {
         }
         self.base = self.next;
         if Arc::ptr_eq(ring, &self.ring) {
+            self.shared.lock().busy = true;
             return Ok(());
         }
         // A different ring: register it instead (only between transfers, same geometry).
@@ -1394,7 +1403,9 @@ impl SendTransport for RdmaSender {
             .map(|d| register_ring(&d.pd, ring, Access::LOCAL_WRITE))
             .collect::<Result<Vec<_>, _>>()?;
         self.ring = Arc::clone(ring);
-        self.shared.lock().ring = Some(Arc::clone(ring));
+        let mut st = self.shared.lock();
+        st.ring = Some(Arc::clone(ring));
+        st.busy = true;
         Ok(())
     }
 
@@ -1436,7 +1447,10 @@ impl SendTransport for RdmaSender {
             },
         )?;
         match ack {
-            Some(a) if a == summary => Ok(()),
+            Some(a) if a == summary => {
+                self.shared.lock().busy = false;
+                Ok(())
+            }
             Some(a) => Err(TransportError::Protocol(format!(
                 "the {} acknowledged {} bytes in {} chunks, sent {} bytes in {} chunks",
                 self.peer, a.bytes, a.chunks, summary.bytes, summary.chunks
@@ -2002,6 +2016,7 @@ impl RecvTransport for RdmaReceiver {
         self.base = self.next;
         self.bytes = 0;
         self.end = None;
+        self.shared.lock().busy = true;
         Ok(())
     }
 
@@ -2024,6 +2039,7 @@ impl RecvTransport for RdmaReceiver {
                     };
                     self.base = self.next;
                     self.bytes = 0;
+                    self.shared.lock().busy = false;
                     if summary != end {
                         return Err(TransportError::Protocol(format!(
                             "the {} reported {} bytes in {} chunks but {} bytes in {} chunks arrived",
@@ -2389,6 +2405,75 @@ mod tests {
                 .contains("1 entries")
         );
         assert!(check_welcome(&w, &ring(3), 2, Wiring::RdmaCm).is_err());
+    }
+
+    #[test]
+    fn a_failure_between_transfers_leaves_the_ring_usable() {
+        let r = StagingRing::heap(ring(2)).unwrap();
+        let idle = Shared::default();
+        idle.lock().ring = Some(Arc::clone(&r));
+        idle.fail("the sender closed the side channel");
+        assert!(r.gate().failure().is_none(), "idle: the ring stays usable");
+        assert!(idle.failure().unwrap().contains("closed"));
+        let busy = Shared::default();
+        {
+            let mut st = busy.lock();
+            st.ring = Some(Arc::clone(&r));
+            st.busy = true;
+        }
+        busy.fail("peer died mid-transfer");
+        busy.fail("a later echo");
+        assert!(
+            r.gate()
+                .failure()
+                .unwrap()
+                .contains("peer died mid-transfer")
+        );
+        let e = busy
+            .wait_until(Duration::from_secs(5), || "x".into(), |_| false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("peer died"), "{e}");
+    }
+
+    #[test]
+    fn an_ack_followed_by_eof_still_counts() {
+        let s = Shared::default();
+        s.lock().ack = Some(TransferSummary {
+            chunks: 1,
+            bytes: 1,
+        });
+        s.fail("the receiver closed the side channel");
+        let mut ack = None;
+        s.wait_until(
+            Duration::from_secs(1),
+            || "ack".into(),
+            |st| {
+                ack = st.ack.take();
+                ack.is_some()
+            },
+        )
+        .unwrap();
+        assert_eq!(ack.unwrap().bytes, 1);
+    }
+
+    #[test]
+    fn waits_are_bounded() {
+        let s = Shared::default();
+        let t = Instant::now();
+        let e = s
+            .wait_until(
+                Duration::from_millis(50),
+                || "for a credit from the receiver 10.0.0.2:1".into(),
+                |_| false,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("timed out") && e.contains("receiver 10.0.0.2:1"),
+            "{e}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(2));
     }
 
     #[test]
