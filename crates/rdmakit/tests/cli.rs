@@ -198,3 +198,66 @@ fn render_then_lint_and_validate_the_bundle() {
         .code(predicate::in_iter([0, 1]))
         .stdout(predicate::str::starts_with("["));
 }
+
+fn json_stdout(args: &[&str], stdin: Option<&str>, codes: &[i32]) -> serde_json::Value {
+    let mut c = rdmakit();
+    c.args(args);
+    if let Some(s) = stdin {
+        c.write_stdin(s);
+    }
+    let o = c.output().unwrap();
+    let code = o.status.code().unwrap_or(-1);
+    assert!(
+        codes.contains(&code),
+        "{args:?}: exit {code}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+#[test]
+fn data_commands_print_only_json_on_stdout_with_json() {
+    let all = json_stdout(&["profiles", "--json"], None, &[0]);
+    assert!(
+        all.as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "volcengine-ib")
+    );
+    let one = json_stdout(&["profiles", "aliyun-erdma", "--json"], None, &[0]);
+    assert_eq!(one["nccl"]["pin"], "2.30.7");
+    assert_eq!(one["nccl"]["known_bad"][1], "2.28.9");
+    let d = json_stdout(
+        &["doctor", "-", "--json"],
+        Some(
+            "x [0] misc/ibvwrap.cc:130 NCCL WARN Call to ibv_create_qp failed with error Unknown error -12\n",
+        ),
+        &[1],
+    );
+    assert_eq!(d["findings"][0]["id"], "memlock-create-qp-enomem");
+    // The workflow's own print (its verdict line) goes to stderr, so stdout stays one JSON document.
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = out.path().to_str().unwrap().to_owned();
+    let plan = json_stdout(
+        &[
+            "run",
+            "vke-ib-pod",
+            "--dry-run",
+            "--json",
+            "--out",
+            &out_arg,
+        ],
+        None,
+        &[0],
+    );
+    assert_eq!(plan["workflow"], "vke-ib-pod.rhai");
+    assert!(plan["items"].as_array().unwrap().len() > 5);
+    // probe judges this machine: findings (exit 1) are fine here, the output must be JSON.
+    let facts = json_stdout(&["probe", "--json"], None, &[0, 1]);
+    assert!(facts["checks"].is_array());
+}

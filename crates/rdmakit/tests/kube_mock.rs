@@ -220,30 +220,58 @@ fn rejected_apply_surfaces_the_servers_message_422_and_409() {
 
 #[test]
 fn missing_crd_names_the_operator_to_install() {
-    let m = mock(Box::new(|s: &Seen| {
-        Some(match s.uri.as_str() {
-            "/apis/ray.io/v1" => (
-                404,
-                status(
+    for (group_version, kind, want) in [
+        ("ray.io/v1", "RayCluster", "install the KubeRay operator"),
+        (
+            "kubeflow.org/v2beta1",
+            "MPIJob",
+            "install the MPI Operator: kubectl apply --server-side -k",
+        ),
+        (
+            "resource.k8s.io/v1",
+            "DeviceClass",
+            "DynamicResourceAllocation enabled",
+        ),
+    ] {
+        let path = format!("/apis/{group_version}");
+        let m = mock(Box::new(move |s: &Seen| {
+            Some(if s.uri == path {
+                (
                     404,
-                    "NotFound",
-                    "the server could not find the requested resource",
-                ),
-            ),
-            _ => (404, status(404, "NotFound", "unexpected")),
-        })
-    }));
-    let err = m
-        .exec
-        .apply(&raycluster_manifest(), Duration::from_secs(5))
-        .unwrap_err();
-    assert!(matches!(err, ExecError::MissingApi { .. }), "{err:?}");
-    assert!(err.to_string().contains("KubeRay"), "{err}");
-    assert!(
-        !m.exec
-            .has_api("ray.io/v1", "RayCluster", Duration::from_secs(5))
-            .unwrap()
-    );
+                    status(
+                        404,
+                        "NotFound",
+                        "the server could not find the requested resource",
+                    ),
+                )
+            } else {
+                (404, status(404, "NotFound", "unexpected"))
+            })
+        }));
+        let manifest = Manifest {
+            display_path: "bundle/x.yaml".into(),
+            objects: vec![
+                json!({"apiVersion": group_version, "kind": kind, "metadata": {"name": "x"}, "spec": {}}),
+            ],
+        };
+        let err = m.exec.apply(&manifest, Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(err, ExecError::MissingApi { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!(
+                "the cluster does not serve {group_version} {kind}"
+            )),
+            "{text}"
+        );
+        assert!(text.contains(want), "{text}");
+        assert!(
+            !m.exec
+                .has_api(group_version, kind, Duration::from_secs(5))
+                .unwrap()
+        );
+        // Nothing was sent but discovery.
+        assert!(m.seen.lock().unwrap().iter().all(|s| s.method == "GET"));
+    }
 }
 
 #[test]
@@ -336,27 +364,70 @@ fn a_hung_api_server_hits_the_rust_side_timeout() {
 
 #[test]
 fn transient_errors_are_retried_with_backoff() {
-    let mut patches = 0;
-    let m = mock(Box::new(move |s: &Seen| {
+    // 429 (throttled) and 503 (etcd leader change) twice, then success: three PATCHes, no error.
+    for (code, reason, message) in [
+        (
+            429,
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+        ),
+        (503, "ServiceUnavailable", "etcd leader changed"),
+    ] {
+        let mut patches = 0;
+        let m = mock(Box::new(move |s: &Seen| {
+            Some(match (s.method.as_str(), s.uri.as_str()) {
+                ("GET", "/api/v1") => (200, core_v1_resources()),
+                ("PATCH", _) => {
+                    patches += 1;
+                    if patches < 3 {
+                        (code, status(code, reason, message))
+                    } else {
+                        (200, pod("rdma-test", false))
+                    }
+                }
+                _ => (404, status(404, "NotFound", "unexpected")),
+            })
+        }));
+        let started = std::time::Instant::now();
+        m.exec
+            .apply(&pod_manifest(), Duration::from_secs(5))
+            .unwrap();
+        // Backoff 5 ms then 10 ms.
+        assert!(started.elapsed() >= Duration::from_millis(15));
+        assert_eq!(
+            m.seen
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|s| s.method == "PATCH")
+                .count(),
+            3,
+            "{code}"
+        );
+    }
+}
+
+#[test]
+fn transient_errors_give_up_after_the_retry_budget_with_the_servers_message() {
+    let m = mock(Box::new(|s: &Seen| {
         Some(match (s.method.as_str(), s.uri.as_str()) {
             ("GET", "/api/v1") => (200, core_v1_resources()),
-            ("PATCH", _) => {
-                patches += 1;
-                if patches < 3 {
-                    (
-                        503,
-                        status(503, "ServiceUnavailable", "etcd leader changed"),
-                    )
-                } else {
-                    (200, pod("rdma-test", false))
-                }
-            }
+            ("PATCH", _) => (
+                503,
+                status(503, "ServiceUnavailable", "etcd leader changed"),
+            ),
             _ => (404, status(404, "NotFound", "unexpected")),
         })
     }));
-    m.exec
+    let err = m
+        .exec
         .apply(&pod_manifest(), Duration::from_secs(5))
-        .unwrap();
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("(503 ServiceUnavailable): etcd leader changed"),
+        "{err}"
+    );
     assert_eq!(
         m.seen
             .lock()

@@ -25,7 +25,7 @@ WORKFLOW is a .rhai file, or the name of a built-in workflow:
 Examples:
   rdmakit run scripts/workflows/erdma-ray-rdt.rhai --dry-run --out out/erdma-ray-rdt
   rdmakit run erdma-ray-rdt --context ack-prod -n ray \\
-      --set registry=registry.cn-beijing.aliyuncs.com/me --set pull_secret=acr-pull --set push_secret_source=acr-push
+      --set registry=registry.cn-beijing.aliyuncs.com/me --set pull_secret_source=acr-pull --set push_secret_source=acr-push
 
 In --dry-run nothing is sent to a cluster: the plan is printed, and OUT/plan.sh holds the equivalent kubectl
 commands. Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/bundle/.";
@@ -49,7 +49,8 @@ pub struct RunArgs {
     /// Extra directory searched by `import` (before scripts/lib/ next to the workflow).
     #[arg(long, value_name = "DIR")]
     pub lib: Vec<PathBuf>,
-    /// Print the plan as JSON instead of text (dry-run).
+    /// Print data as JSON on stdout: the plan (dry-run) or the report (live); the workflow's own output
+    /// goes to stderr.
     #[arg(long)]
     pub json: bool,
 }
@@ -111,6 +112,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
     let mut config = HostConfig::new(&out);
     config.params = args.set.iter().cloned().collect::<BTreeMap<_, _>>();
     config.allow_shell = args.allow_shell;
+    config.print_to_stderr = args.json;
     config.lib_dirs = args.lib.clone();
     if let Some(dir) = &wf.dir {
         let lib = dir.join("../lib");
@@ -201,6 +203,13 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
     }
 
     let report = &outcome.report;
+    if args.json && dry.is_none() {
+        // Live runs: the report is the data.
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).unwrap_or_default()
+        );
+    }
     eprintln!();
     eprintln!(
         "verdict: {} — {}",

@@ -745,3 +745,58 @@ impl Executor for KubeExecutor {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_is_hidden_when_stderr_is_not_a_terminal() {
+        use std::io::IsTerminal as _;
+        let pb = spinner("wait for RayCluster ray-erdma-cluster");
+        assert_eq!(pb.is_hidden(), !std::io::stderr().is_terminal());
+        pb.finish_and_clear();
+    }
+
+    #[test]
+    fn docker_configs_merge_with_the_later_secret_winning() {
+        let a =
+            br#"{"auths": {"docker.io": {"auth": "a"}, "reg.example": {"auth": "old"}}}"#.to_vec();
+        let b = br#"{"auths": {"reg.example": {"auth": "new"}}}"#.to_vec();
+        let m = merge_docker_configs(&[("pull".into(), a), ("push".into(), b)]).unwrap();
+        assert_eq!(m["auths"]["docker.io"]["auth"], "a");
+        assert_eq!(m["auths"]["reg.example"]["auth"], "new");
+        let e = merge_docker_configs(&[("broken".into(), b"{".to_vec())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("secret/broken: .dockerconfigjson is not valid JSON"),
+            "{e}"
+        );
+        let e = merge_docker_configs(&[("empty".into(), b"{}".to_vec())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("secret/empty: .dockerconfigjson has no \"auths\" object"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn only_throttling_server_errors_and_connection_failures_are_retried() {
+        let api = |code: u16| {
+            kube::Error::Api(kube::core::Status::failure("", "").with_code(code).boxed())
+        };
+        for code in [429, 500, 502, 503, 504] {
+            assert!(is_transient(&api(code)), "{code}");
+        }
+        for code in [400, 403, 404, 409, 422] {
+            assert!(!is_transient(&api(code)), "{code}");
+        }
+        let e = map_kube_err("apply Pod/x", api(422));
+        assert_eq!(
+            e.to_string(),
+            "apply Pod/x: the API server rejected it (422 Unknown): (no message)"
+        );
+    }
+}

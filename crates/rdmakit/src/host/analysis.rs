@@ -103,10 +103,8 @@ pub fn find_nccl_version(text: &str) -> Option<NcclVersion> {
         }
     }
     for line in text.lines().rev().map(str::trim) {
-        if let Ok(code) = line.parse::<u32>() {
-            if let Some(v) = NcclVersion::from_code(code) {
-                return Some(v);
-            }
+        if let Some(v) = line.parse::<u32>().ok().and_then(NcclVersion::from_code) {
+            return Some(v);
         }
         if let Some(v) = NcclVersion::parse(line) {
             return Some(v);
@@ -219,14 +217,16 @@ fn reading(d: &Dynamic, what: &str) -> RResult<u64> {
                 "{what}: a dry-run placeholder has no counter value; guard the call with `if !DRY_RUN`"
             )));
         }
-        if let Some(code) = m.get("code").and_then(|x| x.as_int().ok()) {
-            if code != 0 {
-                let err = m.get("stderr").map(|s| s.to_string()).unwrap_or_default();
-                return Err(runtime_error(format!(
-                    "{what}: reading the counter failed (exit {code}): {}",
-                    err.trim()
-                )));
-            }
+        if let Some(code) = m
+            .get("code")
+            .and_then(|x| x.as_int().ok())
+            .filter(|c| *c != 0)
+        {
+            let err = m.get("stderr").map(|s| s.to_string()).unwrap_or_default();
+            return Err(runtime_error(format!(
+                "{what}: reading the counter failed (exit {code}): {}",
+                err.trim()
+            )));
         }
         m.get("stdout").map(|s| s.to_string()).unwrap_or_default()
     } else if let Ok(i) = d.as_int() {

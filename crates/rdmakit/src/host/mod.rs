@@ -92,6 +92,8 @@ pub struct HostConfig {
     pub limits: Limits,
     /// Directory of user vendor profiles searched before built-ins (`scripts/vendors/`).
     pub vendor_dirs: Vec<PathBuf>,
+    /// Send the script's `print` to stderr, keeping stdout for data (`--json`).
+    pub print_to_stderr: bool,
 }
 
 impl HostConfig {
@@ -104,6 +106,7 @@ impl HostConfig {
             lib_dirs: Vec::new(),
             limits: Limits::default(),
             vendor_dirs: Vec::new(),
+            print_to_stderr: false,
         }
     }
 }
@@ -226,7 +229,11 @@ impl Host {
                 .is_cancelled()
                 .then(|| Dynamic::from("interrupted (Ctrl-C)"))
         });
-        engine.on_print(|s| println!("{s}"));
+        if ctx.config.print_to_stderr {
+            engine.on_print(|s| eprintln!("{s}"));
+        } else {
+            engine.on_print(|s| println!("{s}"));
+        }
         engine.on_debug(|s, src, pos| {
             eprintln!(
                 "[debug] {}:{}: {s}",
