@@ -1,5 +1,6 @@
 //! Argument parsing, logging setup, exit codes and the subcommands.
 
+mod bench;
 mod run;
 mod tools;
 
@@ -79,8 +80,9 @@ pub enum Command {
     Probe(tools::ProbeArgs),
     /// Read a NCCL/UCX/Ray/ibverbs log and name the cause and fix of known failures.
     Doctor(tools::DoctorArgs),
-    /// Run a GPU staging or transport benchmark (gpu-stage) on this machine.
-    Bench(tools::BenchArgs),
+    /// Benchmark gpu-stage: staged GPU -> host -> transport -> host -> GPU transfers (in-process, TCP,
+    /// RDMA; server and client roles across two nodes) and the pinned-copy ceiling.
+    Bench(bench::BenchArgs),
     /// List vendor profiles, or show one.
     Profiles(tools::ProfilesArgs),
 }
@@ -144,7 +146,7 @@ pub fn main() -> ExitCode {
         Command::Lint(a) => tools::lint(a),
         Command::Probe(a) => tools::probe(&cli.global, a),
         Command::Doctor(a) => tools::doctor(a),
-        Command::Bench(a) => tools::bench(a),
+        Command::Bench(a) => bench::bench(a),
         Command::Profiles(a) => tools::profiles(a),
     };
     match result {

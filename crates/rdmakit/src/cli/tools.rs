@@ -1,4 +1,4 @@
-//! The direct subcommands: render, validate, lint, probe, doctor, bench, profiles.
+//! The direct subcommands: render, validate, lint, probe, doctor, profiles (bench lives in `bench`).
 
 use std::path::PathBuf;
 
@@ -74,63 +74,6 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-/// Which staging benchmark to run.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum BenchKind {
-    /// GPU src -> pinned host ring -> GPU dst in one process (the pipelined staging path).
-    Inprocess,
-    /// Pinned cudaMemcpyAsync device -> host alone (the peer figure for inprocess).
-    PinnedD2h,
-    /// Pinned cudaMemcpyAsync host -> device alone.
-    PinnedH2d,
-    /// Sender and receiver over TCP loopback with parallel connections.
-    Tcp,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum BenchBackend {
-    /// GPUs through the CUDA driver.
-    Cuda,
-    /// Host memory only (no GPU needed; measures the pipeline itself).
-    Host,
-}
-
-#[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  rdmakit bench inprocess --size 512MiB\n  rdmakit bench tcp --backend host --size 64MiB --connections 4 --json"
-)]
-pub struct BenchArgs {
-    /// What to measure.
-    #[arg(value_enum, default_value = "inprocess")]
-    pub kind: BenchKind,
-    /// Bytes per transfer (e.g. 512MiB).
-    #[arg(long, default_value = "512MiB")]
-    pub size: String,
-    /// Timed iterations.
-    #[arg(long, default_value_t = 5)]
-    pub iters: usize,
-    /// Ring chunk size (e.g. 4MiB; never below 1MiB).
-    #[arg(long)]
-    pub chunk: Option<String>,
-    /// Ring buffers per direction.
-    #[arg(long)]
-    pub slots: Option<usize>,
-    /// Parallel TCP connections (tcp only).
-    #[arg(long)]
-    pub connections: Option<usize>,
-    /// Backend.
-    #[arg(long, value_enum, default_value = "cuda")]
-    pub backend: BenchBackend,
-    /// Source and destination GPU ordinals.
-    #[arg(long, default_value_t = 0)]
-    pub src: usize,
-    #[arg(long, default_value_t = 1)]
-    pub dst: usize,
-    /// Print results as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
 #[derive(Debug, Args)]
 pub struct ProfilesArgs {
     /// Show this profile in full.
@@ -154,7 +97,7 @@ fn read_input(file: &str) -> Result<String, Failure> {
     }
 }
 
-fn table(header: &[&str]) -> comfy_table::Table {
+pub(super) fn table(header: &[&str]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED);
     t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
@@ -331,88 +274,6 @@ pub fn doctor(a: DoctorArgs) -> CmdResult {
         code::FINDINGS
     } else {
         code::OK
-    })
-}
-
-pub fn bench(a: BenchArgs) -> CmdResult {
-    use gpu_stage::bench::{self, Backend, BenchConfig, Direction};
-    let mut cfg = BenchConfig {
-        bytes: gpu_stage::parse_size(&a.size).map_err(Failure::input)?,
-        iterations: a.iters.max(1),
-        src_device: a.src,
-        dst_device: a.dst,
-        backend: match a.backend {
-            BenchBackend::Cuda => Backend::Cuda,
-            BenchBackend::Host => Backend::Host,
-        },
-        ..BenchConfig::default()
-    };
-    if let Some(c) = &a.chunk {
-        cfg.ring.chunk_bytes = gpu_stage::parse_size(c).map_err(Failure::input)?;
-    }
-    if let Some(s) = a.slots {
-        cfg.ring.slots = s;
-    }
-    if let Some(c) = a.connections {
-        cfg.connections = c;
-    }
-    let run = |r: Result<bench::BenchResult, gpu_stage::StageError>| {
-        r.map_err(|e| Failure::input(anyhow::anyhow!("{e}")))
-    };
-    let results = match a.kind {
-        BenchKind::Inprocess => vec![
-            run(bench::run_pinned_copy(&cfg, Direction::D2h))?,
-            run(bench::run_inprocess(&cfg))?,
-        ],
-        BenchKind::PinnedD2h => vec![run(bench::run_pinned_copy(&cfg, Direction::D2h))?],
-        BenchKind::PinnedH2d => vec![run(bench::run_pinned_copy(&cfg, Direction::H2d))?],
-        BenchKind::Tcp => {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0")
-                .context("bind 127.0.0.1")
-                .map_err(Failure::input)?;
-            let addr = listener
-                .local_addr()
-                .context("local address")
-                .map_err(Failure::input)?;
-            let rcfg = cfg.clone();
-            let receiver = std::thread::spawn(move || bench::run_tcp_receiver(&rcfg, &listener));
-            let sent = run(bench::run_tcp_sender(&cfg, addr))?;
-            let received = receiver
-                .join()
-                .map_err(|_| Failure::input(anyhow::anyhow!("the TCP receiver thread panicked")))?;
-            vec![sent, run(received)?]
-        }
-    };
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&results).map_err(Failure::input)?
-        );
-    } else {
-        let mut t = table(&[
-            "benchmark",
-            "backend",
-            "bytes",
-            "best GiB/s",
-            "median GiB/s",
-            "verified",
-        ]);
-        for r in &results {
-            t.add_row(vec![
-                r.name.clone(),
-                format!("{:?}", r.backend).to_lowercase(),
-                r.bytes.to_string(),
-                format!("{:.2}", r.gib_s_best),
-                format!("{:.2}", r.gib_s_median),
-                r.verified.to_string(),
-            ]);
-        }
-        println!("{t}");
-    }
-    Ok(if results.iter().all(|r| r.verified) {
-        code::OK
-    } else {
-        code::FINDINGS
     })
 }
 

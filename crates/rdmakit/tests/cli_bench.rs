@@ -1,0 +1,235 @@
+//! `rdmakit bench` as a user runs it, on the host backend (no GPU needed). The RDMA transport's
+//! live runs are in the soft-RoCE VM tier (tests/rxe/suites/rdmakit-bench-rdma.sh); here its
+//! argument checks and a missing device.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn rdmakit() -> Command {
+    let mut c = Command::cargo_bin("rdmakit").unwrap();
+    c.current_dir(common::workspace());
+    c.timeout(Duration::from_secs(120));
+    c
+}
+
+fn results(stdout: &[u8]) -> Vec<Value> {
+    serde_json::from_slice::<Vec<Value>>(stdout).unwrap()
+}
+
+#[test]
+fn stage_in_process_reports_the_pinned_peer_beside_ours() {
+    let out = rdmakit()
+        .args(["bench", "stage", "--backend", "host", "--size", "3MiB"])
+        .args(["--chunk", "1MiB", "--slots", "2", "--iters", "2", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let r = results(&out);
+    let names: Vec<_> = r.iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pinned_d2h", "inprocess"]);
+    assert!(r.iter().all(|x| x["verified"] == true));
+    assert_eq!(r[1]["bytes"], 3 << 20);
+    assert_eq!(r[1]["chunk_bytes"], 1 << 20);
+    assert_eq!(r[1]["slots"], 2);
+    assert_eq!(r[1]["seconds"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn stage_tcp_both_ends_in_one_process_verify() {
+    let out = rdmakit()
+        .args(["bench", "stage", "--transport", "tcp", "--backend", "host"])
+        .args([
+            "--size",
+            "5MiB",
+            "--chunk",
+            "1MiB",
+            "--connections",
+            "3",
+            "--iters",
+            "1",
+        ])
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let r = results(&out);
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0]["name"], "tcp");
+    assert_eq!(r[1]["name"], "tcp_receiver");
+    assert!(
+        r.iter()
+            .all(|x| x["verified"] == true && x["connections"] == 3)
+    );
+}
+
+/// Starts `rdmakit bench stage --role server` on a free loopback port and returns once it
+/// listens (it says so on stderr before accepting).
+fn start_server(transport: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = std::process::Command::new(assert_cmd::cargo::cargo_bin("rdmakit"))
+        .args([
+            "bench",
+            "stage",
+            "--transport",
+            transport,
+            "--role",
+            "server",
+        ])
+        .args([
+            "--backend",
+            "host",
+            "--size",
+            "2MiB",
+            "--iters",
+            "1",
+            "--json",
+        ])
+        .args(["--listen", &listen])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("waiting for a client"), "{line}");
+    (server, listen)
+}
+
+#[test]
+fn stage_tcp_server_and_client_as_two_processes() {
+    let (server, listen) = start_server("tcp");
+    let client = rdmakit()
+        .args(["bench", "stage", "--transport", "tcp", "--role", "client"])
+        .args([
+            "--backend",
+            "host",
+            "--size",
+            "2MiB",
+            "--iters",
+            "1",
+            "--json",
+        ])
+        .args(["--connect", &listen])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let server = server.wait_with_output().unwrap();
+    assert!(server.status.success());
+    let (c, s) = (results(&client), results(&server.stdout));
+    assert_eq!(c[0]["name"], "tcp");
+    assert_eq!(s[0]["name"], "tcp_receiver");
+    assert!(c[0]["verified"] == true && s[0]["verified"] == true);
+}
+
+#[test]
+fn stage_argument_errors_name_the_fix() {
+    rdmakit()
+        .args(["bench", "stage", "--transport", "rdma", "--backend", "host"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--device NAME"));
+    rdmakit()
+        .args(["bench", "stage", "--role", "server", "--backend", "host"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--transport tcp or"));
+    rdmakit()
+        .args(["bench", "stage", "--transport", "tcp", "--role", "client"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--connect HOST:PORT"));
+    rdmakit()
+        .args(["bench", "stage", "--backend", "host", "--chunk", "512KiB"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("chunk"));
+}
+
+#[test]
+fn stage_rdma_on_a_missing_device_fails_fast_naming_it() {
+    let t = std::time::Instant::now();
+    rdmakit()
+        .args([
+            "bench",
+            "stage",
+            "--transport",
+            "rdma",
+            "--device",
+            "nosuch_9",
+        ])
+        .args(["--backend", "host", "--size", "1MiB"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("nosuch_9"));
+    assert!(
+        t.elapsed() < Duration::from_secs(60),
+        "no hang on a failed setup"
+    );
+}
+
+#[test]
+fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
+    let out = rdmakit()
+        .args([
+            "bench",
+            "pinned",
+            "--backend",
+            "host",
+            "--size",
+            "2MiB",
+            "--iters",
+            "1",
+        ])
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let names: Vec<_> = results(&out)
+        .iter()
+        .map(|x| x["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["pinned_d2h", "pinned_h2d"]);
+
+    // `rdmakit ... | head -c1`: the reader leaves early; no panic message on stderr.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rdmakit"))
+        .args([
+            "bench",
+            "pinned",
+            "--backend",
+            "host",
+            "--size",
+            "1MiB",
+            "--iters",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
