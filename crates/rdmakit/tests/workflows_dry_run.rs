@@ -130,3 +130,40 @@ fn bad_set_value_names_the_key() {
     );
     assert_eq!(outcome.report.verdict, Some(Verdict::Error));
 }
+
+#[test]
+fn a_new_vendor_is_a_profile_file_not_new_rust() {
+    // Copy the eRDMA profile, rename the device and the device-plugin resource, and point the
+    // workflow at the file: the bundle and the plan follow it.
+    let dir = tempfile::tempdir().unwrap();
+    let base =
+        std::fs::read_to_string(common::workspace().join("scripts/vendors/aliyun-erdma.rhai"))
+            .unwrap();
+    let mine = base
+        .replace("name: \"aliyun-erdma\"", "name: \"acme-rdma\"")
+        .replace("\"aliyun/erdma\": 1", "\"acme.example/rdma\": 1")
+        .replace("ib_hca: \"erdma_0\"", "ib_hca: \"erdma_1\"");
+    assert_ne!(mine, base);
+    let path = dir.path().join("acme-rdma.rhai");
+    std::fs::write(&path, mine).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let src = rdmakit::workflows::builtin("erdma-ray-rdt").unwrap();
+    let (outcome, plan) = common::dry_run(
+        "erdma-ray-rdt",
+        src,
+        out.path(),
+        &[("profile", path.to_str().unwrap())],
+        None,
+    );
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let yaml = std::fs::read_to_string(out.path().join("bundle/ray-cluster-erdma.yaml")).unwrap();
+    assert!(yaml.contains("acme.example/rdma: \"1\""), "{yaml}");
+    assert!(yaml.contains("value: erdma_1"), "{yaml}");
+    assert!(!yaml.contains("aliyun/erdma"), "{yaml}");
+    let sh = plan.to_shell();
+    assert!(sh.contains("ibv_devinfo -d erdma_1"), "{sh}");
+    assert!(
+        sh.contains("RDMA:.status.capacity.acme\\.example/rdma"),
+        "{sh}"
+    );
+}
