@@ -800,6 +800,8 @@ fn erdma_ray_rdt_passes_on_a_healthy_cluster_with_the_seeds_figures() {
         "PASS NCCL 2.30.7 (23007) in the image: NCCL 2.30.7 (23007), the profile's pin",
         "PASS worker 0: RLIMIT_MEMLOCK unlimited",
         "PASS worker 1: erdma_0 visible and PORT_ACTIVE",
+        "PASS NCCL all_reduce over eRDMA moved its bytes on the device (rank 0): eRDMA tx during check: 2.5 GiB (want >= 1.25 GiB)",
+        "PASS NCCL all_reduce with NCCL_IB_DISABLE=1 left the device idle (rank 0): eRDMA tx during check: 0.0 GiB (want <= 0.025 GiB)",
         "PASS RDT traffic crossed eRDMA (device counters): eRDMA moved 1.529 GiB",
         "the transfer went over RDMA",
         "measured eRDMA tx during the run: 1.529 GiB",
@@ -898,6 +900,8 @@ fn erdma_ray_rdt_fails_on_a_silent_tcp_fallback() {
         "{fails}"
     );
     assert!(fails.contains("silent TCP fallback"), "{fails}");
+    // The NCCL-only check (no Ray) already shows the device idle.
+    assert!(fails.contains("NCCL all_reduce over eRDMA moved its bytes on the device (rank 0): eRDMA tx during check: 0.0 GiB (want >= 1.25 GiB) — the device stayed idle"), "{fails}");
     // ...the A/B names the fix, the NCCL logs and the doctor say NET/Socket.
     assert!(fails.contains("NCCL fell back to TCP"), "{fails}");
     assert!(
