@@ -235,7 +235,16 @@ impl Report {
             }
         ));
         md.push_str(&format!("- verdict: **{verdict}** — {}\n", self.summary));
-        for step in &self.steps {
+        // Checks recorded before the first step() still belong in the report.
+        let before = "(before the first step)".to_owned();
+        let orphans = self.checks.iter().any(|c| c.step == before)
+            || self.measurements.iter().any(|m| m.step == before)
+            || self.tables.iter().any(|t| t.step == before);
+        let steps = orphans
+            .then_some(&before)
+            .into_iter()
+            .chain(self.steps.iter());
+        for step in steps {
             let checks: Vec<&Check> = self.checks.iter().filter(|c| &c.step == step).collect();
             let ms: Vec<&Measurement> = self
                 .measurements
@@ -304,6 +313,13 @@ mod tests {
         assert_eq!(r.finish(), Verdict::Fail);
         let md = r.to_markdown();
         assert!(md.contains("- FAIL y: bad"), "{md}");
+        let mut early = Report::new("w.rhai", false);
+        early.check("before any step", Status::Info, "still reported");
+        assert!(
+            early
+                .to_markdown()
+                .contains("## (before the first step)\n\n- INFO before any step: still reported")
+        );
         let mut d = Report::new("w.rhai", true);
         d.begin_step("a");
         d.check("x", Status::Planned, "");

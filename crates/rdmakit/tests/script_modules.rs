@@ -19,6 +19,8 @@ use rdmakit::host::{Host, HostConfig, RunOutcome};
 use rdmakit::report::Status;
 use serde_json::Value;
 
+const SECRET_B64: &str = "eyJhdXRocyI6eyJyZWciOnsiYXV0aCI6ImMzM2NyZXQifX19";
+
 /// Live mode with no cluster: any cluster action is an error naming it.
 #[derive(Debug)]
 struct NoCluster;
@@ -60,7 +62,15 @@ impl Executor for NoCluster {
     fn logs(&self, _: &LogSpec) -> Result<String, ExecError> {
         refused("logs")
     }
-    fn list(&self, _: &ListSpec) -> Result<Vec<Value>, ExecError> {
+    fn list(&self, s: &ListSpec) -> Result<Vec<Value>, ExecError> {
+        // One docker-registry Secret, as the API returns it (base64 values, kubectl's annotation).
+        if s.kind == "Secret" {
+            return Ok(vec![serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                "metadata": {"name": "acr-push", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": SECRET_B64}},
+                "data": {".dockerconfigjson": SECRET_B64}
+            })]);
+        }
         refused("list")
     }
     fn merge_registry_secrets(&self, _: &MergeSecretsSpec) -> Result<MergeSummary, ExecError> {
@@ -300,4 +310,23 @@ fn shell_runs_with_allow_shell_and_reports_the_exit_code() {
     let (r, _out) = live(r#"shell::run("echo hello");"#, false);
     let e = r.error.unwrap();
     assert!(e.message.contains("re-run with --allow-shell"), "{e}");
+}
+
+#[test]
+fn secret_values_never_reach_scripts() {
+    let (r, out) = live(
+        r#"
+        let s = kube::list("Secret");
+        print(s);
+        report::info("secrets", `${s}`);
+        if s[0].metadata.name != "acr-push" || s[0].data[".dockerconfigjson"] != "<redacted>" { throw `${s}`; }
+        "#,
+        false,
+    );
+    ok(&r);
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(md.contains("acr-push") && !md.contains(SECRET_B64), "{md}");
+    let (r, _out) = live(r#"kube::get_field("Secret", "acr-push", ".data");"#, false);
+    let e = r.error.unwrap();
+    assert!(e.message.contains("never its values"), "{e}");
 }

@@ -359,7 +359,10 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
                 None => Vec::new(),
             },
         };
-        let items = c.exec.list(&spec).map_err(exec_err)?;
+        let mut items = c.exec.list(&spec).map_err(exec_err)?;
+        if spec.kind == "Secret" {
+            items.iter_mut().for_each(redact_secret);
+        }
         items.iter().map(to_dyn).collect()
     };
     let list2 = list.clone();
@@ -477,6 +480,16 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             &opts,
             &["save_as", "namespace", "timeout"],
         )?;
+        if kind == "Secret"
+            && !matches!(
+                path.trim_start_matches('.').split('.').next(),
+                Some("metadata" | "type")
+            )
+        {
+            return Err(runtime_error(format!(
+                "kube::get_field: secret/{name} {path}: scripts read a Secret's metadata and type only, never its values (use kube::merge_registry_secrets to combine registry credentials)"
+            )));
+        }
         let spec = FieldSpec {
             kind: kind.to_owned(),
             name: name.to_owned(),
@@ -555,6 +568,27 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "merge_registry_secrets", move |sources: Array, target: &str| m2(sources, target, Map::new()), sources: Array, target: &str);
     regp!(&mut m, "merge_registry_secrets", merge, sources: Array, target: &str, opts: Map);
     m
+}
+
+/// Secret values never reach scripts (they could print them): keys stay, values become `<redacted>`.
+fn redact_secret(obj: &mut serde_json::Value) {
+    for field in ["data", "stringData"] {
+        if let Some(m) = obj
+            .get_mut(field)
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            for v in m.values_mut() {
+                *v = "<redacted>".into();
+            }
+        }
+    }
+    // The last-applied annotation of a kubectl-created Secret holds the values too.
+    if let Some(a) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
 }
 
 fn report_module(ctx: &Arc<Ctx>) -> Module {
