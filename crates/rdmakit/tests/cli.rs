@@ -261,3 +261,14 @@ fn data_commands_print_only_json_on_stdout_with_json() {
     let facts = json_stdout(&["probe", "--json"], None, &[0, 1]);
     assert!(facts["checks"].is_array());
 }
+
+#[test]
+fn every_subcommand_help_has_examples() {
+    for cmd in [
+        "run", "render", "validate", "lint", "probe", "doctor", "profiles", "bench",
+    ] {
+        rdmakit().args([cmd, "--help"]).assert().success().stdout(
+            predicate::str::contains("Examples:").and(predicate::str::contains("rdmakit ")),
+        );
+    }
+}

@@ -71,19 +71,50 @@ pub enum Command {
     #[command(after_help = run::AFTER_HELP)]
     Run(run::RunArgs),
     /// Render manifests, Dockerfile and programs for a vendor profile into a bundle directory.
+    #[command(after_help = "Examples:
+  rdmakit render raycluster rdt-demo --profile aliyun-erdma --set worker_replicas=2 --out out/bundle
+  rdmakit render all --profile volcengine-ib --stdout | kubectl apply -f -
+  rdmakit render image --profile ./my-vendor.rhai --out out/my-vendor
+
+Exit codes: 0 rendered, 2 bad input (unknown system or profile, bad --set value)")]
     Render(tools::RenderArgs),
     /// Validate manifests against the Kubernetes and CRD schemas.
+    #[command(after_help = "Examples:
+  rdmakit validate --strict out/erdma-ray-rdt/bundle
+  rdmakit validate my-raycluster.yaml mpi-job.yaml
+
+Exit codes: 0 valid, 1 schema errors (each names file, line and field path), 2 unreadable input")]
     Validate(tools::ValidateArgs),
     /// Lint manifests for RDMA pitfalls (each finding: field path, why it breaks, the fix).
+    #[command(after_help = "Examples:
+  rdmakit lint my-raycluster.yaml --profile aliyun-erdma --nodes 2
+  rdmakit lint out/dranet-nccl-tests/bundle --profile aliyun-erdma-dra --benchmark --json
+
+Exit codes: 0 no errors (warnings are printed), 1 errors, 2 unreadable input or unknown profile")]
     Lint(tools::LintArgs),
     /// Probe this host (inside a pod or on a node): RDMA devices, memlock, NCCL, GPUs.
+    #[command(after_help = "Examples:
+  kubectl exec \"$WORKER\" -c ray-worker -- rdmakit probe
+  rdmakit probe --json > facts.json      # a workflow reads it with probe::facts(text)
+
+Exit codes: 0 nothing fails, 1 a check fails (each with its fix)")]
     Probe(tools::ProbeArgs),
     /// Read a NCCL/UCX/Ray/ibverbs log and name the cause and fix of known failures.
+    #[command(after_help = "Examples:
+  kubectl logs \"$LAUNCHER\" | rdmakit doctor -
+  rdmakit doctor /tmp/nccl-worker-0.log --json
+
+Exit codes: 0 no problem found (positive findings such as NET/IB in use are shown), 1 warn/fail findings,
+2 unreadable input")]
     Doctor(tools::DoctorArgs),
     /// Benchmark gpu-stage: staged GPU -> host -> transport -> host -> GPU transfers (in-process, TCP,
     /// RDMA; server and client roles across two nodes) and the pinned-copy ceiling.
     Bench(bench::BenchArgs),
     /// List vendor profiles, or show one.
+    #[command(after_help = "Examples:
+  rdmakit profiles
+  rdmakit profiles aliyun-erdma --json
+  rdmakit profiles ./my-vendor.rhai       # check a new vendor's profile file")]
     Profiles(tools::ProfilesArgs),
 }
 
