@@ -440,6 +440,44 @@ fn transient_errors_give_up_after_the_retry_budget_with_the_servers_message() {
 }
 
 #[test]
+fn reads_are_retried_too_and_a_missing_object_is_named() {
+    let mut gets = 0;
+    let m = mock(Box::new(move |s: &Seen| {
+        Some(match (s.method.as_str(), s.uri.as_str()) {
+            ("GET", "/api/v1") => (200, core_v1_resources()),
+            ("GET", "/api/v1/namespaces/default/pods/erdma-nccl-check-0") => {
+                gets += 1;
+                if gets == 1 {
+                    (
+                        503,
+                        status(503, "ServiceUnavailable", "etcd leader changed"),
+                    )
+                } else {
+                    let mut p = pod("erdma-nccl-check-0", true);
+                    p["status"]["podIP"] = json!("10.0.5.76");
+                    (200, p)
+                }
+            }
+            _ => (404, status(404, "NotFound", "pods \"gone\" not found")),
+        })
+    }));
+    let field = |name: &str| rdmakit::exec::FieldSpec {
+        kind: "Pod".into(),
+        name: name.into(),
+        path: ".status.podIP".into(),
+        namespace: None,
+        capture_var: None,
+        timeout: Duration::from_secs(5),
+    };
+    assert_eq!(
+        m.exec.get_field(&field("erdma-nccl-check-0")).unwrap(),
+        "10.0.5.76"
+    );
+    let err = m.exec.get_field(&field("gone")).unwrap_err().to_string();
+    assert_eq!(err, "read .status.podIP of Pod/gone: Pod/gone not found");
+}
+
+#[test]
 fn exec_builds_the_websocket_request_and_reports_a_refusal() {
     // A mock service cannot complete a websocket upgrade, so this checks the request exec sends and
     // that a refused upgrade comes back as an error (the live path is exercised against a real cluster).

@@ -295,14 +295,13 @@ impl KubeExecutor {
     ) -> Result<Vec<Value>, ExecError> {
         let api = self.dyn_api(api_version, kind, ns).await?;
         if let Some(n) = name {
+            // 404 is "not there (yet)"; transient errors are retried like every other call.
             let action = format!("get {kind}/{n}");
-            return match api.get(n).await {
-                Ok(o) => Ok(vec![
+            return match self.retrying(&action, || api.get_opt(n)).await? {
+                Some(o) => Ok(vec![
                     serde_json::to_value(o).map_err(|e| ExecError::Input(e.to_string()))?,
                 ]),
-                Err(e) if is_not_found(&e) => Ok(vec![]),
-                Err(e) if is_transient(&e) => Ok(vec![]),
-                Err(e) => Err(map_kube_err(&action, e)),
+                None => Ok(vec![]),
             };
         }
         let mut lp = ListParams::default();
