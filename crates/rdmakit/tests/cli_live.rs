@@ -10,10 +10,12 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Mode {
     /// Answer every request with 404 and a Status naming the path.
     NotFound,
+    /// Answer `METHOD path` from the table (by path prefix), else 404.
+    Routes(Arc<Vec<(&'static str, String, String)>>),
     /// Accept connections and never answer (a hung API server).
     Hang,
 }
@@ -28,11 +30,15 @@ fn serve(mode: Mode) -> (u16, Arc<Mutex<Vec<String>>>) {
         let mut parked: Vec<TcpStream> = Vec::new();
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
-            match mode {
+            match &mode {
                 Mode::Hang => parked.push(stream),
                 Mode::NotFound => {
                     let seen = seen2.clone();
-                    std::thread::spawn(move || answer_404(stream, &seen));
+                    std::thread::spawn(move || answer(stream, &seen, &[]));
+                }
+                Mode::Routes(routes) => {
+                    let (seen, routes) = (seen2.clone(), routes.clone());
+                    std::thread::spawn(move || answer(stream, &seen, &routes));
                 }
             }
         }
@@ -40,7 +46,7 @@ fn serve(mode: Mode) -> (u16, Arc<Mutex<Vec<String>>>) {
     (port, seen)
 }
 
-fn answer_404(stream: TcpStream, seen: &Mutex<Vec<String>>) {
+fn answer(stream: TcpStream, seen: &Mutex<Vec<String>>, routes: &[(&'static str, String, String)]) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut out = stream;
     loop {
@@ -70,6 +76,20 @@ fn answer_404(stream: TcpStream, seen: &Mutex<Vec<String>>) {
             .next()
             .unwrap_or("")
             .to_owned();
+        let method = line.split(' ').next().unwrap_or("");
+        if let Some((_, _, body)) = routes
+            .iter()
+            .find(|(m, p, _)| *m == method && path.starts_with(p.as_str()))
+        {
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if out.write_all(resp.as_bytes()).is_err() {
+                return;
+            }
+            continue;
+        }
         let name = path
             .trim_end_matches("/log")
             .rsplit('/')
@@ -249,4 +269,65 @@ fn ctrl_c_stops_a_hung_cluster_action_and_writes_the_report() {
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["verdict"], "interrupted");
     assert_eq!(report["steps"][0], "wait for the workers");
+}
+
+#[test]
+fn registry_credentials_are_merged_without_printing_them_even_at_trace_level() {
+    const PULL: &str = "cHVsbC11c2VyOnB1bGwtc2VjcmV0LXZhbHVl";
+    const PUSH: &str = "cHVzaC11c2VyOnB1c2gtc2VjcmV0LXZhbHVl";
+    let secret = |name: &str, reg: &str, auth: &str| {
+        use base64::Engine as _;
+        let cfg = format!(r#"{{"auths":{{"{reg}":{{"auth":"{auth}"}}}}}}"#);
+        let data = base64::engine::general_purpose::STANDARD.encode(cfg);
+        let json = format!(
+            r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"{name}","namespace":"ray"}},"type":"kubernetes.io/dockerconfigjson","data":{{".dockerconfigjson":"{data}"}}}}"#
+        );
+        (json, data)
+    };
+    let (pull_secret, pull_b64) = secret("acr-pull", "docker.io", PULL);
+    let (push_secret, push_b64) = secret("acr-push", "registry.cn-beijing.aliyuncs.com", PUSH);
+    let routes = vec![
+        ("GET", "/api/v1/namespaces/ray/secrets/acr-pull".to_owned(), pull_secret),
+        ("GET", "/api/v1/namespaces/ray/secrets/acr-push".to_owned(), push_secret),
+        ("PATCH", "/api/v1/namespaces/ray/secrets/buildkit-push-creds".to_owned(),
+         r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"buildkit-push-creds","namespace":"ray"},"type":"Opaque"}"#.to_owned()),
+    ];
+    let (port, seen) = serve(Mode::Routes(Arc::new(routes)));
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), port, port);
+    let wf = script(
+        dir.path(),
+        "step(\"merge\");\nlet m = kube::merge_registry_secrets([\"acr-pull\", \"acr-push\"], \"buildkit-push-creds\");\nprint(m);\nreport::pass(\"merged\", `${m}`);\n",
+    );
+    let out = dir.path().join("out");
+    let o = rdmakit()
+        .args(["-vvv", "run"])
+        .arg(&wf)
+        .arg("--out")
+        .arg(&out)
+        .env("KUBECONFIG", &kc)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("PATCH /api/v1/namespaces/ray/secrets/buildkit-push-creds"))
+    );
+    assert!(
+        stdout.contains("docker.io") && stdout.contains("registry.cn-beijing.aliyuncs.com"),
+        "{stdout}"
+    );
+    let mut texts = vec![stdout.into_owned(), stderr.into_owned()];
+    for f in ["report.md", "report.json"] {
+        texts.push(std::fs::read_to_string(out.join(f)).unwrap());
+    }
+    for t in &texts {
+        for needle in [PULL, PUSH, pull_b64.as_str(), push_b64.as_str()] {
+            assert!(!t.contains(needle), "a credential was printed:\n{t}");
+        }
+    }
 }
