@@ -724,6 +724,11 @@ impl Executor for CannedExec {
 /// A VKE InfiniBand cluster as the mock API server: one labelled node with the RDMA resource, and a
 /// pod that is Ready as soon as it is applied.
 fn vke_cluster(s: &Seen) -> Option<(u16, Value)> {
+    vke_cluster_at(s, "v1.24.15-vke.12")
+}
+
+/// The same cluster with nodes on kubelet `version`.
+fn vke_cluster_at(s: &Seen, version: &str) -> Option<(u16, Value)> {
     let path = s.uri.split('?').next().unwrap_or("");
     let mut core = core_v1_resources();
     core["resources"].as_array_mut().unwrap().push(json!(
@@ -736,7 +741,8 @@ fn vke_cluster(s: &Seen) -> Option<(u16, Value)> {
             json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [{
                 "apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": "vke-node-1", "labels": {"vke.node.rdma.mode": "ib-shared"}},
-                "status": {"capacity": {"nvidia.com/gpu": "8", "vke.volcengine.com/infiniband-rdma": "1"}}
+                "status": {"capacity": {"nvidia.com/gpu": "8", "vke.volcengine.com/infiniband-rdma": "1"},
+                           "nodeInfo": {"kubeletVersion": version}}
             }]}),
         ),
         ("PATCH", "/api/v1/namespaces/default/pods/rdma-test")
@@ -756,7 +762,14 @@ fn vke_cluster(s: &Seen) -> Option<(u16, Value)> {
 fn run_vke_workflow(
     answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput,
 ) -> (rdmakit::host::RunOutcome, Vec<Seen>) {
-    let Mock { rt, exec, seen } = mock(Box::new(vke_cluster));
+    run_vke_workflow_on(Box::new(vke_cluster), answer)
+}
+
+fn run_vke_workflow_on(
+    cluster: Responder,
+    answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput,
+) -> (rdmakit::host::RunOutcome, Vec<Seen>) {
+    let Mock { rt, exec, seen } = mock(cluster);
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let src = std::fs::read_to_string(root.join("scripts/workflows/vke-ib-pod.rhai")).unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -821,4 +834,44 @@ fn vke_ib_pod_workflow_fails_with_the_fix_when_memlock_is_limited() {
     assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Fail);
     let md = outcome.report.to_markdown();
     assert!(md.contains("LimitMEMLOCK"), "{md}");
+}
+
+const HEALTHY_VKE_POD: &str = "unlimited\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n";
+
+#[test]
+fn vke_ib_pod_workflow_fails_on_a_kubernetes_build_without_rdma_support() {
+    for (version, ok) in [
+        ("v1.24.10-vke.30", false),
+        ("v1.24.15-vke.11", false),
+        ("v1.20.15-vke.18", true),
+        ("v1.22.3-vke.5", false),
+        ("v1.28.2-vke.1", true),
+    ] {
+        let (outcome, _) =
+            run_vke_workflow_on(Box::new(move |s: &Seen| vke_cluster_at(s, version)), |_| {
+                output(HEALTHY_VKE_POD)
+            });
+        assert!(outcome.error.is_none(), "{version}");
+        let check = outcome
+            .report
+            .checks
+            .iter()
+            .find(|c| c.name == "RDMA nodes run a VKE Kubernetes build that supports RDMA")
+            .unwrap();
+        assert_eq!(
+            check.status == rdmakit::report::Status::Pass,
+            ok,
+            "{version}: {}",
+            check.detail
+        );
+        if !ok {
+            assert!(check.detail.contains(version), "{}", check.detail);
+            assert!(
+                check.detail.contains("v1.24.15-vke.12+"),
+                "{}",
+                check.detail
+            );
+            assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Fail);
+        }
+    }
 }

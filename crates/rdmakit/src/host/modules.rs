@@ -390,7 +390,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
     // nodes() -> [#{name, labels, capacity, allocatable, dry_run}]
     let list5 = list;
     let nodes = move |opts: Map| -> RResult<Array> {
-        check_keys("kube::nodes", &opts, &["resources", "timeout"])?;
+        check_keys("kube::nodes", &opts, &["resources", "columns", "timeout"])?;
         let mut lopts = Map::new();
         if let Some(t) = opts.get("timeout") {
             lopts.insert("timeout".into(), t.clone());
@@ -419,6 +419,21 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
                     r.replace('.', "\\.")
                 )));
             }
+            lopts.insert("columns".into(), cols.into());
+        }
+        // Extra plan.sh columns ("HEADER:.json.path"), e.g. a label or the kubelet version.
+        if let Some(d) = opts.get("columns") {
+            let extra = d.clone().try_cast::<Array>().ok_or_else(|| {
+                runtime_error(
+                    "kube::nodes: option `columns` must be an array of \"HEADER:.json.path\"",
+                )
+            })?;
+            let mut cols = lopts
+                .get("columns")
+                .cloned()
+                .and_then(|c| c.try_cast::<Array>())
+                .unwrap_or_else(|| vec![Dynamic::from("NAME:.metadata.name".to_owned())]);
+            cols.extend(extra);
             lopts.insert("columns".into(), cols.into());
         }
         let items = list5("Node", lopts)?;
@@ -459,6 +474,16 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
                     .get("allocatable")
                     .cloned()
                     .unwrap_or_else(|| Map::new().into()),
+            );
+            // `v1.24.15-vke.12`: vendors gate RDMA support on the kubelet build.
+            n.insert(
+                "kubelet_version".into(),
+                status
+                    .get("nodeInfo")
+                    .cloned()
+                    .and_then(|i| i.try_cast::<Map>())
+                    .and_then(|i| i.get("kubeletVersion").cloned())
+                    .unwrap_or(Dynamic::UNIT),
             );
             n.insert(
                 "dry_run".into(),
