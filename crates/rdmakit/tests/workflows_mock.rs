@@ -630,7 +630,15 @@ struct ErdmaPods {
     nccl_code: &'static str,
     /// Whether NCCL really uses eRDMA (false: a silent TCP fallback; counters stay flat).
     rdma_works: bool,
+    /// `ibv_devinfo`'s port state in the workers.
+    port_state: &'static str,
 }
+
+const HEALTHY: ErdmaPods = ErdmaPods {
+    nccl_code: "23007",
+    rdma_works: true,
+    port_state: "PORT_ACTIVE (4)",
+};
 
 const DEMO_TCP: &str = "producer node=c59eae7f8c63a1f51638d8c2554486ef4288e98408cd6b39d009b12e gpu=NVIDIA RTX PRO 5000 72GB Blackwell
 consumer node=2ef590a9e0e27dc130d85579fb46e1ce6c09d0903027d2c0419b39c8 gpu=NVIDIA RTX PRO 5000 72GB Blackwell
@@ -656,9 +664,10 @@ fn erdma_answer(pods: ErdmaPods) -> Answer {
                 ..out("")
             }
         } else if cmd.contains("ulimit -l") {
-            out(
-                "unlimited\nhca_id:\terdma_0\n\ttransport:\t\t\teRDMA (0)\n\tfw_ver:\t\t\t\t0.2.0\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tlink_layer:\t\tEthernet\n",
-            )
+            out(&format!(
+                "unlimited\nhca_id:\terdma_0\n\ttransport:\t\t\teRDMA (0)\n\tfw_ver:\t\t\t\t0.2.0\n\t\tport:\t1\n\t\t\tstate:\t\t\t{}\n\t\t\tlink_layer:\t\tEthernet\n",
+                pods.port_state
+            ))
         } else if cmd.contains("get_version") {
             out(&format!("{}\n", pods.nccl_code))
         } else if cmd.contains("nccl_allreduce_check.py") {
@@ -728,10 +737,7 @@ fn erdma_ray_rdt_passes_on_a_healthy_cluster_with_the_seeds_figures() {
     let r = run_workflow(
         "erdma-ray-rdt",
         erdma_cluster(),
-        erdma_answer(ErdmaPods {
-            nccl_code: "23007",
-            rdma_works: true,
-        }),
+        erdma_answer(HEALTHY),
         ERDMA_PARAMS,
     );
     assert!(r.outcome.error.is_none(), "{}", error_text(&r.outcome));
@@ -799,7 +805,7 @@ fn erdma_ray_rdt_passes_on_a_healthy_cluster_with_the_seeds_figures() {
     for needle in [
         "PASS NCCL 2.30.7 (23007) in the image: NCCL 2.30.7 (23007), the profile's pin",
         "PASS worker 0: RLIMIT_MEMLOCK unlimited",
-        "PASS worker 1: erdma_0 visible and PORT_ACTIVE",
+        "PASS worker 1: erdma_0 visible and PORT_ACTIVE: erdma_0 port 1 PORT_ACTIVE (4), link_layer Ethernet, transport eRDMA (0)",
         "PASS NCCL all_reduce over eRDMA moved its bytes on the device (rank 0): eRDMA tx during check: 2.5 GiB (want >= 1.25 GiB)",
         "PASS NCCL all_reduce with NCCL_IB_DISABLE=1 left the device idle (rank 0): eRDMA tx during check: 0.0 GiB (want <= 0.025 GiB)",
         "PASS RDT traffic crossed eRDMA (device counters): eRDMA moved 1.529 GiB",
@@ -857,7 +863,7 @@ fn erdma_ray_rdt_fails_on_the_known_bad_nccl_and_names_the_pin() {
         erdma_cluster(),
         erdma_answer(ErdmaPods {
             nccl_code: "22809",
-            rdma_works: true,
+            ..HEALTHY
         }),
         ERDMA_PARAMS,
     );
@@ -886,8 +892,8 @@ fn erdma_ray_rdt_fails_on_a_silent_tcp_fallback() {
         "erdma-ray-rdt",
         erdma_cluster(),
         erdma_answer(ErdmaPods {
-            nccl_code: "23007",
             rdma_works: false,
+            ..HEALTHY
         }),
         ERDMA_PARAMS,
     );
@@ -917,18 +923,27 @@ fn erdma_ray_rdt_fails_on_a_silent_tcp_fallback() {
 }
 
 #[test]
-fn erdma_ray_rdt_stops_with_the_operator_to_install_when_kuberay_is_missing() {
-    let mut c = erdma_cluster();
-    c.missing_groups = vec!["ray.io"];
+fn erdma_ray_rdt_fails_when_the_erdma_port_is_down() {
     let r = run_workflow(
         "erdma-ray-rdt",
-        c,
+        erdma_cluster(),
         erdma_answer(ErdmaPods {
-            nccl_code: "23007",
-            rdma_works: true,
+            port_state: "PORT_DOWN (1)",
+            ..HEALTHY
         }),
         ERDMA_PARAMS,
     );
+    assert!(r.outcome.error.is_none(), "{}", error_text(&r.outcome));
+    let fails = failed_checks(&r.outcome);
+    assert_eq!(fails.len(), 2, "{fails:?}");
+    assert!(fails[0].starts_with("worker 0: erdma_0 visible and PORT_ACTIVE: erdma_0 has no active port ([\"port 1 PORT_DOWN (1)\"])"), "{}", fails[0]);
+}
+
+#[test]
+fn erdma_ray_rdt_stops_with_the_operator_to_install_when_kuberay_is_missing() {
+    let mut c = erdma_cluster();
+    c.missing_groups = vec!["ray.io"];
+    let r = run_workflow("erdma-ray-rdt", c, erdma_answer(HEALTHY), ERDMA_PARAMS);
     let e = r.outcome.error.as_ref().expect("the workflow stops");
     assert!(e.cluster, "{e}");
     assert!(
