@@ -1045,7 +1045,7 @@ fn dranet_nccl_tests_passes_with_net_ib_and_the_busbw_table() {
         "PASS eRDMA devices published: 2 eRDMA device(s)",
         "PASS one allocated eRDMA claim per worker: 2/2 ResourceClaims allocated",
         "PASS NCCL uses NET/IB over erdma: nccl-test-erdma-worker-0:45:60 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]",
-        "PASS all_reduce_perf results correct (#wrong = 0): 5 sizes",
+        "PASS all_reduce_perf ran every size without errors (#wrong = 0 where validated): 5 sizes, #wrong N/A (-c 0: results not validated)",
         "nccl-tests all_reduce_perf (bus bandwidth per size):",
         "8589934592",
         "measured nccl-tests average bus bandwidth: 9.023 GB/s",
