@@ -1,0 +1,270 @@
+//! Exec and cp through the live executor against a fake API server that speaks Kubernetes' websocket
+//! exec protocol (v5.channel.k8s.io: stdin 0, stdout 1, stderr 2, status 3, close 255) over a real TCP
+//! connection: stdout/stderr/exit codes, `env`, the file `cp` streams over stdin, and a deadline on a
+//! command that never ends.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use rdmakit::cancel::Cancel;
+use rdmakit::error::ExecError;
+use rdmakit::exec::kube::KubeExecutor;
+use rdmakit::exec::{CopySpec, ExecSpec, Executor};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+
+/// Files written through the fake `cp` (path -> bytes), and every exec URI seen.
+#[derive(Default)]
+struct Node {
+    files: HashMap<String, Vec<u8>>,
+    uris: Vec<String>,
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            out.push(if b[i] == b'+' { b' ' } else { b[i] });
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn frame(channel: u8, data: &[u8]) -> Message {
+    let mut v = vec![channel];
+    v.extend_from_slice(data);
+    Message::binary(v)
+}
+
+fn success() -> Message {
+    frame(3, br#"{"metadata":{},"status":"Success"}"#)
+}
+
+/// One exec session: the argv comes from the query, the behaviour from argv[0].
+#[allow(clippy::result_large_err)] // the handshake callback's error type is tungstenite's, not ours
+async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
+    let uri = Arc::new(Mutex::new(String::new()));
+    let uri2 = uri.clone();
+    let callback = move |req: &Request, mut resp: Response| {
+        *uri2.lock().unwrap() = req.uri().to_string();
+        resp.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            "v5.channel.k8s.io".parse().unwrap(),
+        );
+        Ok(resp)
+    };
+    let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, callback).await else {
+        return;
+    };
+    let uri = uri.lock().unwrap().clone();
+    node.lock().unwrap().uris.push(uri.clone());
+    let argv: Vec<String> = uri
+        .split_once('?')
+        .map(|(_, q)| q)
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("command="))
+        .map(decode)
+        .collect();
+    // `env K=V cmd...` as the executor sends it.
+    let cmd: Vec<&str> = argv
+        .iter()
+        .map(String::as_str)
+        .skip_while(|a| *a == "env" || a.contains('='))
+        .collect();
+    match cmd.first().copied() {
+        Some("sh") if argv.iter().any(|a| a == "rdmakit-cp") => {
+            // cp: stdin until the close-stdin frame, into the path after the marker.
+            let path = argv.last().unwrap().clone();
+            let mut data = Vec::new();
+            while let Some(Ok(m)) = ws.next().await {
+                if let Message::Binary(b) = m {
+                    match b.first() {
+                        Some(0) => data.extend_from_slice(&b[1..]),
+                        Some(255) => break,
+                        _ => {}
+                    }
+                }
+            }
+            node.lock().unwrap().files.insert(path, data);
+            let _ = ws.send(success()).await;
+        }
+        Some("cat") => {
+            let content = node.lock().unwrap().files.get(cmd[1]).cloned();
+            match content {
+                Some(c) => {
+                    let _ = ws.send(frame(1, &c)).await;
+                    let _ = ws.send(success()).await;
+                }
+                None => {
+                    let _ = ws
+                        .send(frame(
+                            2,
+                            format!("cat: {}: No such file or directory\n", cmd[1]).as_bytes(),
+                        ))
+                        .await;
+                    let _ = ws.send(frame(3, br#"{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: exit status 1","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"1"}]}}"#)).await;
+                }
+            }
+        }
+        Some("sleep") => {
+            // Never answers; the client's deadline must end it.
+            while ws.next().await.is_some() {}
+        }
+        _ => {
+            let _ = ws
+                .send(frame(1, format!("ran: {}\n", argv.join(" ")).as_bytes()))
+                .await;
+            let _ = ws.send(frame(2, b"a warning on stderr\n")).await;
+            let _ = ws.send(success()).await;
+        }
+    }
+    let _ = ws.close(None).await;
+}
+
+struct Fake {
+    rt: tokio::runtime::Runtime,
+    exec: KubeExecutor,
+    node: Arc<Mutex<Node>>,
+}
+
+fn fake() -> Fake {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let node = Arc::new(Mutex::new(Node::default()));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let node2 = node.clone();
+    rt.spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(session(stream, node2.clone()));
+        }
+    });
+    let mut config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    config.default_namespace = "ray".into();
+    let client = {
+        let _g = rt.enter();
+        kube::Client::try_from(config).unwrap()
+    };
+    let exec = KubeExecutor::new(client, rt.handle().clone(), Cancel::new());
+    Fake { rt, exec, node }
+}
+
+fn spec(pod: &str, argv: &[&str]) -> ExecSpec {
+    ExecSpec {
+        pod: pod.into(),
+        container: Some("ray-worker".into()),
+        command: argv.iter().map(|s| (*s).to_owned()).collect(),
+        timeout: Duration::from_secs(10),
+        ..ExecSpec::default()
+    }
+}
+
+#[test]
+fn exec_returns_stdout_stderr_and_the_exit_code() {
+    let f = fake();
+    let mut s = spec("worker-0", &["bash", "-lc", "ulimit -l"]);
+    s.env = vec![("NCCL_IB_DISABLE".into(), "1".into())];
+    let out = f.exec.exec(&s).unwrap();
+    assert_eq!(out.code, 0);
+    assert_eq!(
+        out.stdout,
+        "ran: env NCCL_IB_DISABLE=1 bash -lc ulimit -l\n"
+    );
+    assert_eq!(out.stderr, "a warning on stderr\n");
+    assert!(!out.dry_run);
+    let uri = f.node.lock().unwrap().uris[0].clone();
+    assert!(
+        uri.starts_with("/api/v1/namespaces/ray/pods/worker-0/exec?"),
+        "{uri}"
+    );
+    assert!(uri.contains("container=ray-worker"), "{uri}");
+    // A non-zero exit arrives as a Failure status with the code in its causes.
+    let out = f.exec.exec(&spec("worker-0", &["cat", "/nope"])).unwrap();
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("No such file or directory"),
+        "{}",
+        out.stderr
+    );
+    drop(f.rt);
+}
+
+#[test]
+fn cp_streams_the_file_over_stdin_and_exec_reads_it_back() {
+    let f = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("rdt_nccl_demo.py");
+    // Larger than one websocket frame of stdin.
+    let body: String = (0..20_000).map(|i| format!("# line {i}\n")).collect();
+    std::fs::write(&local, &body).unwrap();
+    let cp = CopySpec {
+        local: local.clone(),
+        local_display: "bundle/rdt_nccl_demo.py".into(),
+        pod: "head-0".into(),
+        container: Some("ray-head".into()),
+        remote: "/tmp/rdt_nccl_demo.py".into(),
+        namespace: None,
+        timeout: Duration::from_secs(10),
+    };
+    f.exec.copy_to(&cp).unwrap();
+    assert_eq!(
+        f.node
+            .lock()
+            .unwrap()
+            .files
+            .get("/tmp/rdt_nccl_demo.py")
+            .map(Vec::len),
+        Some(body.len())
+    );
+    let uri = f.node.lock().unwrap().uris[0].clone();
+    assert!(
+        uri.contains("stdin=true") && uri.contains("container=ray-head"),
+        "{uri}"
+    );
+    let back = f
+        .exec
+        .exec(&spec("head-0", &["cat", "/tmp/rdt_nccl_demo.py"]))
+        .unwrap();
+    assert_eq!(back.stdout, body);
+    drop(f.rt);
+}
+
+#[test]
+fn a_command_that_never_ends_hits_the_deadline() {
+    let f = fake();
+    let mut s = spec("worker-0", &["sleep", "infinity"]);
+    s.timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let err = f.exec.exec(&s).unwrap_err();
+    assert!(matches!(err, ExecError::Timeout { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("exec in worker-0: timed out after"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // exec_many runs its commands side by side under the longest deadline.
+    let specs = [
+        spec("worker-0", &["echo", "a"]),
+        spec("worker-1", &["echo", "b"]),
+    ];
+    let outs = f.exec.exec_many(&specs).unwrap();
+    assert_eq!(outs[0].stdout, "ran: echo a\n");
+    assert_eq!(outs[1].stdout, "ran: echo b\n");
+    drop(f.rt);
+}
