@@ -480,7 +480,7 @@ fn reads_are_retried_too_and_a_missing_object_is_named() {
 #[test]
 fn exec_builds_the_websocket_request_and_reports_a_refusal() {
     // A mock service cannot complete a websocket upgrade, so this checks the request exec sends and
-    // that a refused upgrade comes back as an error (the live path is exercised against a real cluster).
+    // that a refused upgrade comes back as an error (exec_ws.rs runs exec and cp over a real websocket).
     let m = mock(Box::new(|s: &Seen| {
         Some(match s.uri.as_str() {
             "/api/v1" => (200, core_v1_resources()),

@@ -2,8 +2,8 @@
 //! discovery, server-side apply, lists with label selectors, deletes and logs go over the real client;
 //! the server plays the operators (a RayCluster turns ready and gets its pods, an MPIJob gets workers,
 //! a launcher, allocated ResourceClaims and finishes). Exec and cp need a websocket the mock cannot
-//! upgrade, so they are answered from canned output shaped like the seeds' (exec's request itself is
-//! tested in kube_mock.rs). Each workflow: PASS on a healthy cluster and realistic FAILs.
+//! upgrade, so they are answered from canned output shaped like the seeds' (exec_ws.rs runs exec and cp
+//! over a real websocket). Each workflow: PASS on a healthy cluster and realistic FAILs.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
 use std::collections::{BTreeMap, HashMap};
