@@ -331,3 +331,40 @@ fn registry_credentials_are_merged_without_printing_them_even_at_trace_level() {
         }
     }
 }
+
+#[test]
+fn the_verdict_is_the_exit_code() {
+    let (port, _) = serve(Mode::NotFound);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), port, port);
+    for (body, code, verdict) in [
+        ("report::pass(\"a\", \"fine\");", 0, "pass"),
+        (
+            "report::pass(\"a\", \"fine\");\nreport::fail(\"b\", \"broken\");",
+            1,
+            "fail",
+        ),
+        ("throw \"stop\";", 2, "error"),
+    ] {
+        let wf = script(dir.path(), &format!("step(\"s\");\n{body}\n"));
+        let out = dir.path().join("out");
+        let o = rdmakit()
+            .arg("run")
+            .arg(&wf)
+            .arg("--out")
+            .arg(&out)
+            .env("KUBECONFIG", &kc)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{body}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(report["verdict"], verdict, "{body}");
+    }
+}
