@@ -18,12 +18,12 @@ pub enum ExecError {
         message: String,
     },
     /// An action ran past its deadline (enforced in Rust, not by the server).
-    #[error("{action}: timed out after {secs}s{hint}")]
+    #[error("{action}: timed out after {}{hint}", seconds(limit))]
     Timeout {
         /// What we were doing.
         action: String,
         /// The limit that was hit.
-        secs: u64,
+        limit: std::time::Duration,
         /// Extra context (e.g. the last observed state).
         hint: String,
     },
@@ -95,5 +95,35 @@ impl ExecError {
                 | Self::Transport { .. }
                 | Self::Failed { .. }
         )
+    }
+}
+
+/// `90s`, `2.5s`, `0.25s`: whole seconds stay whole; sub-second limits are not shown as `0s`.
+fn seconds(d: &std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timeouts_print_their_real_limit() {
+        let t = |ms| {
+            ExecError::Timeout {
+                action: "wait pod/x Ready".into(),
+                limit: Duration::from_millis(ms),
+                hint: String::new(),
+            }
+            .to_string()
+        };
+        assert_eq!(t(90_000), "wait pod/x Ready: timed out after 90s");
+        assert_eq!(t(250), "wait pod/x Ready: timed out after 0.25s");
+        assert_eq!(t(2_500), "wait pod/x Ready: timed out after 2.5s");
     }
 }

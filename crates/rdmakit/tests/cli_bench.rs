@@ -143,26 +143,29 @@ fn stage_tcp_server_and_client_as_two_processes() {
 
 #[test]
 fn stage_argument_errors_name_the_fix() {
-    rdmakit()
-        .args(["bench", "stage", "--transport", "rdma", "--backend", "host"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--device NAME"));
-    rdmakit()
-        .args(["bench", "stage", "--role", "server", "--backend", "host"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--transport tcp or"));
-    rdmakit()
-        .args(["bench", "stage", "--transport", "tcp", "--role", "client"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--connect HOST:PORT"));
-    rdmakit()
-        .args(["bench", "stage", "--backend", "host", "--chunk", "512KiB"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("chunk"));
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--transport", "rdma", "--backend", "host"],
+            "--device NAME",
+        ),
+        (
+            &["--role", "server", "--backend", "host"],
+            "--transport tcp or",
+        ),
+        (
+            &["--transport", "tcp", "--role", "client"],
+            "--connect HOST:PORT",
+        ),
+        (&["--backend", "host", "--chunk", "512KiB"], "chunk"),
+    ];
+    for (args, says) in cases {
+        rdmakit()
+            .args(["bench", "stage"])
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(says));
+    }
 }
 
 #[test]

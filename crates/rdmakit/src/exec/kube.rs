@@ -193,7 +193,7 @@ impl KubeExecutor {
         self.handle.block_on(async move {
             tokio::select! {
                 r = tokio::time::timeout(timeout, fut) => r.unwrap_or_else(|_| Err(ExecError::Timeout {
-                    action: action.to_owned(), secs: timeout.as_secs(), hint: String::new(),
+                    action: action.to_owned(), limit: timeout, hint: String::new(),
                 })),
                 _ = cancel.cancelled() => Err(ExecError::Cancelled { action: action.to_owned() }),
             }
@@ -363,7 +363,7 @@ impl KubeExecutor {
             if Instant::now() + self.poll > deadline {
                 break Err(ExecError::Timeout {
                     action: action.clone(),
-                    secs: spec.timeout.as_secs(),
+                    limit: spec.timeout,
                     hint: format!(" (last seen: {last})"),
                 });
             }
