@@ -1,4 +1,6 @@
-//! Benchmarks behind `stage_bench` (and later `rdmakit bench stage`). Every run verifies the data
+//! Benchmarks behind `stage_bench` and `rdmakit bench stage`: in-process, pinned copies, two
+//! processes over TCP and (feature `rdma`) over RDMA (`run_rdma_receiver` / `run_rdma_sender`
+//! on the two nodes). Every run verifies the data
 //! that arrived against a checksum of what was sent, on every iteration, warm-ups included; a
 //! mismatch is an error, never a number.
 

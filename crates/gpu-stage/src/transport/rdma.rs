@@ -27,9 +27,9 @@
 //!   length is checked against the chunk size, and the totals in `End` are checked against what
 //!   arrived, so a provider that misreported it would fail loudly, never silently.
 //! - **Credits**: a receiver thread acquires slot `g % slots` (blocks until the pipeline released
-//!   it after the previous occupant's host→device copy), then grants credit `g + 1` with a
-//!   zero-payload-meaning 8-byte WRITE_WITH_IMM (imm = low 32 bits of the credit count) into a
-//!   scratch word of the sender, on QP 0. The sender writes chunk `g` only once credit `g + 1`
+//!   it after the previous occupant's host→device copy), then grants credit `g + 1` with an
+//!   8-byte WRITE_WITH_IMM into a scratch word of the sender on QP 0 (the payload is ignored; the
+//!   immediate carries the low 32 bits of the credit count). The sender writes chunk `g` only once credit `g + 1`
 //!   arrived, and releases its own slot when the WRITE completes. Both sides only post
 //!   zero-length receives (1 SGE max and no SRQ on eRDMA are respected trivially).
 //! - **Verbs used**: RC QPs, WRITE_WITH_IMM and zero-length RECV only; no SRQ, no extended verbs,
