@@ -30,9 +30,11 @@ clippy:
 unit:
 	$(CARGO) test --workspace
 
-# The write-bandwidth suite compares our release-built write_bw with perftest inside the VM.
+# The bandwidth suites compare our release-built write_bw and stage_bench (RDMA transport) with perftest
+# inside the VM; rdmakit's own binary (built with the workspace tests) runs the bench-command suite.
 vm-test:
 	$(CARGO) build --release -p erdma-verbs --example write_bw
+	$(CARGO) build --release -p gpu-stage --features rdma --example stage_bench
 	tests/rxe/run.sh
 
 deps:

@@ -311,6 +311,67 @@ struct ReceiverReport {
     device: String,
 }
 
+/// Runs `setup` (a transport accepting its own connections on `listener`) while watching the
+/// control connection: a sender that fails or is stopped before connecting its transport closes
+/// the control connection, and without this the receiver would sit in `accept` forever. On EOF
+/// the watcher wakes the accept with a throw-away connection, and the error says what happened.
+fn watch_setup<T>(
+    control: &TcpStream,
+    listener: &TcpListener,
+    setup: impl FnOnce() -> Result<T, StageError>,
+) -> Result<T, StageError> {
+    use std::io::{ErrorKind, Read};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let watch = control.try_clone().map_err(control_io("watch"))?;
+    watch
+        .set_read_timeout(Some(std::time::Duration::from_millis(100)))
+        .map_err(control_io("watch"))?;
+    let mut wake = listener
+        .local_addr()
+        .map_err(control_io("listener address"))?;
+    if wake.ip().is_unspecified() {
+        wake.set_ip(match wake {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let done = AtomicBool::new(false);
+    let gone = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut byte = [0u8; 1];
+            while !done.load(Ordering::Acquire) {
+                match (&watch).read(&mut byte) {
+                    // The sender writes nothing on the control connection: only EOF matters.
+                    Ok(n) if n > 0 => {}
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    _ => {
+                        gone.store(true, Ordering::Release);
+                        let timeout = std::time::Duration::from_secs(1);
+                        drop(TcpStream::connect_timeout(&wake, timeout));
+                        break;
+                    }
+                }
+            }
+        });
+        let r = setup();
+        done.store(true, Ordering::Release);
+        r
+    });
+    // The socket's timeout is shared with `control`; later reads should block as before.
+    let _ = watch.set_read_timeout(None);
+    match result {
+        Err(e) if gone.load(Ordering::Acquire) => {
+            Err(StageError::Transport(TransportError::Closed(format!(
+                "the sender closed its control connection before its transport connected (it \
+                 failed or was stopped: see its output); setup ended with: {e}"
+            ))))
+        }
+        r => r,
+    }
+}
+
 fn control_io(what: &str) -> impl FnOnce(std::io::Error) -> StageError + '_ {
     move |e| {
         StageError::Transport(TransportError::Io {
@@ -363,7 +424,9 @@ fn two_process_receiver<D: Device, T: RecvTransport, E: Into<StageError>>(
     let want = checksum(&pattern(cfg.bytes, cfg.seed));
     let outcome = (|| -> Result<ReceiverReport, StageError> {
         let mut receiver = Receiver::new(dev, cfg.ring)?;
-        let mut transport = make(receiver.ring()).map_err(Into::into)?;
+        let mut transport = watch_setup(&control, listener, || {
+            make(receiver.ring()).map_err(Into::into)
+        })?;
         let mut dst = dev.alloc_zeroed(cfg.bytes)?;
         let mut seconds = Vec::new();
         for i in 0..cfg.warmup + cfg.iterations {
@@ -801,6 +864,24 @@ mod tests {
         assert!(r.verified && rr.verified);
         assert_eq!(r.seconds.len(), 2);
         assert_eq!(r.connections, Some(2));
+    }
+
+    #[test]
+    fn tcp_receiver_fails_fast_when_the_sender_leaves_before_its_transport_connects() {
+        // Bound on all interfaces: the watcher must wake the accept through loopback.
+        let listener = TcpListener::bind("0.0.0.0:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cfg = host_cfg(MIB);
+        let t = std::thread::spawn(move || run_tcp_receiver(&cfg, &listener));
+        // A sender that connects its control connection and dies before the data connections.
+        drop(TcpStream::connect(("127.0.0.1", port)).unwrap());
+        let started = Instant::now();
+        let err = t.join().unwrap().unwrap_err();
+        assert!(
+            err.to_string().contains("closed its control connection"),
+            "{err}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
 
     #[test]

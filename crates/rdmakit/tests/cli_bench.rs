@@ -110,6 +110,8 @@ fn start_server(transport: &str) -> (std::process::Child, String) {
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     assert!(line.contains("waiting for a client"), "{line}");
+    // Keep reading so the server can still write its errors.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     (server, listen)
 }
 
@@ -139,6 +141,25 @@ fn stage_tcp_server_and_client_as_two_processes() {
     assert_eq!(c[0]["name"], "tcp");
     assert_eq!(s[0]["name"], "tcp_receiver");
     assert!(c[0]["verified"] == true && s[0]["verified"] == true);
+}
+
+#[test]
+fn a_client_that_connects_and_leaves_fails_the_server_instead_of_hanging_it() {
+    let (mut server, listen) = start_server("tcp");
+    drop(std::net::TcpStream::connect(&listen).unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = server.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            server.kill().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let status = status.expect("the server still waited 60 s after its client left");
+    assert_eq!(status.code(), Some(2));
 }
 
 #[test]
@@ -235,4 +256,9 @@ fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        matches!(out.status.code(), Some(0 | 141)),
+        "exit status {:?}",
+        out.status
+    );
 }

@@ -339,8 +339,8 @@ fn wait_times_out_with_the_last_state() {
     let err = m.exec.wait(&spec).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5));
     match &err {
-        ExecError::Timeout { secs, hint, .. } => {
-            assert_eq!(*secs, 1);
+        ExecError::Timeout { limit, hint, .. } => {
+            assert_eq!(*limit, Duration::from_secs(1));
             assert!(hint.contains("0/1 pods Ready"), "{hint}");
         }
         other => panic!("expected Timeout, got {other:?}"),
