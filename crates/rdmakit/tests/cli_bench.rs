@@ -164,10 +164,23 @@ fn a_client_that_connects_and_leaves_fails_the_server_instead_of_hanging_it() {
 
 #[test]
 fn stage_argument_errors_name_the_fix() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--transport", "rdma", "--backend", "host"],
             "--device NAME",
+        ),
+        (
+            &[
+                "--transport",
+                "rdma",
+                "--device",
+                "a",
+                "--device",
+                "b",
+                "--cm-addr",
+                "10.0.0.1",
+            ],
+            "cm_addrs",
         ),
         (
             &["--role", "server", "--backend", "host"],

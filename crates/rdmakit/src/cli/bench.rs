@@ -142,6 +142,10 @@ pub struct StageArgs {
     /// How the queue pairs connect (rdma).
     #[arg(long = "connect-mode", value_enum, default_value = "auto")]
     pub connect_mode: ConnectArg,
+    /// Server with rdma_cm: the IP address to listen on per --device, in the same order (default:
+    /// the IPv4 address in each device's GID at --gid-index).
+    #[arg(long = "cm-addr", value_name = "IP")]
+    pub cm_addrs: Vec<std::net::IpAddr>,
     /// Bound on every wait for the peer, in seconds (rdma).
     #[arg(long)]
     pub timeout: Option<u64>,
@@ -206,6 +210,7 @@ fn rdma_config(a: &StageArgs) -> Result<RdmaConfig, Failure> {
         ConnectArg::Manual => ConnectMode::Manual,
         ConnectArg::RdmaCm => ConnectMode::RdmaCm,
     };
+    r.cm_addrs = a.cm_addrs.clone();
     r.validate().map_err(Failure::input)?;
     Ok(r)
 }
