@@ -260,9 +260,14 @@ fn stage(a: &StageArgs) -> Result<Vec<BenchResult>, Failure> {
     match a.role {
         Role::Server => {
             let l = listen(&a.listen)?;
+            let transport = a
+                .transport
+                .to_possible_value()
+                .map(|v| v.get_name().to_owned())
+                .unwrap_or_default();
             eprintln!(
-                "rdmakit bench: waiting for a client on {} ({:?})",
-                a.listen, a.transport
+                "rdmakit bench: waiting for a client on {} ({transport})",
+                a.listen
             );
             Ok(vec![ran(receive(&cfg, &l))?])
         }
@@ -296,10 +301,12 @@ fn stage(a: &StageArgs) -> Result<Vec<BenchResult>, Failure> {
             });
             let received =
                 received.map_err(|_| Failure::input(anyhow!("the receiving thread panicked")))?;
-            // Report the root cause: the sender's error usually only echoes the receiver's.
+            // Report the root cause. A receiver that fails first tells the sender why (its error
+            // carries the receiver's message); a sender that fails first only makes the receiver
+            // see its connection close. So the sender's error is the one to show.
             match (sent, received) {
                 (Ok(s), Ok(r)) => Ok(vec![s, r]),
-                (Err(e), Ok(_)) | (_, Err(e)) => Err(Failure::input(anyhow!("{e}"))),
+                (Err(e), _) | (Ok(_), Err(e)) => Err(Failure::input(anyhow!("{e}"))),
             }
         }
     }
