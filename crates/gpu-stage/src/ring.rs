@@ -146,27 +146,7 @@ impl SlotGate {
 
     /// Blocks until `slot` is free, then marks it busy. Fails at once if the gate has failed.
     pub fn acquire(&self, slot: usize) -> Result<(), StageError> {
-        let mut st = self.lock();
-        if slot >= st.busy.len() {
-            return Err(StageError::config(
-                "slot",
-                slot,
-                format!("the ring has {} slots", st.busy.len()),
-            ));
-        }
-        loop {
-            if let Some(msg) = &st.failure {
-                return Err(StageError::Aborted(msg.clone()));
-            }
-            if !st.busy[slot] {
-                st.busy[slot] = true;
-                return Ok(());
-            }
-            st = self
-                .changed
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+        self.acquire_until(slot, None).map(|_| ())
     }
 
     /// Like [`SlotGate::acquire`], but gives up after `timeout`: `Ok(true)` when the slot was
@@ -174,7 +154,11 @@ impl SlotGate {
     /// the gate has failed or `slot` is out of range. Lets a transport thread that acquires slots
     /// ahead of the pipeline notice a stop request instead of blocking forever.
     pub fn acquire_timeout(&self, slot: usize, timeout: Duration) -> Result<bool, StageError> {
-        let deadline = Instant::now() + timeout;
+        self.acquire_until(slot, Some(Instant::now() + timeout))
+    }
+
+    /// The wait behind both: `deadline` `None` waits for as long as it takes.
+    fn acquire_until(&self, slot: usize, deadline: Option<Instant>) -> Result<bool, StageError> {
         let mut st = self.lock();
         if slot >= st.busy.len() {
             return Err(StageError::config(
@@ -191,15 +175,22 @@ impl SlotGate {
                 st.busy[slot] = true;
                 return Ok(true);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(false);
-            }
-            st = self
-                .changed
-                .wait_timeout(st, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            st = match deadline {
+                None => self
+                    .changed
+                    .wait(st)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(false);
+                    }
+                    self.changed
+                        .wait_timeout(st, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
         }
     }
 
