@@ -249,6 +249,16 @@ impl fmt::Debug for CompletionQueue {
 
 const POLL_BATCH: usize = 32;
 
+/// Fails unless `in_flight + n` completions fit a CQ of `capacity` entries.
+fn cq_room(device: &str, in_flight: usize, n: usize, capacity: u32) -> Result<()> {
+    crate::caps::Caps::limit(
+        device,
+        "completions in flight on the completion queue (poll first, or size the CQ for every QP sharing it)",
+        in_flight.saturating_add(n) as u64,
+        u64::from(capacity),
+    )
+}
+
 impl CompletionQueue {
     /// Creates a CQ with room for at least `entries` completions (`ibv_create_cq`), tied to `channel` if
     /// given. Fails with [`Error::ExceedsCaps`] above the device's `max_cqe` and [`Error::Verbs`] otherwise.
@@ -312,8 +322,14 @@ impl CompletionQueue {
         self.next_id.fetch_add(n as u64, Ordering::Relaxed)
     }
 
-    pub(crate) fn insert(&self, entries: impl IntoIterator<Item = (u64, Pending)>) {
-        self.table().extend(entries);
+    /// Records posted work requests, refusing the batch with [`Error::ExceedsCaps`] when the CQ could
+    /// not hold a completion for each of them besides those already in flight (from every QP sharing
+    /// it): an overflowing CQ loses completions and moves its QPs to the error state.
+    pub(crate) fn insert(&self, device: &str, entries: Vec<(u64, Pending)>) -> Result<()> {
+        let mut t = self.table();
+        cq_room(device, t.len(), entries.len(), self.capacity)?;
+        t.extend(entries);
+        Ok(())
     }
 
     pub(crate) fn remove(&self, ids: impl IntoIterator<Item = u64>) {
@@ -589,6 +605,25 @@ mod tests {
             WcOpcode::from_raw(sys::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM),
             WcOpcode::RecvWriteImm
         );
+    }
+
+    #[test]
+    fn a_batch_that_would_overflow_the_cq_is_refused() {
+        assert!(cq_room("rxe0", 0, 16, 16).is_ok());
+        assert!(cq_room("rxe0", 10, 6, 16).is_ok());
+        let e = cq_room("rxe0", 10, 7, 16).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::ExceedsCaps {
+                    requested: 17,
+                    limit: 16,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("completion queue"), "{e}");
     }
 
     #[test]

@@ -68,6 +68,14 @@ pub enum Error {
         /// Strong handle count seen.
         count: usize,
     },
+    /// A safe view (`as_slice`, `get_mut`) of a region the peer may write into at any time.
+    #[error(
+        "memory region of {len} bytes grants remote write or atomic access: the peer may change it at any time, so no safe reference to it is handed out; copy it out with read_into, or use the unsafe as_slice_unchecked/get_mut_unchecked where your protocol keeps the peer out"
+    )]
+    RemotelyWritable {
+        /// Region length.
+        len: usize,
+    },
     /// A local or remote range falls outside its memory region.
     #[error("range {start}..{end} is outside the {len}-byte {which} memory region")]
     OutOfBounds {
@@ -174,12 +182,23 @@ impl Error {
 }
 
 /// Normalises a verbs return code: `0` is success; `-1` means "see errno"; any other negative value is a
-/// negated errno (eRDMA's post verbs); a positive value is an errno.
+/// negated errno; a positive value is an errno.
 pub(crate) fn check(call: &'static str, ret: libc::c_int) -> Result<()> {
     match ret {
         0 => Ok(()),
         -1 => Err(Error::last(call)),
         r => Err(Error::verbs(call, r.abs())),
+    }
+}
+
+/// Normalises the return code of a verb that *returns* its errno instead of setting `errno`: the post
+/// verbs (`ibv_post_send`, `ibv_post_recv`) return a positive errno, or on some providers (eRDMA) a
+/// negated one. `-1` is `-EPERM` there, not "see errno": the thread's `errno` is whatever an earlier
+/// call left behind.
+pub(crate) fn check_returned(call: &'static str, ret: libc::c_int) -> Result<()> {
+    match ret {
+        0 => Ok(()),
+        r => Err(Error::verbs(call, r.saturating_abs())),
     }
 }
 
@@ -202,6 +221,31 @@ mod tests {
         let e = check("ibv_post_send", libc::EINVAL).unwrap_err();
         assert_eq!(e.errno(), Some(libc::EINVAL));
         assert!(e.to_string().starts_with("ibv_post_send failed"), "{e}");
+    }
+
+    /// Sets the thread's errno to `e` the way a failed libc call does.
+    fn set_errno(e: i32) {
+        // SAFETY: __errno_location returns this thread's errno slot, valid for the thread's life.
+        unsafe { *libc::__errno_location() = e };
+    }
+
+    #[test]
+    fn post_verbs_returning_minus_eperm_report_eperm_not_a_stale_errno() {
+        set_errno(libc::ENOENT);
+        let e = check_returned("ibv_post_send", -libc::EPERM).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EPERM), "{e}");
+        set_errno(libc::ENOENT);
+        let e = check_returned("ibv_post_recv", libc::EPERM).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EPERM), "{e}");
+        let e = check_returned("ibv_post_send", -libc::ENOMEM).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENOMEM), "{e}");
+        assert!(check_returned("ibv_post_send", 0).is_ok());
+        // The errno-setting convention still reads errno for -1.
+        set_errno(libc::ENOENT);
+        assert_eq!(
+            check("ibv_reg_mr", -1).unwrap_err().errno(),
+            Some(libc::ENOENT)
+        );
     }
 
     #[test]

@@ -7,6 +7,17 @@
 //!   [`Error::BufferShared`], so the CPU cannot modify memory the NIC is reading.
 //! - A destination slice ([`Exclusive`], for READ and RECV) can only be made from the *only* handle to a
 //!   region; the handle moves into the post and comes back in [`crate::Completion::buffer`].
+//! - A region registered with [`Access::REMOTE_WRITE`] or [`Access::REMOTE_ATOMIC`] can be changed by the
+//!   peer at any moment, whatever this process holds: no Rust reference to its bytes is sound without
+//!   knowing the peer's protocol. [`MemoryRegion::as_slice`] and [`MemoryRegion::get_mut`] refuse such a
+//!   region with [`Error::RemotelyWritable`]; [`MemoryRegion::read_into`] copies bytes out with volatile
+//!   reads (always sound, possibly torn while the peer writes), and
+//!   [`MemoryRegion::as_slice_unchecked`] / [`MemoryRegion::get_mut_unchecked`] are the `unsafe` views
+//!   for callers whose protocol keeps the peer out (read after its WRITE_WITH_IMM, before the next credit).
+//!
+//! What is guaranteed: safe code in this crate never yields a `&[u8]` or `&mut [u8]` that the NIC may
+//! write while it lives, and never one that local code may write while a `&[u8]` to it lives. What is not:
+//! the *contents* of a region a peer can write; check them after the peer says they are complete.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::fmt;
@@ -108,6 +119,32 @@ enum Backing {
     Owned(Layout),
     /// Caller's memory; the owner value is dropped after deregistration.
     External(#[allow(dead_code)] Box<dyn Send + Sync>),
+    /// Already released or leaked by [`release_backing`].
+    Gone,
+}
+
+/// Frees (owned) or releases (external) the memory behind a region once `ibv_dereg_mr` succeeded. If it
+/// failed, the NIC may still write into the memory: leak it, owner included, so that neither this crate
+/// nor the owner (gpu-stage's ring, a `cuMemHostAlloc` buffer) frees memory that is still registered.
+fn release_backing(backing: Backing, addr: *mut u8, deregistered: bool) {
+    match backing {
+        Backing::Owned(layout) if deregistered => {
+            // SAFETY: allocated in `MemoryRegion::new` with this layout, freed only here, once.
+            unsafe { dealloc(addr, layout) }
+        }
+        Backing::External(owner) if !deregistered => std::mem::forget(owner),
+        // Owned and still registered: leaked by not freeing. External and deregistered: dropped here.
+        Backing::Owned(_) | Backing::External(_) | Backing::Gone => {}
+    }
+}
+
+/// Fails with [`Error::RemotelyWritable`] unless references to a region with `access` are sound without
+/// knowing the peer's protocol.
+fn check_local_view(access: Access, len: usize) -> Result<()> {
+    if access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC) {
+        return Err(Error::RemotelyWritable { len });
+    }
+    Ok(())
 }
 
 /// A registered memory region. Holds its [`ProtectionDomain`]; deregisters on drop, then frees (owned)
@@ -290,19 +327,65 @@ impl MemoryRegion {
         }
     }
 
-    /// The contents. If the region grants [`Access::REMOTE_WRITE`], the peer may change them at any time;
-    /// read after the peer signals completion (WRITE_WITH_IMM or a SEND).
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: addr/len is valid for the region's lifetime; no &mut exists while &self is borrowed.
+    /// The contents, for a region the peer cannot write. Fails with [`Error::RemotelyWritable`] if the
+    /// region grants [`Access::REMOTE_WRITE`] or [`Access::REMOTE_ATOMIC`]: use
+    /// [`MemoryRegion::read_into`] or [`MemoryRegion::as_slice_unchecked`] there.
+    pub fn as_slice(&self) -> Result<&[u8]> {
+        check_local_view(self.access, self.len)?;
+        // SAFETY: the peer cannot write this region (checked above); the NIC writes locally only into
+        // an Exclusive destination, which owns the sole handle, so none exists while `&self` is
+        // borrowed; local writes need `&mut` through `get_mut`, which needs the sole handle too.
+        Ok(unsafe { self.as_slice_unchecked() })
+    }
+
+    /// The contents, whatever the access rights.
+    ///
+    /// # Safety
+    /// For as long as the returned slice lives, the peer must not write into this region (RDMA WRITE,
+    /// WRITE_WITH_IMM, atomics): the caller's protocol must keep it out, for example by reading only
+    /// after the peer's WRITE_WITH_IMM or SEND said the data is complete and before granting it the
+    /// next write. The bytes the peer wrote before are visible after its completion was polled.
+    pub unsafe fn as_slice_unchecked(&self) -> &[u8] {
+        // SAFETY: addr/len is valid for the region's lifetime; local aliasing as in `as_slice`; remote
+        // writes excluded by the caller's contract.
         unsafe { std::slice::from_raw_parts(self.addr, self.len) }
     }
 
+    /// Copies `out.len()` bytes starting at `offset` into `out` with volatile reads: sound for every
+    /// region, also one the peer may be writing (the copy may then mix old and new bytes). Fails with
+    /// [`Error::OutOfBounds`].
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let end = offset.saturating_add(out.len());
+        check_range(self.len, &(offset..end))?;
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: offset + i < len (checked above), so the pointer is in the live region; a
+            // volatile read of a u8 creates no reference, so a concurrent DMA write cannot invalidate one.
+            *b = unsafe { std::ptr::read_volatile(self.addr.add(offset + i)) };
+        }
+        Ok(())
+    }
+
     /// Mutable contents, only through the sole handle: fails with [`Error::BufferShared`] while a post
-    /// holds the region (or any other clone exists).
+    /// holds the region (or any other clone exists), and with [`Error::RemotelyWritable`] if the peer may
+    /// write it (see [`MemoryRegion::get_mut_unchecked`]).
     pub fn get_mut(this: &mut Arc<MemoryRegion>) -> Result<&mut [u8]> {
+        check_local_view(this.access, this.len)?;
+        // SAFETY: the peer cannot write this region (checked above).
+        unsafe { Self::get_mut_unchecked(this) }
+    }
+
+    /// Mutable contents through the sole handle, whatever the access rights: fails with
+    /// [`Error::BufferShared`] while a post holds the region (or any other clone exists).
+    ///
+    /// # Safety
+    /// For as long as the returned slice lives, the peer must not write into or read from this region
+    /// (the caller's protocol keeps it out, e.g. it has not been told the region's [`RemoteBuf`] yet, or
+    /// it holds no credit for it).
+    pub unsafe fn get_mut_unchecked(this: &mut Arc<MemoryRegion>) -> Result<&mut [u8]> {
         let count = Arc::strong_count(this);
         match Arc::get_mut(this) {
-            // SAFETY: unique access to the region; addr/len is valid.
+            // SAFETY: unique handle, so no local reference or post uses the region; addr/len is valid;
+            // the peer is kept out by the caller's contract.
             Some(mr) => Ok(unsafe { std::slice::from_raw_parts_mut(mr.addr, mr.len) }),
             None => Err(Error::BufferShared { count }),
         }
@@ -342,23 +425,26 @@ fn check_range(len: usize, range: &Range<usize>) -> Result<()> {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
+        let mut deregistered = true;
         if !self.mr.is_null() {
             // SAFETY: registered by us; in-flight posts hold an Arc, so none uses it any more.
             let rc = unsafe { sys::ibv_dereg_mr(self.mr) };
-            if rc != 0 {
-                // The NIC may still reference the memory: leak it rather than free it under the device.
-                tracing::warn!(rc, "ibv_dereg_mr failed; leaking the buffer");
-                return;
+            if rc == 0 {
+                self.pd
+                    .context()
+                    .registered
+                    .fetch_sub(self.len as u64, Ordering::Relaxed);
+            } else {
+                tracing::warn!(
+                    rc,
+                    len = self.len,
+                    "ibv_dereg_mr failed; leaking the buffer (and its owner) rather than freeing memory the NIC may still use"
+                );
+                deregistered = false;
             }
-            self.pd
-                .context()
-                .registered
-                .fetch_sub(self.len as u64, Ordering::Relaxed);
         }
-        if let Backing::Owned(layout) = self.backing {
-            // SAFETY: allocated in `new` with this layout.
-            unsafe { dealloc(self.addr, layout) };
-        }
+        let backing = std::mem::replace(&mut self.backing, Backing::Gone);
+        release_backing(backing, self.addr, deregistered);
     }
 }
 
@@ -400,7 +486,7 @@ impl Local {
 /// let dst = erdma_verbs::Exclusive::new(mr, 0..64).unwrap();
 /// qp.post_recv(dst, 1).unwrap();
 /// // The buffer is in flight: the handle moved into the post, so it cannot be read here.
-/// let _ = mr.as_slice();
+/// let _ = mr.len();
 /// # }
 /// ```
 #[derive(Debug)]
@@ -513,6 +599,54 @@ mod tests {
             Access::REMOTE_WRITE.bits(),
             sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
         );
+    }
+
+    /// An external owner that records when it is dropped (when its memory would be freed).
+    struct Owner(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Owner {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn failed_deregistration_keeps_external_memory_alive() {
+        let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let backing = Backing::External(Box::new(Owner(freed.clone())));
+        release_backing(backing, std::ptr::null_mut(), false);
+        assert!(
+            !freed.load(Ordering::SeqCst),
+            "a still-registered region's owner must not be dropped"
+        );
+        let backing = Backing::External(Box::new(Owner(freed.clone())));
+        release_backing(backing, std::ptr::null_mut(), true);
+        assert!(
+            freed.load(Ordering::SeqCst),
+            "a deregistered region's owner is released"
+        );
+    }
+
+    #[test]
+    fn remotely_writable_regions_get_no_safe_references() {
+        for a in [
+            Access::ALL_RDMA,
+            Access::REMOTE_WRITE,
+            Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
+        ] {
+            let e = check_local_view(a, 64).unwrap_err();
+            assert!(
+                matches!(e, Error::RemotelyWritable { len: 64 }),
+                "{a:?}: {e}"
+            );
+            assert!(e.to_string().contains("read_into"), "{e}");
+        }
+        for a in [
+            Access::LOCAL_WRITE,
+            Access::REMOTE_READ,
+            Access::LOCAL_WRITE | Access::REMOTE_READ,
+        ] {
+            assert!(check_local_view(a, 64).is_ok(), "{a:?}");
+        }
     }
 
     #[test]

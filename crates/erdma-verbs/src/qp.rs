@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::caps::{Caps, Feature};
 use crate::cq::{CompletionQueue, Pending};
 use crate::device::{Gid, mtu_enum};
-use crate::error::{Error, Result, check};
+use crate::error::{Error, Result, check, check_returned};
 use crate::mr::{Access, Exclusive, Local, MemoryRegion, RemoteBuf};
 use crate::pd::ProtectionDomain;
 
@@ -556,8 +556,8 @@ impl<S> QueuePair<S> {
                 raw[i].next = &mut raw[i + 1] as *mut _;
             }
         }
+        cq.insert(inner.device(), pend)?;
         inner.recv_outstanding.fetch_add(n, Ordering::AcqRel);
-        cq.insert(pend);
         let base = raw.as_mut_ptr();
         let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
         // SAFETY: the chain and SGEs live until the call returns; buffers are kept in the CQ's table.
@@ -574,7 +574,7 @@ impl<S> QueuePair<S> {
                 (bad as usize - base as usize) / size_of::<sys::ibv_recv_wr>()
             };
             cq.remove((posted..n).map(|i| first + i as u64));
-            let source = check("ibv_post_recv", if rc == -1 { -1 } else { rc })
+            let source = check_returned("ibv_post_recv", rc)
                 .err()
                 .unwrap_or(Error::verbs("ibv_post_recv", libc::EIO));
             return Err(Error::Post {
@@ -725,8 +725,21 @@ enum Op {
     SendImm(u32),
 }
 
-/// A send-queue work request for [`QueuePair::post_send_batch`]. Every WR is signalled, so each one
-/// yields a completion that releases its buffers.
+/// A send-queue work request for [`QueuePair::post_send_batch`], built by [`SendWr::write`],
+/// [`SendWr::write_imm`], [`SendWr::send`], [`SendWr::send_imm`] (a [`SourceWr`]) or [`SendWr::read`]
+/// (a [`ReadWr`]); both convert into it. Every WR is signalled, so each one yields a completion that
+/// releases its buffers.
+///
+/// The two builders keep sources and destinations apart: only WRs whose local buffers the NIC *reads*
+/// can [`gather`](SourceWr::gather) more [`Local`] slices. A READ writes into its local buffer, so it
+/// takes exactly one [`Exclusive`] destination and has no `gather` to add a shared one:
+///
+/// ```compile_fail,E0599
+/// # fn f(dst: erdma_verbs::Exclusive, shared: erdma_verbs::Local, r: erdma_verbs::RemoteBuf) {
+/// // The NIC would write into `shared` while other handles may read it.
+/// let _ = erdma_verbs::SendWr::read(dst, r).gather(shared); // no method `gather` on ReadWr
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct SendWr {
     op: Op,
@@ -736,75 +749,106 @@ pub struct SendWr {
     inline: bool,
 }
 
+/// A WRITE, WRITE_WITH_IMM, SEND or SEND_WITH_IMM: the NIC reads the local [`Local`] sources.
+#[derive(Debug)]
+pub struct SourceWr {
+    op: Op,
+    src: Vec<Local>,
+    tag: u64,
+    inline: bool,
+}
+
+/// An RDMA READ: the NIC writes the peer's bytes into the one local [`Exclusive`] destination, which
+/// comes back in the completion.
+#[derive(Debug)]
+pub struct ReadWr {
+    dst: Exclusive,
+    src: RemoteBuf,
+    tag: u64,
+}
+
 impl SendWr {
-    /// RDMA WRITE of `src` to `dst` (the peer's memory).
-    pub fn write(src: Local, dst: RemoteBuf) -> SendWr {
-        SendWr {
-            op: Op::Write(dst),
+    fn source(op: Op, src: Local) -> SourceWr {
+        SourceWr {
+            op,
             src: vec![src],
-            dst: None,
             tag: 0,
             inline: false,
         }
+    }
+    /// RDMA WRITE of `src` to `dst` (the peer's memory).
+    pub fn write(src: Local, dst: RemoteBuf) -> SourceWr {
+        Self::source(Op::Write(dst), src)
     }
     /// RDMA WRITE_WITH_IMM: like WRITE, and consumes a receive at the peer that carries `imm`.
-    pub fn write_imm(src: Local, dst: RemoteBuf, imm: u32) -> SendWr {
-        SendWr {
-            op: Op::WriteImm(dst, imm),
-            src: vec![src],
-            dst: None,
-            tag: 0,
-            inline: false,
-        }
+    pub fn write_imm(src: Local, dst: RemoteBuf, imm: u32) -> SourceWr {
+        Self::source(Op::WriteImm(dst, imm), src)
     }
     /// RDMA READ of the peer's `src` into the local `dst` (returned in the completion).
-    pub fn read(dst: Exclusive, src: RemoteBuf) -> SendWr {
-        SendWr {
-            op: Op::Read(src),
-            src: Vec::new(),
-            dst: Some(dst),
-            tag: 0,
-            inline: false,
-        }
+    pub fn read(dst: Exclusive, src: RemoteBuf) -> ReadWr {
+        ReadWr { dst, src, tag: 0 }
     }
     /// SEND of `src` into the peer's next posted receive.
-    pub fn send(src: Local) -> SendWr {
-        SendWr {
-            op: Op::Send,
-            src: vec![src],
-            dst: None,
-            tag: 0,
-            inline: false,
-        }
+    pub fn send(src: Local) -> SourceWr {
+        Self::source(Op::Send, src)
     }
     /// SEND_WITH_IMM.
-    pub fn send_imm(src: Local, imm: u32) -> SendWr {
-        SendWr {
-            op: Op::SendImm(imm),
-            src: vec![src],
-            dst: None,
-            tag: 0,
-            inline: false,
-        }
-    }
-    /// Tag returned in the completion.
-    pub fn tag(mut self, tag: u64) -> SendWr {
-        self.tag = tag;
-        self
-    }
-    /// Appends another source SGE (gather). The total SGE count is checked against the QP's limit.
-    pub fn gather(mut self, more: Local) -> SendWr {
-        self.src.push(more);
-        self
-    }
-    /// Sends the data inline (copied into the WQE; size checked against the QP's inline limit).
-    pub fn inline(mut self) -> SendWr {
-        self.inline = true;
-        self
+    pub fn send_imm(src: Local, imm: u32) -> SourceWr {
+        Self::source(Op::SendImm(imm), src)
     }
 
     fn src_len(&self) -> u64 {
         self.src.iter().map(|l| l.len() as u64).sum()
+    }
+}
+
+impl SourceWr {
+    /// Tag returned in the completion.
+    pub fn tag(mut self, tag: u64) -> SourceWr {
+        self.tag = tag;
+        self
+    }
+    /// Appends another source SGE (gather). The total SGE count is checked against the QP's limit.
+    pub fn gather(mut self, more: Local) -> SourceWr {
+        self.src.push(more);
+        self
+    }
+    /// Sends the data inline (copied into the WQE; size checked against the QP's inline limit).
+    pub fn inline(mut self) -> SourceWr {
+        self.inline = true;
+        self
+    }
+}
+
+impl ReadWr {
+    /// Tag returned in the completion.
+    pub fn tag(mut self, tag: u64) -> ReadWr {
+        self.tag = tag;
+        self
+    }
+}
+
+impl From<SourceWr> for SendWr {
+    fn from(w: SourceWr) -> SendWr {
+        SendWr {
+            op: w.op,
+            src: w.src,
+            dst: None,
+            tag: w.tag,
+            inline: w.inline,
+        }
+    }
+}
+
+impl From<ReadWr> for SendWr {
+    fn from(w: ReadWr) -> SendWr {
+        SendWr {
+            op: Op::Read(w.src),
+            src: Vec::new(),
+            dst: Some(w.dst),
+            tag: w.tag,
+            inline: false,
+        }
     }
 }
 
@@ -813,7 +857,12 @@ impl QueuePair<Rts> {
     /// the QP's limits: SGE count, inline size, queue depth ([`Error::ExceedsCaps`]), range sizes
     /// ([`Error::OutOfBounds`]). Buffers stay held until each completion is polled from the send CQ.
     /// If the driver refuses WR *k*, WRs before it are posted and [`Error::Post`] says `posted: k`.
-    pub fn post_send_batch(&mut self, wrs: Vec<SendWr>) -> Result<()> {
+    /// A batch that does not fit the completion queue (every QP sharing it included) is refused with
+    /// [`Error::ExceedsCaps`] before anything is posted.
+    ///
+    /// Takes [`SourceWr`]s, [`ReadWr`]s or, for a batch that mixes them, [`SendWr`]s.
+    pub fn post_send_batch<W: Into<SendWr>>(&mut self, wrs: Vec<W>) -> Result<()> {
+        let wrs: Vec<SendWr> = wrs.into_iter().map(Into::into).collect();
         let inner = &self.inner;
         let n = wrs.len();
         if n == 0 {
@@ -856,9 +905,6 @@ impl QueuePair<Rts> {
                             end: want,
                             len: r.len,
                         });
-                    }
-                    if wr.inline {
-                        return Err(Error::InvalidArgument("RDMA READ cannot be inline".into()));
                     }
                 }
                 Op::Send | Op::SendImm(_) => {}
@@ -950,8 +996,8 @@ impl QueuePair<Rts> {
                 raw[i].next = &mut raw[i + 1] as *mut _;
             }
         }
+        cq.insert(dev, pend)?;
         inner.send_outstanding.fetch_add(n, Ordering::AcqRel);
-        cq.insert(pend);
         let base = raw.as_mut_ptr();
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: the chain and SGE array outlive the call; the buffers are held by the CQ's table until
@@ -969,7 +1015,7 @@ impl QueuePair<Rts> {
                 (bad as usize - base as usize) / size_of::<sys::ibv_send_wr>()
             };
             cq.remove((posted..n).map(|i| first + i as u64));
-            let source = check("ibv_post_send", rc)
+            let source = check_returned("ibv_post_send", rc)
                 .err()
                 .unwrap_or(Error::verbs("ibv_post_send", libc::EIO));
             return Err(Error::Post {

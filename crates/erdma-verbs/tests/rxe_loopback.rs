@@ -158,7 +158,13 @@ fn two_process_oob_write_imm_read_send_verified() {
         // Peer (B): target of WRITE/WRITE_WITH_IMM/SEND, source of READ; waits event-driven.
         let s = side(true);
         let mut buf = MemoryRegion::new(&s.pd, MIB, Access::ALL_RDMA).unwrap();
-        MemoryRegion::get_mut(&mut buf).unwrap()[READ_AT..READ_AT + CHUNK]
+        // The peer may write this region: no safe &mut to it.
+        assert!(matches!(
+            MemoryRegion::get_mut(&mut buf),
+            Err(Error::RemotelyWritable { .. })
+        ));
+        // SAFETY: A has not been told the region's RemoteBuf yet (sent below), so nothing writes it.
+        unsafe { MemoryRegion::get_mut_unchecked(&mut buf) }.unwrap()[READ_AT..READ_AT + CHUNK]
             .copy_from_slice(&pattern(4, CHUNK));
         let qp = s.builder.build(&s.pd).unwrap();
         oob.send(&Hello {
@@ -186,11 +192,16 @@ fn two_process_oob_write_imm_read_send_verified() {
         );
         let recv_buf = sent.buffer.expect("RECV buffer handed back");
         assert_eq!(
-            recv_buf.as_slice(),
+            recv_buf.as_slice().unwrap(),
             pattern(3, SEND_LEN).as_slice(),
             "SEND payload"
         );
-        let data = buf.as_slice();
+        assert!(matches!(
+            buf.as_slice(),
+            Err(Error::RemotelyWritable { len: MIB })
+        ));
+        let mut data = vec![0u8; MIB];
+        buf.read_into(0, &mut data).unwrap();
         assert_eq!(
             &data[WRITE_AT..WRITE_AT + CHUNK],
             pattern(1, CHUNK).as_slice(),
@@ -209,7 +220,8 @@ fn two_process_oob_write_imm_read_send_verified() {
     // Parent (A): initiator, busy-polls.
     let (child, mut oob) = spawn_peer("two_process_oob_write_imm_read_send_verified");
     let s = side(false);
-    let mut src = MemoryRegion::new(&s.pd, MIB, Access::ALL_RDMA).unwrap();
+    // B only READs from A: A's region needs no remote write, so its safe views work.
+    let mut src = MemoryRegion::new(&s.pd, MIB, Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
     {
         let m = MemoryRegion::get_mut(&mut src).unwrap();
         m[..CHUNK].copy_from_slice(&pattern(1, CHUNK));
@@ -283,7 +295,7 @@ fn two_process_oob_write_imm_read_send_verified() {
             .unwrap();
     assert_eq!(c.opcode, WcOpcode::Read);
     assert_eq!(
-        c.buffer.unwrap().as_slice(),
+        c.buffer.unwrap().as_slice().unwrap(),
         pattern(4, CHUNK).as_slice(),
         "READ payload"
     );
@@ -317,7 +329,9 @@ fn two_process_rdma_cm_write_imm_verified() {
         oob.send(&"ready");
         let c = wait_for(&cq, 1).pop().unwrap().into_result().unwrap();
         assert_eq!(c.imm, Some(IMM));
-        assert_eq!(&buf.as_slice()[..CHUNK], pattern(9, CHUNK).as_slice());
+        let mut got = vec![0u8; CHUNK];
+        buf.read_into(0, &mut got).unwrap();
+        assert_eq!(got, pattern(9, CHUNK));
         oob.send(&"ok");
         return;
     }
@@ -327,7 +341,7 @@ fn two_process_rdma_cm_write_imm_verified() {
     let ctx = conn.context().clone();
     let pd = ProtectionDomain::new(&ctx).unwrap();
     let cq = CompletionQueue::new(&ctx, 64, None).unwrap();
-    let mut src = MemoryRegion::new(&pd, MIB, Access::ALL_RDMA).unwrap();
+    let mut src = MemoryRegion::new(&pd, MIB, Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
     MemoryRegion::get_mut(&mut src).unwrap()[..CHUNK].copy_from_slice(&pattern(9, CHUNK));
     let builder = QpBuilder::new(&cq, &cq);
     let (mut qp, reply) = conn
@@ -467,8 +481,8 @@ fn post_beyond_caps_is_rejected_before_the_driver() {
 #[ignore = "soft-RoCE VM tier: run by tests/rxe/run.sh"]
 fn qp_in_error_is_recreated_and_works_again() {
     let (s, mut a, b) = local_pair(16);
-    let src = MemoryRegion::new(&s.pd, 4096, Access::ALL_RDMA).unwrap();
-    let mut dst = MemoryRegion::new(&s.pd, 4096, Access::ALL_RDMA).unwrap();
+    let src = MemoryRegion::new(&s.pd, 4096, Access::LOCAL_WRITE).unwrap();
+    let dst = MemoryRegion::new(&s.pd, 4096, Access::ALL_RDMA).unwrap();
     let bogus = RemoteBuf {
         rkey: dst.rkey() ^ 0x5a5a_0000,
         ..dst.remote()
@@ -502,10 +516,9 @@ fn qp_in_error_is_recreated_and_works_again() {
             .find(|c| c.tag == 2)
             .unwrap();
     assert!(c.is_ok(), "{c:?}");
-    assert_eq!(
-        MemoryRegion::get_mut(&mut dst).unwrap(),
-        pattern(7, 4096).as_slice()
-    );
+    let mut got = vec![0u8; 4096];
+    dst.read_into(0, &mut got).unwrap();
+    assert_eq!(got, pattern(7, 4096));
 }
 
 #[test]

@@ -252,7 +252,9 @@ fn pinned_with<D: Device>(
         },
         vec![host],
     );
-    let (ptr, len) = ring.checked(0, cfg.bytes)?;
+    // This function is the ring's only user: it owns the one slot for the whole measurement.
+    let mut slot = ring.acquire(0)?;
+    let (ptr, len) = (slot.ptr(cfg.bytes)?, cfg.bytes);
     let stream = dev.new_stream()?;
     let mut seconds = Vec::with_capacity(cfg.iterations);
     let name = match direction {
@@ -270,8 +272,7 @@ fn pinned_with<D: Device>(
                 unsafe { dev.copy_d2h(&stream, &src, 0, ptr, len)? };
                 dev.wait_stream(&stream)?;
                 let secs = t.elapsed().as_secs_f64();
-                // SAFETY: the copy completed; nobody else references the buffer.
-                let got = checksum(unsafe { ring.slot_bytes(0, len)? });
+                let got = checksum(slot.bytes(len)?);
                 if got != want {
                     return Err(StageError::Verify(format!(
                         "pinned D2H iteration {i}: checksum {got:016x} != {want:016x}"
@@ -283,8 +284,8 @@ fn pinned_with<D: Device>(
             }
         }
         Direction::H2d => {
-            // SAFETY: exclusive use of the buffer before any copy is queued.
-            unsafe { ring.slot_bytes_mut(0, len)? }.copy_from_slice(&data);
+            // Before any copy is queued: nothing else touches the slot.
+            slot.bytes_mut(len)?.copy_from_slice(&data);
             let mut dst = dev.alloc_zeroed(cfg.bytes)?;
             for i in 0..cfg.warmup + cfg.iterations {
                 dev.zero(&mut dst)?;

@@ -59,7 +59,7 @@ pub use device::{
 };
 pub use error::{StageError, TransportError};
 pub use pipeline::{InProcessStage, Receiver, Sender, TransferStats, new_ring};
-pub use ring::{RawRegion, SlotGate, StagingRing};
+pub use ring::{RawRegion, SlotGate, SlotToken, StagingRing};
 pub use transport::inproc::{InProcReceiver, InProcSender, in_process_pair};
 #[cfg(feature = "rdma")]
 pub use transport::rdma::{ConnectMode, RdmaConfig, RdmaReceiver, RdmaSender};

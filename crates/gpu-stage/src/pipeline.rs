@@ -12,7 +12,9 @@
 //!
 //! Chunk `i` always uses slot `i % slots`, so both ends agree on the order without negotiation.
 //! Any failure is written to the ring's gate, which wakes every blocked party; the pipeline then
-//! waits for its copy stream to drain before returning, so no DMA outlives the call.
+//! waits for its copy stream to drain before returning, so no DMA outlives the call. A slot whose
+//! token is stranded by a failure while a queued copy may still use it (the copy was queued, its
+//! event never waited for) is kept busy until that drain, and for good if the drain fails.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -24,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::RingConfig;
 use crate::device::{Device, DeviceMemory, check_range};
 use crate::error::StageError;
-use crate::ring::StagingRing;
+use crate::ring::{HeldSlots, SlotToken, StagingRing};
 use crate::transport::{Chunk, RecvTransport, SendTransport, TransferSummary};
 
 /// What one transfer did.
@@ -180,34 +182,44 @@ impl<D: Device> Sender<D> {
             events,
         } = &self.lane;
 
+        let held = HeldSlots::default();
         let result = std::thread::scope(|scope| {
-            let (tx, rx) = mpsc::channel::<Chunk>();
+            let held = &held;
+            let (tx, rx) = mpsc::channel::<(Chunk, SlotToken)>();
             let submitter = std::thread::Builder::new()
                 .name("gpu-stage-submit".into())
                 .spawn_scoped(scope, move || -> Result<(), StageError> {
-                    let run = || -> Result<(), StageError> {
-                        device.bind()?;
-                        let mut sent = 0u64;
-                        for chunk in rx {
-                            device.wait_event(&events[chunk.slot])?;
-                            transport.submit(ring, chunk)?;
-                            sent += 1;
-                        }
-                        if sent != chunks {
-                            // The issuer stopped early; its error is reported by the caller.
-                            return Err(StageError::Aborted(
-                                ring.gate()
-                                    .failure()
-                                    .unwrap_or_else(|| "issuer stopped".into()),
-                            ));
-                        }
-                        transport.finish(summary)?;
-                        Ok(())
-                    };
-                    let r = run();
+                    let mut run =
+                        |rx: &mpsc::Receiver<(Chunk, SlotToken)>| -> Result<(), StageError> {
+                            device.bind()?;
+                            let mut sent = 0u64;
+                            for (chunk, slot) in rx.iter() {
+                                if let Err(e) = device.wait_event(&events[chunk.slot]) {
+                                    held.keep(slot);
+                                    return Err(e);
+                                }
+                                // The copy into the slot finished: the transport may read it now.
+                                transport.submit(ring, chunk, slot)?;
+                                sent += 1;
+                            }
+                            if sent != chunks {
+                                // The issuer stopped early; its error is reported by the caller.
+                                return Err(StageError::Aborted(
+                                    ring.gate()
+                                        .failure()
+                                        .unwrap_or_else(|| "issuer stopped".into()),
+                                ));
+                            }
+                            transport.finish(summary)?;
+                            Ok(())
+                        };
+                    let r = run(&rx);
                     if let Err(e) = &r {
                         ring.gate().fail(format!("sender: {e}"));
                         transport.abort(&e.to_string());
+                        // Chunks still queued have copies in flight: keep their slots until the
+                        // stream drained (the issuer stops at its next acquire, the gate failed).
+                        held.keep_all(rx.iter().map(|(_, slot)| slot));
                     }
                     r
                 })
@@ -219,20 +231,28 @@ impl<D: Device> Sender<D> {
                     let slot = (seq % slots as u64) as usize;
                     let offset = seq as usize * chunk_bytes;
                     let n = chunk_bytes.min(len - offset);
-                    ring.gate().acquire(slot)?;
-                    let (dst, _) = ring.checked(slot, n)?;
-                    // SAFETY: we own `slot` until the transport releases it, which happens only
-                    // after the submitter waited for the event recorded below.
-                    unsafe { device.copy_d2h(stream, src, range.start + offset, dst, n)? };
-                    device.record(&events[slot], stream)?;
+                    let token = ring.acquire(slot)?;
+                    let queued = (|| {
+                        let dst = token.ptr(n)?;
+                        // SAFETY: `token` owns the slot; it goes to the submitter, which hands it
+                        // to the transport only after waiting for the event recorded below, and
+                        // every error path keeps it until the stream drained.
+                        unsafe { device.copy_d2h(stream, src, range.start + offset, dst, n)? };
+                        device.record(&events[slot], stream)
+                    })();
+                    if let Err(e) = queued {
+                        held.keep(token);
+                        return Err(e);
+                    }
                     let chunk = Chunk {
                         seq,
                         slot,
                         offset: offset as u64,
                         len: n,
                     };
-                    if tx.send(chunk).is_err() {
+                    if let Err(mpsc::SendError((_, token))) = tx.send((chunk, token)) {
                         // Submitter gone: its error explains why.
+                        held.keep(token);
                         return ring.gate().check();
                     }
                 }
@@ -245,10 +265,11 @@ impl<D: Device> Sender<D> {
             drop(tx);
             let submitted = join(submitter, "gpu-stage-submit");
             Ok::<_, StageError>(first_cause(submitted, issued))
-        })?;
+        });
         // Never return while a copy into the ring or out of `src` is still queued.
         let drained = device.wait_stream(stream);
-        result?;
+        held.settle(drained.is_ok());
+        result??;
         drained?;
         Ok(TransferStats {
             bytes: len as u64,
@@ -301,22 +322,30 @@ impl<D: Device> Receiver<D> {
         } = &self.lane;
         let dst_len = dst.len_bytes();
 
+        let held = HeldSlots::default();
         let result = std::thread::scope(|scope| {
-            let (tx, rx) = mpsc::channel::<usize>();
+            let held = &held;
+            let (tx, rx) = mpsc::channel::<SlotToken>();
             let releaser = std::thread::Builder::new()
                 .name("gpu-stage-release".into())
                 .spawn_scoped(scope, move || -> Result<(), StageError> {
-                    let run = || -> Result<(), StageError> {
+                    let run = |rx: &mpsc::Receiver<SlotToken>| -> Result<(), StageError> {
                         device.bind()?;
-                        for slot in rx {
-                            device.wait_event(&events[slot])?;
-                            ring.gate().release(slot);
+                        for slot in rx.iter() {
+                            if let Err(e) = device.wait_event(&events[slot.slot()]) {
+                                held.keep(slot);
+                                return Err(e);
+                            }
+                            // The copy out of the slot finished: the transport may refill it.
+                            drop(slot);
                         }
                         Ok(())
                     };
-                    let r = run();
+                    let r = run(&rx);
                     if let Err(e) = &r {
                         ring.gate().fail(format!("receiver: {e}"));
+                        // Slots still queued have copies in flight: keep them until the drain.
+                        held.keep_all(rx.iter());
                     }
                     r
                 })
@@ -325,11 +354,21 @@ impl<D: Device> Receiver<D> {
             let mut summary = TransferSummary::default();
             let mut issue = || -> Result<(), StageError> {
                 device.bind()?;
-                while let Some(c) = transport.next_chunk(ring)? {
-                    if c.slot >= ring.slots() || !ring.gate().is_busy(c.slot) {
+                while let Some((c, slot)) = transport.next_chunk(ring)? {
+                    if c.slot >= ring.slots()
+                        || slot.slot() != c.slot
+                        || !Arc::ptr_eq(slot.ring(), ring)
+                    {
                         return Err(StageError::Verify(format!(
-                            "transport returned chunk {} in slot {} which it does not own",
-                            c.seq, c.slot
+                            "transport returned chunk {} in slot {} with the token of slot {} of {} ring",
+                            c.seq,
+                            c.slot,
+                            slot.slot(),
+                            if Arc::ptr_eq(slot.ring(), ring) {
+                                "this"
+                            } else {
+                                "another"
+                            }
                         )));
                     }
                     if c.len > ring.chunk_bytes() {
@@ -348,14 +387,22 @@ impl<D: Device> Receiver<D> {
                             size: dst_len as u64,
                         })?;
                     check_range("received chunk", offset, c.len, dst_len)?;
-                    let (src, _) = ring.checked(c.slot, c.len)?;
-                    // SAFETY: we own the slot until the releaser frees it after the event below;
-                    // `dst` is exclusively borrowed for the whole call.
-                    unsafe { device.copy_h2d(stream, src, c.len, dst, offset)? };
-                    device.record(&events[c.slot], stream)?;
+                    let queued = (|| {
+                        let src = slot.ptr(c.len)?;
+                        // SAFETY: `slot` owns the slot; it goes to the releaser, which drops it
+                        // only after the event below, and every error path keeps it until the
+                        // stream drained; `dst` is exclusively borrowed for the whole call.
+                        unsafe { device.copy_h2d(stream, src, c.len, dst, offset)? };
+                        device.record(&events[c.slot], stream)
+                    })();
+                    if let Err(e) = queued {
+                        held.keep(slot);
+                        return Err(e);
+                    }
                     summary.chunks += 1;
                     summary.bytes += c.len as u64;
-                    if tx.send(c.slot).is_err() {
+                    if let Err(mpsc::SendError(slot)) = tx.send(slot) {
+                        held.keep(slot);
                         return ring.gate().check();
                     }
                 }
@@ -370,9 +417,10 @@ impl<D: Device> Receiver<D> {
             let released = join(releaser, "gpu-stage-release");
             let r = first_cause(issued, released);
             Ok::<_, StageError>(r.map(|()| summary))
-        })?;
+        });
         let drained = device.wait_stream(stream);
-        let summary = result?;
+        held.settle(drained.is_ok());
+        let summary = result??;
         drained?;
         transport.complete(summary)?;
         Ok(TransferStats {
@@ -430,10 +478,9 @@ impl<D: Device> InProcessStage<D> {
         let ring = Arc::clone(&self.src.ring);
         ring.gate().check()?;
         // The devices use the slots with no CPU in between: own all of them for the whole call.
-        let mut owned = 0;
+        let held = HeldSlots::default();
         let acquired = (0..ring.slots()).try_for_each(|slot| {
-            ring.gate().acquire(slot)?;
-            owned += 1;
+            held.keep(ring.acquire(slot)?);
             Ok::<_, StageError>(())
         });
         let chunks = len.div_ceil(ring.chunk_bytes()) as u64;
@@ -441,9 +488,7 @@ impl<D: Device> InProcessStage<D> {
         // Never return while a copy into or out of the ring is still queued.
         let drained_src = self.src.device.wait_stream(&self.src.stream);
         let drained_dst = self.dst.device.wait_stream(&self.dst.stream);
-        for slot in 0..owned {
-            ring.gate().release(slot);
-        }
+        held.settle(drained_src.is_ok() && drained_dst.is_ok());
         issued?;
         drained_src?;
         drained_dst?;
@@ -467,8 +512,9 @@ impl<D: Device> InProcessStage<D> {
                 // The slot's previous chunk must have left for B before A overwrites it.
                 a.device.stream_wait(&a.stream, &b.events[slot])?;
             }
-            // SAFETY: the slot is owned by this call; A's stream writes it only after B's last
-            // read of it (wait above), and the call drains both streams before releasing it.
+            // SAFETY: this call holds every slot's token (`transfer`); A's stream writes the slot only
+            // after B's last read of it (wait above), and the call drains both streams before
+            // releasing the tokens.
             unsafe { a.device.copy_d2h(&a.stream, src, offset, buf, n)? };
             a.device.record(&a.events[slot], &a.stream)?;
             b.device.stream_wait(&b.stream, &a.events[slot])?;

@@ -1,11 +1,30 @@
 //! The staging ring: host buffers plus the gate that says who owns each one.
 //!
 //! Ownership protocol (the whole crate relies on it): a slot is *free* or *busy*. Whoever fills a
-//! slot first [`SlotGate::acquire`]s it (the sending pipeline before its device→host copy; a
-//! receiving transport before it writes network data into it); whoever finishes reading it
-//! [`SlotGate::release`]s it (a sending transport once the bytes left; the receiving pipeline once
+//! slot first acquires it ([`StagingRing::acquire`]: the sending pipeline before its device→host
+//! copy; a receiving transport before it writes network data into it) and gets the slot's
+//! [`SlotToken`]; the token travels with the chunk, and whoever finishes reading the slot drops it,
+//! which releases the slot (a sending transport once the bytes left; the receiving pipeline once
 //! its host→device copy completed). Between acquire and release exactly one party touches the
 //! bytes, so no lock is held while data moves.
+//!
+//! A token is the only way to release a slot and the only safe way to reach its bytes
+//! ([`SlotToken::bytes`], [`SlotToken::bytes_mut`]). It cannot be cloned or made outside this
+//! crate, so code outside the crate cannot free a slot that a copy engine, a NIC or a transport
+//! thread of this crate is still using:
+//!
+//! ```compile_fail,E0624
+//! # fn f(ring: &std::sync::Arc<gpu_stage::StagingRing>) {
+//! ring.gate().release(0); // private: only dropping the slot's token releases it
+//! # }
+//! ```
+//!
+//! Inside the crate, a token whose slot may still be the target or source of a queued device copy
+//! is kept (not dropped) until the copy stream has drained; if draining fails, the token is leaked
+//! and the slot stays busy rather than being handed out while a copy may still touch it.
+//!
+//! One thing a token cannot promise: a ring registered for remote writes (the RDMA receiver) trusts
+//! its peer to write only into slots it was granted a credit for.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -115,7 +134,9 @@ pub struct RawRegion {
     pub len: usize,
 }
 
-/// Per-slot busy flags with blocking acquire and a sticky failure.
+/// Per-slot busy flags with blocking acquire and a sticky failure. Slots are acquired through
+/// [`StagingRing::acquire`] and released by dropping their [`SlotToken`]; the gate itself only
+/// reports and records failures.
 #[derive(Debug)]
 pub struct SlotGate {
     state: Mutex<GateState>,
@@ -144,20 +165,10 @@ impl SlotGate {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Blocks until `slot` is free, then marks it busy. Fails at once if the gate has failed.
-    pub fn acquire(&self, slot: usize) -> Result<(), StageError> {
-        self.acquire_until(slot, None).map(|_| ())
-    }
-
-    /// Like [`SlotGate::acquire`], but gives up after `timeout`: `Ok(true)` when the slot was
-    /// acquired, `Ok(false)` when it stayed busy (a zero timeout only tries once). Fails at once if
-    /// the gate has failed or `slot` is out of range. Lets a transport thread that acquires slots
-    /// ahead of the pipeline notice a stop request instead of blocking forever.
-    pub fn acquire_timeout(&self, slot: usize, timeout: Duration) -> Result<bool, StageError> {
-        self.acquire_until(slot, Some(Instant::now() + timeout))
-    }
-
-    /// The wait behind both: `deadline` `None` waits for as long as it takes.
+    /// Waits until `slot` is free and marks it busy: `Ok(true)` when acquired, `Ok(false)` when it
+    /// stayed busy until `deadline` (`None` waits for as long as it takes). Private: the only
+    /// callers are [`StagingRing::acquire`] and [`StagingRing::acquire_timeout`], which wrap the
+    /// result in a [`SlotToken`].
     fn acquire_until(&self, slot: usize, deadline: Option<Instant>) -> Result<bool, StageError> {
         let mut st = self.lock();
         if slot >= st.busy.len() {
@@ -194,8 +205,9 @@ impl SlotGate {
         }
     }
 
-    /// Marks `slot` free again and wakes waiters. Releasing a free or unknown slot is ignored.
-    pub fn release(&self, slot: usize) {
+    /// Marks `slot` free again and wakes waiters. Private: only [`SlotToken`]'s drop calls it, so
+    /// only the owner of a slot can free it.
+    fn release(&self, slot: usize) {
         let mut st = self.lock();
         if let Some(b) = st.busy.get_mut(slot) {
             *b = false;
@@ -286,9 +298,30 @@ impl StagingRing {
         self.buffers.iter().all(HostBuffer::is_page_locked)
     }
 
-    /// The ownership gate.
+    /// The ownership gate (busy flags and the sticky failure).
     pub fn gate(&self) -> &SlotGate {
         &self.gate
+    }
+
+    /// Blocks until `slot` is free, then takes it: the returned token owns the slot until it is
+    /// dropped. Fails at once if the gate has failed or `slot` is out of range.
+    pub fn acquire(self: &Arc<Self>, slot: usize) -> Result<SlotToken, StageError> {
+        self.gate.acquire_until(slot, None)?;
+        Ok(SlotToken::new(self, slot))
+    }
+
+    /// Like [`StagingRing::acquire`], but gives up after `timeout`: `Ok(None)` when the slot stayed
+    /// busy (a zero timeout only tries once). Lets a transport thread that acquires slots ahead of
+    /// the pipeline notice a stop request instead of blocking forever.
+    pub fn acquire_timeout(
+        self: &Arc<Self>,
+        slot: usize,
+        timeout: Duration,
+    ) -> Result<Option<SlotToken>, StageError> {
+        let got = self
+            .gate
+            .acquire_until(slot, Some(Instant::now() + timeout))?;
+        Ok(got.then(|| SlotToken::new(self, slot)))
     }
 
     /// Address and length of buffer `slot`, for registering it once with a NIC; `None` past the end.
@@ -304,27 +337,6 @@ impl StagingRing {
         })
     }
 
-    /// The first `len` bytes of buffer `slot`.
-    ///
-    /// # Safety
-    /// The caller must own `slot` under the gate protocol and nobody may write it meanwhile.
-    pub unsafe fn slot_bytes(&self, slot: usize, len: usize) -> Result<&[u8], StageError> {
-        let (ptr, len) = self.checked(slot, len)?;
-        // SAFETY: in bounds (checked); aliasing guaranteed by the caller.
-        Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
-    }
-
-    /// The first `len` bytes of buffer `slot`, writable.
-    ///
-    /// # Safety
-    /// The caller must own `slot` under the gate protocol; no other reference to it may exist.
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn slot_bytes_mut(&self, slot: usize, len: usize) -> Result<&mut [u8], StageError> {
-        let (ptr, len) = self.checked(slot, len)?;
-        // SAFETY: in bounds (checked); exclusivity guaranteed by the caller.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
-    }
-
     pub(crate) fn checked(&self, slot: usize, len: usize) -> Result<(*mut u8, usize), StageError> {
         let buf = self.buffers.get(slot).ok_or_else(|| {
             StageError::config("slot", slot, format!("the ring has {} slots", self.slots()))
@@ -338,6 +350,105 @@ impl StagingRing {
             });
         }
         Ok((buf.as_ptr(), len))
+    }
+}
+
+/// Ownership of one ring slot, from [`StagingRing::acquire`] until drop (which releases the slot
+/// and wakes whoever waits for it). See the module docs for who holds it when.
+#[must_use = "dropping a SlotToken releases its slot at once"]
+pub struct SlotToken {
+    ring: Arc<StagingRing>,
+    slot: usize,
+}
+
+impl std::fmt::Debug for SlotToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotToken")
+            .field("slot", &self.slot)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlotToken {
+    fn new(ring: &Arc<StagingRing>, slot: usize) -> Self {
+        SlotToken {
+            ring: Arc::clone(ring),
+            slot,
+        }
+    }
+
+    /// The slot this token owns.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The ring the slot belongs to.
+    pub fn ring(&self) -> &Arc<StagingRing> {
+        &self.ring
+    }
+
+    /// The first `len` bytes of the slot. Fails with [`StageError::OutOfBounds`] past the buffer.
+    pub fn bytes(&self, len: usize) -> Result<&[u8], StageError> {
+        let (ptr, len) = self.ring.checked(self.slot, len)?;
+        // SAFETY: in bounds (checked) of a buffer the ring keeps alive (we hold an Arc). The token
+        // owns the slot: nobody else can acquire it, and this crate queues device copies or NIC
+        // DMA into a slot only while its own code holds the slot's token (never while the token is
+        // borrowed here, since that needs the token). Writes need `&mut self`.
+        Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+    }
+
+    /// The first `len` bytes of the slot, writable. Fails with [`StageError::OutOfBounds`].
+    pub fn bytes_mut(&mut self, len: usize) -> Result<&mut [u8], StageError> {
+        let (ptr, len) = self.ring.checked(self.slot, len)?;
+        // SAFETY: as in `bytes`; `&mut self` excludes every other view through this token, and the
+        // token is the slot's only owner.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    }
+
+    /// Start of the slot's first `len` bytes, for a device copy queued by this crate (which keeps
+    /// the token until the copy finished).
+    pub(crate) fn ptr(&self, len: usize) -> Result<*mut u8, StageError> {
+        self.ring.checked(self.slot, len).map(|(p, _)| p)
+    }
+
+    /// Keeps the slot busy for good and the ring's memory allocated: for a slot that a copy which
+    /// could not be waited for may still touch.
+    pub(crate) fn leak(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for SlotToken {
+    fn drop(&mut self) {
+        self.ring.gate.release(self.slot);
+    }
+}
+
+/// Tokens whose slots queued device copies may still use: kept until the copy stream drained,
+/// then released, or leaked if draining failed.
+#[derive(Debug, Default)]
+pub(crate) struct HeldSlots(Mutex<Vec<SlotToken>>);
+
+impl HeldSlots {
+    pub(crate) fn keep(&self, token: SlotToken) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(token);
+    }
+
+    pub(crate) fn keep_all(&self, tokens: impl IntoIterator<Item = SlotToken>) {
+        for t in tokens {
+            self.keep(t);
+        }
+    }
+
+    /// Releases the held slots if `drained` (the copies that used them finished), else leaks them.
+    pub(crate) fn settle(self, drained: bool) {
+        let tokens = self.0.into_inner().unwrap_or_else(PoisonError::into_inner);
+        if !drained {
+            tokens.into_iter().for_each(SlotToken::leak);
+        }
     }
 }
 
@@ -358,37 +469,56 @@ mod tests {
             assert_eq!(r.addr as usize % PAGE, 0);
         }
         assert!(unsafe { ring.raw_region(3) }.is_none());
-        assert!(unsafe { ring.slot_bytes(0, MIB + 1) }.is_err());
-        assert!(unsafe { ring.slot_bytes(9, 1) }.is_err());
+        let t = ring.acquire(0).unwrap();
+        assert!(t.bytes(MIB + 1).is_err());
+        assert_eq!(t.bytes(MIB).unwrap().len(), MIB);
+        assert!(ring.acquire(9).is_err());
     }
 
     #[test]
-    fn gate_blocks_until_release() {
+    fn gate_blocks_until_the_token_is_dropped() {
         let ring = StagingRing::heap(RingConfig::new(MIB, 2).unwrap()).unwrap();
-        ring.gate().acquire(1).unwrap();
+        let held = ring.acquire(1).unwrap();
         assert!(ring.gate().is_busy(1));
-        let r2 = Arc::clone(&ring);
+        assert!(ring.acquire_timeout(1, Duration::ZERO).unwrap().is_none());
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
-            r2.gate().release(1);
+            drop(held);
         });
         let start = std::time::Instant::now();
-        ring.gate().acquire(1).unwrap();
+        let again = ring.acquire(1).unwrap();
         assert!(start.elapsed() >= Duration::from_millis(40));
+        assert_eq!(again.slot(), 1);
         t.join().unwrap();
+        drop(again);
+        assert_eq!(ring.gate().busy_count(), 0);
+    }
+
+    #[test]
+    fn held_slots_are_released_after_a_drain_and_leaked_without_one() {
+        let ring = StagingRing::heap(RingConfig::new(MIB, 2).unwrap()).unwrap();
+        let held = HeldSlots::default();
+        held.keep(ring.acquire(0).unwrap());
+        held.settle(true);
+        assert!(!ring.gate().is_busy(0));
+        let held = HeldSlots::default();
+        held.keep_all([ring.acquire(1).unwrap()]);
+        held.settle(false);
+        assert!(ring.gate().is_busy(1), "a possibly in-use slot stays busy");
+        assert!(ring.acquire_timeout(1, Duration::ZERO).unwrap().is_none());
     }
 
     #[test]
     fn gate_failure_wakes_waiters_and_sticks() {
         let ring = StagingRing::heap(RingConfig::new(MIB, 2).unwrap()).unwrap();
-        ring.gate().acquire(0).unwrap();
+        let _held = ring.acquire(0).unwrap();
         let r2 = Arc::clone(&ring);
-        let t = std::thread::spawn(move || r2.gate().acquire(0));
+        let t = std::thread::spawn(move || r2.acquire(0).map(|_| ()));
         std::thread::sleep(Duration::from_millis(20));
         ring.gate().fail("peer vanished");
         let err = t.join().unwrap().unwrap_err();
         assert!(err.to_string().contains("peer vanished"));
-        assert!(ring.gate().acquire(1).is_err());
+        assert!(ring.acquire(1).is_err());
         ring.gate().fail("second");
         assert_eq!(ring.gate().failure().unwrap(), "peer vanished");
     }

@@ -19,7 +19,8 @@ use gpu_stage::checksum::pattern;
 use gpu_stage::transport::TransferSummary;
 use gpu_stage::{
     Chunk, ConnectMode, Device, HostDevice, HostFaults, MIB, RdmaConfig, RdmaReceiver, RdmaSender,
-    Receiver, RecvTransport, RingConfig, SendTransport, Sender, StagingRing, TransportError,
+    Receiver, RecvTransport, RingConfig, SendTransport, Sender, SlotToken, StagingRing,
+    TransportError,
 };
 
 const ROLE: &str = "GPU_STAGE_RXE_ROLE";
@@ -143,8 +144,13 @@ impl<T: SendTransport> SendTransport for Counting<T> {
     fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
         self.inner.attach(ring)
     }
-    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError> {
-        self.inner.submit(ring, chunk)?;
+    fn submit(
+        &mut self,
+        ring: &Arc<StagingRing>,
+        chunk: Chunk,
+        slot: SlotToken,
+    ) -> Result<(), TransportError> {
+        self.inner.submit(ring, chunk, slot)?;
         self.n.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
@@ -160,7 +166,10 @@ impl<T: RecvTransport> RecvTransport for Counting<T> {
     fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
         self.inner.attach(ring)
     }
-    fn next_chunk(&mut self, ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError> {
+    fn next_chunk(
+        &mut self,
+        ring: &Arc<StagingRing>,
+    ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
         let c = self.inner.next_chunk(ring)?;
         if c.is_some() {
             self.n.fetch_add(1, Ordering::SeqCst);

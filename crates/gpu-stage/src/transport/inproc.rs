@@ -7,10 +7,10 @@ use std::sync::mpsc;
 
 use super::{Chunk, RecvTransport, SendTransport, TransferSummary};
 use crate::error::TransportError;
-use crate::ring::StagingRing;
+use crate::ring::{SlotToken, StagingRing};
 
 enum Msg {
-    Chunk(Chunk),
+    Chunk(Chunk, SlotToken),
     End(TransferSummary),
     Abort(String),
 }
@@ -48,7 +48,7 @@ pub struct InProcReceiver {
 impl std::fmt::Debug for Msg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Msg::Chunk(c) => write!(f, "Chunk({c:?})"),
+            Msg::Chunk(c, _) => write!(f, "Chunk({c:?})"),
             Msg::End(s) => write!(f, "End({s:?})"),
             Msg::Abort(r) => write!(f, "Abort({r})"),
         }
@@ -65,14 +65,19 @@ impl SendTransport for InProcSender {
         Ok(())
     }
 
-    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError> {
+    fn submit(
+        &mut self,
+        ring: &Arc<StagingRing>,
+        chunk: Chunk,
+        slot: SlotToken,
+    ) -> Result<(), TransportError> {
         if !self.ring.as_ref().is_some_and(|r| Arc::ptr_eq(r, ring)) {
             return Err(TransportError::Protocol(
                 "submit with a ring the transport was not attached to".into(),
             ));
         }
         // Ownership of the slot passes to the receiving pipeline, which releases it.
-        self.tx.send(Msg::Chunk(chunk)).map_err(|_| closed())
+        self.tx.send(Msg::Chunk(chunk, slot)).map_err(|_| closed())
     }
 
     fn finish(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
@@ -92,9 +97,12 @@ impl RecvTransport for InProcReceiver {
         Ok(())
     }
 
-    fn next_chunk(&mut self, ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError> {
+    fn next_chunk(
+        &mut self,
+        ring: &Arc<StagingRing>,
+    ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
         match self.rx.recv().map_err(|_| closed())? {
-            Msg::Chunk(c) => {
+            Msg::Chunk(c, slot) => {
                 if !self.ring.as_ref().is_some_and(|r| Arc::ptr_eq(r, ring)) {
                     return Err(TransportError::Protocol(
                         "the in-process transport needs both pipelines on one StagingRing \
@@ -111,7 +119,7 @@ impl RecvTransport for InProcReceiver {
                 }
                 self.expect_seq += 1;
                 self.bytes += c.len as u64;
-                Ok(Some(c))
+                Ok(Some((c, slot)))
             }
             Msg::End(summary) => {
                 let got = TransferSummary {

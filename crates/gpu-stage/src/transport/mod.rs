@@ -6,9 +6,10 @@
 //! slots as credits and returns them from `next_chunk` when the immediate-data completion
 //! arrives.
 //!
-//! Slot ownership follows the protocol in [`crate::ring`]: a sending transport owns a submitted
-//! slot until it calls `ring.gate().release(slot)`; a receiving transport acquires a slot before
-//! filling it and hands it to the pipeline, which releases it after its host→device copy.
+//! Slot ownership follows the protocol in [`crate::ring`]: a sending transport gets each submitted
+//! slot's [`SlotToken`] and owns the slot until it drops the token; a receiving transport acquires a
+//! slot ([`StagingRing::acquire`]) before filling it and hands the token to the pipeline with the
+//! chunk, and the pipeline drops it after its host→device copy.
 
 pub mod inproc;
 #[cfg(feature = "rdma")]
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TransportError;
-use crate::ring::StagingRing;
+use crate::ring::{SlotToken, StagingRing};
 
 /// One chunk of a transfer, sitting in ring buffer `slot`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,10 +54,16 @@ pub trait SendTransport: Send {
         Ok(())
     }
 
-    /// Sends `chunk` (its bytes are in `ring` slot `chunk.slot`, copied from the device already).
-    /// From now on the transport owns the slot and must release it through `ring.gate()` once it
-    /// no longer reads it. May return before the bytes have left (asynchronous transports).
-    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError>;
+    /// Sends `chunk` (its bytes are in `ring` slot `chunk.slot`, copied from the device already,
+    /// readable through `slot`). From now on the transport owns the slot and releases it by
+    /// dropping `slot` once it no longer reads it (on an error too). May return before the bytes
+    /// have left (asynchronous transports).
+    fn submit(
+        &mut self,
+        ring: &Arc<StagingRing>,
+        chunk: Chunk,
+        slot: SlotToken,
+    ) -> Result<(), TransportError>;
 
     /// All chunks were submitted: flush, and wait until the peer confirms it has everything.
     fn finish(&mut self, summary: TransferSummary) -> Result<(), TransportError>;
@@ -75,10 +82,13 @@ pub trait RecvTransport: Send {
         Ok(())
     }
 
-    /// Waits for the next chunk in sequence order. The returned slot is owned (acquired) and
-    /// filled; the pipeline releases it after copying it to the device. `Ok(None)` marks the end
-    /// of the transfer (the transport has checked the peer's totals).
-    fn next_chunk(&mut self, ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError>;
+    /// Waits for the next chunk in sequence order, filled into slot `chunk.slot`, with that slot's
+    /// token; the pipeline drops the token after copying the slot to the device. `Ok(None)` marks
+    /// the end of the transfer (the transport has checked the peer's totals).
+    fn next_chunk(
+        &mut self,
+        ring: &Arc<StagingRing>,
+    ) -> Result<Option<(Chunk, SlotToken)>, TransportError>;
 
     /// The data is on the device: acknowledge to the sender (TCP sends an ACK frame).
     fn complete(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
@@ -96,8 +106,13 @@ impl<T: SendTransport + ?Sized> SendTransport for &mut T {
     fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
         (**self).attach(ring)
     }
-    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError> {
-        (**self).submit(ring, chunk)
+    fn submit(
+        &mut self,
+        ring: &Arc<StagingRing>,
+        chunk: Chunk,
+        slot: SlotToken,
+    ) -> Result<(), TransportError> {
+        (**self).submit(ring, chunk, slot)
     }
     fn finish(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
         (**self).finish(summary)
@@ -111,7 +126,10 @@ impl<T: RecvTransport + ?Sized> RecvTransport for &mut T {
     fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
         (**self).attach(ring)
     }
-    fn next_chunk(&mut self, ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError> {
+    fn next_chunk(
+        &mut self,
+        ring: &Arc<StagingRing>,
+    ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
         (**self).next_chunk(ring)
     }
     fn complete(&mut self, summary: TransferSummary) -> Result<(), TransportError> {

@@ -38,7 +38,7 @@
 //!   [`RdmaConfig::timeout`]; the TCP side channel stays open so a peer that exits is noticed at
 //!   once (EOF), and the error names the peer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc;
@@ -56,7 +56,7 @@ use serde::{Deserialize, Serialize};
 use super::{Chunk, RecvTransport, SendTransport, TransferSummary};
 use crate::config::RingConfig;
 use crate::error::TransportError;
-use crate::ring::StagingRing;
+use crate::ring::{SlotToken, StagingRing};
 
 /// Version of the side-channel protocol; both ends must speak the same one.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -530,14 +530,17 @@ struct State {
     granted: u64,
     /// Sender: WRITEs posted and not yet completed.
     outstanding: u64,
+    /// Sender: the slots of the WRITEs in flight, by session-wide chunk number; a slot is released
+    /// when its WRITE completed, and kept busy after a failed one until the QPs are destroyed.
+    in_flight: BTreeMap<u64, SlotToken>,
     /// Sender: the receiver's ACK, once it came.
     ack: Option<TransferSummary>,
     /// The ring the transport works on (failures are written to its gate).
     ring: Option<Arc<StagingRing>>,
-    /// Receiver: chunks whose slot the credit thread acquired (session-wide count).
-    acquired: u64,
-    /// Receiver: chunks handed to the pipeline (session-wide count).
-    delivered: u64,
+    /// Receiver: the slots the credit thread acquired and granted to the sender, in chunk order,
+    /// not yet handed to the pipeline. The peer may write into them, so they are released only
+    /// after the QPs are destroyed.
+    credits: VecDeque<SlotToken>,
     /// A transfer is in progress (between attach and its end): only then does a failure also
     /// fail the ring's gate. A peer that leaves between transfers ends the session, not the ring.
     busy: bool,
@@ -606,6 +609,56 @@ impl Shared {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+}
+
+/// The transport's worker threads (side-channel reader, completion pollers, credit granter). They
+/// are stopped and joined when this is dropped, so a setup step that fails after the first spawn
+/// cannot leave them polling forever; the transport's own Drop calls [`Workers::stop`] first so
+/// that the QPs are destroyed only once no worker uses them.
+#[derive(Debug)]
+struct Workers {
+    shared: Arc<Shared>,
+    side: Arc<SideWriter>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    fn new(shared: &Arc<Shared>, side: &Arc<SideWriter>) -> Self {
+        Workers {
+            shared: Arc::clone(shared),
+            side: Arc::clone(side),
+            handles: Vec::new(),
+        }
+    }
+
+    fn spawn(
+        &mut self,
+        name: &str,
+        f: impl FnOnce() + Send + 'static,
+    ) -> Result<(), TransportError> {
+        let h = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(f)
+            .map_err(TransportError::io(format!("spawning thread {name}")))?;
+        self.handles.push(h);
+        Ok(())
+    }
+
+    /// Asks every worker to stop (flag, condvar, side channel shut down) and joins them.
+    fn stop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.cv.notify_all();
+        self.side.shutdown();
+        for t in self.handles.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -899,7 +952,7 @@ pub struct RdmaSender {
     /// Receiver slot tables, per receiver device.
     remote: Vec<Vec<RemoteBuf>>,
     _credit_mrs: Vec<Arc<MemoryRegion>>,
-    threads: Vec<JoinHandle<()>>,
+    workers: Workers,
     /// Session-wide number of the next transfer's first chunk.
     base: u64,
     /// Session-wide number of the next chunk to post.
@@ -967,13 +1020,13 @@ impl RdmaSender {
             .map_err(TransportError::io("clearing the read timeout"))?;
         let shared = Arc::new(Shared::default());
         shared.lock().ring = Some(Arc::clone(ring));
-        let mut threads = Vec::new();
+        let mut workers = Workers::new(&shared, &side);
         {
             let shared = Arc::clone(&shared);
             let peer = peer.clone();
-            threads.push(spawn("gpu-stage-rdma-side", move || {
+            workers.spawn("gpu-stage-rdma-side", move || {
                 sender_side_reader(reader, &shared, &peer)
-            })?);
+            })?;
         }
         for (d, dev) in devs.iter().enumerate() {
             let shared = Arc::clone(&shared);
@@ -985,9 +1038,9 @@ impl RdmaSender {
                 .map(|(q, qp)| (q, Arc::clone(qp)))
                 .collect();
             let peer = peer.clone();
-            threads.push(spawn(&format!("gpu-stage-rdma-scq{d}"), move || {
+            workers.spawn(&format!("gpu-stage-rdma-scq{d}"), move || {
                 sender_poller(&cq, &my_qps, &shared, &peer)
-            })?);
+            })?;
         }
         Ok(RdmaSender {
             cfg: cfg.clone(),
@@ -1001,7 +1054,7 @@ impl RdmaSender {
             ring: Arc::clone(ring),
             remote,
             _credit_mrs: credit_mrs,
-            threads,
+            workers,
             base: 0,
             next: 0,
             peer,
@@ -1166,7 +1219,12 @@ impl RdmaSender {
         self.devs.iter().map(|d| d.ctx.name().to_string()).collect()
     }
 
-    fn post_chunk(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError> {
+    fn post_chunk(
+        &mut self,
+        ring: &Arc<StagingRing>,
+        chunk: Chunk,
+        slot: SlotToken,
+    ) -> Result<(), TransportError> {
         let chunk_bytes = self.ring_cfg.chunk_bytes as u64;
         if chunk.offset != chunk.seq * chunk_bytes
             || chunk.len == 0
@@ -1177,9 +1235,13 @@ impl RdmaSender {
                 chunk.seq, chunk.offset, chunk.len
             )));
         }
-        if !Arc::ptr_eq(ring, &self.ring) {
+        if !Arc::ptr_eq(ring, &self.ring)
+            || !Arc::ptr_eq(slot.ring(), &self.ring)
+            || slot.slot() != chunk.slot
+        {
             return Err(TransportError::Protocol(
-                "submit with a ring other than the attached one".into(),
+                "submit with a ring other than the attached one, or with another slot's token"
+                    .into(),
             ));
         }
         let g = self.base + chunk.seq;
@@ -1213,7 +1275,12 @@ impl RdmaSender {
         let remote = table[(g % table.len() as u64) as usize]
             .slice(0..chunk.len as u64)
             .map_err(TransportError::rdma("slicing the remote slot"))?;
-        self.shared.lock().outstanding += 1;
+        {
+            // Before posting: the completion may be polled before post_write_imm returns.
+            let mut st = self.shared.lock();
+            st.outstanding += 1;
+            st.in_flight.insert(g, slot);
+        }
         let posted = lock_qp(&self.qps[q]).post_write_imm(
             local,
             remote,
@@ -1221,7 +1288,12 @@ impl RdmaSender {
             (g << SLOT_BITS) | chunk.slot as u64,
         );
         if let Err(e) = posted {
-            self.shared.lock().outstanding -= 1;
+            let never_posted = {
+                let mut st = self.shared.lock();
+                st.outstanding -= 1;
+                st.in_flight.remove(&g)
+            };
+            drop(never_posted);
             return Err(TransportError::Rdma {
                 context: format!(
                     "posting the WRITE of chunk {} on QP {q} to {}",
@@ -1233,13 +1305,6 @@ impl RdmaSender {
         self.next = g + 1;
         Ok(())
     }
-}
-
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, TransportError> {
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(f)
-        .map_err(TransportError::io(format!("spawning thread {name}")))
 }
 
 fn unexpected(peer: &str, want: &str, got: &Wire) -> TransportError {
@@ -1359,14 +1424,18 @@ fn sender_poller(cq: &CompletionQueue, qps: &[(usize, SharedQp)], shared: &Share
                 let slot = (c.tag & ((1 << SLOT_BITS) - 1)) as usize;
                 let g = c.tag >> SLOT_BITS;
                 if c.is_ok() {
-                    let ring = {
+                    let done = {
                         let mut s = shared.lock();
                         s.outstanding = s.outstanding.saturating_sub(1);
-                        s.ring.clone()
+                        s.in_flight.remove(&g)
                     };
-                    if let Some(r) = ring {
-                        r.gate().release(slot);
+                    if done.as_ref().is_some_and(|t| t.slot() != slot) {
+                        shared.fail(format!(
+                            "the WRITE of chunk #{g} completed for slot {slot}, but it was posted from another slot"
+                        ));
                     }
+                    // The NIC has read the slot: the pipeline may refill it.
+                    drop(done);
                     shared.cv.notify_all();
                 } else {
                     shared.fail(format!(
@@ -1409,13 +1478,15 @@ impl SendTransport for RdmaSender {
         Ok(())
     }
 
-    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError> {
-        let r = self.post_chunk(ring, chunk);
-        if r.is_err() {
-            // Never posted: the slot is ours to give back so the pipeline can unwind.
-            ring.gate().release(chunk.slot);
-        }
-        r
+    fn submit(
+        &mut self,
+        ring: &Arc<StagingRing>,
+        chunk: Chunk,
+        slot: SlotToken,
+    ) -> Result<(), TransportError> {
+        // On an error the WRITE was never posted: the token is dropped, which gives the slot back
+        // so the pipeline can unwind.
+        self.post_chunk(ring, chunk, slot)
     }
 
     fn finish(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
@@ -1470,15 +1541,13 @@ impl SendTransport for RdmaSender {
 
 impl Drop for RdmaSender {
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
-        self.shared.cv.notify_all();
-        self.side.shutdown();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-        // QPs go first (destroying them stops all DMA), then the registrations.
+        self.workers.stop();
+        // QPs go first (destroying them stops all DMA), then the registrations, then the slots of
+        // WRITEs that never completed.
         self.qps.clear();
         self.mrs.clear();
+        let in_flight = std::mem::take(&mut self.shared.lock().in_flight);
+        drop(in_flight);
     }
 }
 
@@ -1504,7 +1573,7 @@ pub struct RdmaReceiver {
     qps: Vec<SharedQp>,
     devs: Vec<Dev>,
     _mrs: Vec<Vec<Arc<MemoryRegion>>>,
-    threads: Vec<JoinHandle<()>>,
+    workers: Workers,
     /// Chunks that arrived ahead of their turn: session-wide number → length.
     pending: BTreeMap<u64, usize>,
     end: Option<TransferSummary>,
@@ -1560,14 +1629,14 @@ impl RdmaReceiver {
         let shared = Arc::new(Shared::default());
         shared.lock().ring = Some(Arc::clone(ring));
         let (tx, events) = mpsc::channel();
-        let mut threads = Vec::new();
+        let mut workers = Workers::new(&shared, &side);
         {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
             let peer = peer.clone();
-            threads.push(spawn("gpu-stage-rdma-side", move || {
+            workers.spawn("gpu-stage-rdma-side", move || {
                 receiver_side_reader(reader, &shared, &tx, &peer)
-            })?);
+            })?;
         }
         let stripe = cfg.stripe();
         for (d, dev) in devs.iter().enumerate() {
@@ -1581,9 +1650,9 @@ impl RdmaReceiver {
                 .collect();
             let tx = tx.clone();
             let peer = peer.clone();
-            threads.push(spawn(&format!("gpu-stage-rdma-rcq{d}"), move || {
+            workers.spawn(&format!("gpu-stage-rdma-rcq{d}"), move || {
                 receiver_poller(&cq, &my_qps, &shared, &tx, &peer)
-            })?);
+            })?;
         }
         {
             let d0 = &devs[stripe.device_of(0) % devs.len()];
@@ -1594,9 +1663,9 @@ impl RdmaReceiver {
             let shared = Arc::clone(&shared);
             let ring = Arc::clone(ring);
             let peer = peer.clone();
-            threads.push(spawn("gpu-stage-rdma-credit", move || {
+            workers.spawn("gpu-stage-rdma-credit", move || {
                 credit_loop(&ring, &qp0, &src, credit_target, &shared, &tx, &peer)
-            })?);
+            })?;
         }
         Ok(RdmaReceiver {
             cfg: cfg.clone(),
@@ -1607,7 +1676,7 @@ impl RdmaReceiver {
             qps,
             devs,
             _mrs: mrs,
-            threads,
+            workers,
             pending: BTreeMap::new(),
             end: None,
             base: 0,
@@ -1785,18 +1854,32 @@ impl RdmaReceiver {
         self.devs.iter().map(|d| d.ctx.name().to_string()).collect()
     }
 
-    fn deliver(&mut self, g: u64, len: usize) -> Chunk {
+    /// Hands chunk `g` to the pipeline with the slot the credit thread granted for it. Fails if
+    /// the sender wrote it without holding a credit.
+    fn deliver(&mut self, g: u64, len: usize) -> Result<(Chunk, SlotToken), TransportError> {
         let slots = self.ring.slots() as u64;
+        let slot = (g % slots) as usize;
+        let token = self.shared.lock().credits.pop_front();
+        let token = match token {
+            Some(t) if t.slot() == slot => t,
+            other => {
+                return Err(TransportError::Protocol(format!(
+                    "the {} wrote chunk #{g} into slot {slot} without a credit for it (next credited slot: {:?})",
+                    self.peer,
+                    other.as_ref().map(SlotToken::slot)
+                )));
+            }
+        };
         let seq = g - self.base;
         self.next = g + 1;
         self.bytes += len as u64;
-        self.shared.lock().delivered = self.next;
-        Chunk {
+        let chunk = Chunk {
             seq,
-            slot: (g % slots) as usize,
+            slot,
             offset: seq * self.ring.chunk_bytes() as u64,
             len,
-        }
+        };
+        Ok((chunk, token))
     }
 }
 
@@ -1971,16 +2054,14 @@ fn credit_loop(
         if shared.stopping() {
             return;
         }
-        let mut got = 0u64;
+        let mut got = Vec::new();
         let mut wait = IDLE_WAIT;
         // Take every slot that is free now (the first may wait a little).
-        while got < slots {
-            match ring
-                .gate()
-                .acquire_timeout(((g + got) % slots) as usize, wait)
-            {
-                Ok(true) => got += 1,
-                Ok(false) => break,
+        while (got.len() as u64) < slots {
+            let slot = ((g + got.len() as u64) % slots) as usize;
+            match ring.acquire_timeout(slot, wait) {
+                Ok(Some(token)) => got.push(token),
+                Ok(None) => break,
                 Err(e) => {
                     fail(format!("the receiving pipeline stopped: {e}"));
                     return;
@@ -1988,11 +2069,12 @@ fn credit_loop(
             }
             wait = Duration::ZERO;
         }
-        if got == 0 {
+        if got.is_empty() {
             continue;
         }
-        g += got;
-        shared.lock().acquired = g;
+        g += got.len() as u64;
+        // Recorded before the credit goes out: the sender may write into these slots from then on.
+        shared.lock().credits.extend(got);
         let posted = lock_qp(qp0).post_write_imm(local.clone(), remote, encode_imm(g), CREDIT_TAG);
         if let Err(e) = posted {
             fail(format!("granting credit {g} to the {peer}: {e}"));
@@ -2020,14 +2102,17 @@ impl RecvTransport for RdmaReceiver {
         Ok(())
     }
 
-    fn next_chunk(&mut self, _ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError> {
+    fn next_chunk(
+        &mut self,
+        _ring: &Arc<StagingRing>,
+    ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
         let slots = self.ring.slots() as u64;
         let chunk_bytes = self.ring.chunk_bytes();
         let deadline = Instant::now() + self.cfg.timeout;
         loop {
             if let Some(len) = self.pending.remove(&self.next) {
                 let g = self.next;
-                return Ok(Some(self.deliver(g, len)));
+                return self.deliver(g, len).map(Some);
             }
             if let Some(end) = self.end {
                 let got = self.next - self.base;
@@ -2114,22 +2199,12 @@ impl RecvTransport for RdmaReceiver {
 
 impl Drop for RdmaReceiver {
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
-        self.shared.cv.notify_all();
-        self.side.shutdown();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+        self.workers.stop();
         self.qps.clear();
-        // Slots the credit thread acquired for chunks never handed to the pipeline go back.
-        let (acquired, delivered) = {
-            let s = self.shared.lock();
-            (s.acquired, s.delivered)
-        };
-        let slots = self.ring.slots() as u64;
-        for g in delivered..acquired.min(delivered + slots) {
-            self.ring.gate().release((g % slots) as usize);
-        }
+        // Slots granted as credits for chunks never handed to the pipeline go back, now that no QP
+        // can let the peer write into them.
+        let credits = std::mem::take(&mut self.shared.lock().credits);
+        drop(credits);
     }
 }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::{Chunk, RecvTransport, SendTransport, TransferSummary};
 use crate::error::TransportError;
-use crate::ring::StagingRing;
+use crate::ring::{SlotToken, StagingRing};
 
 const MAGIC: u32 = 0x4753_5447; // "GTSG" little-endian: gpu-stage
 const HEADER_LEN: usize = 40;
@@ -157,7 +157,7 @@ fn read_reason(stream: &mut TcpStream, len: u64) -> String {
 }
 
 enum WriterJob {
-    Data(Arc<StagingRing>, Chunk),
+    Data(Chunk, SlotToken),
     End(TransferSummary, mpsc::Sender<Result<(), String>>),
 }
 
@@ -172,7 +172,7 @@ pub struct TcpSender {
 impl std::fmt::Debug for WriterJob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            WriterJob::Data(_, c) => write!(f, "Data({c:?})"),
+            WriterJob::Data(c, _) => write!(f, "Data({c:?})"),
             WriterJob::End(s, _) => write!(f, "End({s:?})"),
         }
     }
@@ -244,13 +244,10 @@ fn writer_loop(
     let mut failure: Option<String> = None;
     for job in rx {
         match job {
-            WriterJob::Data(ring, c) => {
+            WriterJob::Data(c, slot) => {
                 if failure.is_none() {
                     let r = (|| -> Result<(), String> {
-                        // SAFETY: the pipeline handed us slot `c.slot` filled with `c.len` bytes
-                        // and does not touch it until we release it below.
-                        let bytes =
-                            unsafe { ring.slot_bytes(c.slot, c.len) }.map_err(|e| e.to_string())?;
+                        let bytes = slot.bytes(c.len).map_err(|e| e.to_string())?;
                         let header =
                             Frame::new(Kind::Data, c.seq, c.offset, c.len as u64, index as u64)
                                 .encode();
@@ -258,11 +255,12 @@ fn writer_loop(
                             .map_err(|e| format!("{context}: {e}"))
                     })();
                     if let Err(e) = r {
-                        ring.gate().fail(format!("TCP transport: {e}"));
+                        slot.ring().gate().fail(format!("TCP transport: {e}"));
                         failure = Some(e);
                     }
                 }
-                ring.gate().release(c.slot);
+                // The bytes left (or never will): the slot goes back to the pipeline.
+                drop(slot);
             }
             WriterJob::End(summary, reply) => {
                 let r = match &failure {
@@ -286,14 +284,19 @@ fn writer_loop(
 }
 
 impl SendTransport for TcpSender {
-    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError> {
+    fn submit(
+        &mut self,
+        _ring: &Arc<StagingRing>,
+        chunk: Chunk,
+        slot: SlotToken,
+    ) -> Result<(), TransportError> {
         let n = self.writers.len();
         let conn = (chunk.seq % n as u64) as usize;
         self.writers[conn]
-            .send(WriterJob::Data(Arc::clone(ring), chunk))
+            .send(WriterJob::Data(chunk, slot))
             .map_err(|_| {
-                // The writer exited; free the slot so the pipeline can unwind.
-                ring.gate().release(chunk.slot);
+                // The writer exited; the job (and with it the slot's token) was dropped, which
+                // frees the slot so the pipeline can unwind.
                 TransportError::Closed(format!(
                     "writer for connection {conn} to {} exited",
                     self.peer
@@ -370,7 +373,7 @@ impl Drop for TcpSender {
 }
 
 enum ReaderMsg {
-    Chunk(Chunk),
+    Chunk(Chunk, SlotToken),
     End(TransferSummary),
     Failed(TransportError),
 }
@@ -420,10 +423,10 @@ impl Shared {
     /// Waits for chunk `global`'s turn, then acquires `slot` (which may block: backpressure).
     fn acquire_in_order(
         &self,
-        ring: &StagingRing,
+        ring: &Arc<StagingRing>,
         global: u64,
         slot: usize,
-    ) -> Result<(), TransportError> {
+    ) -> Result<SlotToken, TransportError> {
         let mut g = self.lock();
         loop {
             if let Some(f) = &g.failed {
@@ -436,7 +439,6 @@ impl Shared {
         }
         drop(g);
         let r = ring
-            .gate()
             .acquire(slot)
             .map_err(|e| TransportError::Aborted(e.to_string()));
         self.lock().next_acquire += 1;
@@ -466,8 +468,8 @@ pub struct TcpReceiver {
     results: mpsc::Receiver<(u64, ReaderMsg)>,
     sockets: Vec<TcpStream>,
     shared: Arc<Shared>,
-    /// Chunks that arrived ahead of their turn, keyed by (transfer, seq).
-    pending: BTreeMap<(u64, u64), Chunk>,
+    /// Chunks that arrived ahead of their turn (with their slots), keyed by (transfer, seq).
+    pending: BTreeMap<(u64, u64), (Chunk, SlotToken)>,
     /// END frames seen, per transfer.
     ends: BTreeMap<u64, Vec<TransferSummary>>,
     transfer: u64,
@@ -479,7 +481,7 @@ pub struct TcpReceiver {
 impl std::fmt::Debug for ReaderMsg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReaderMsg::Chunk(c) => write!(f, "Chunk({c:?})"),
+            ReaderMsg::Chunk(c, _) => write!(f, "Chunk({c:?})"),
             ReaderMsg::End(s) => write!(f, "End({s:?})"),
             ReaderMsg::Failed(e) => write!(f, "Failed({e})"),
         }
@@ -604,9 +606,10 @@ fn reader_loop(
         let msg = frame.and_then(|frame| match frame.kind {
             Kind::Data => {
                 let ring = shared.ring()?;
-                let chunk = read_data(&mut stream, &shared, &ring, frame, expect, base, &context)?;
+                let (chunk, slot) =
+                    read_data(&mut stream, &shared, &ring, frame, expect, base, &context)?;
                 expect += connections as u64;
-                Ok(ReaderMsg::Chunk(chunk))
+                Ok(ReaderMsg::Chunk(chunk, slot))
             }
             Kind::End => {
                 expect = index as u64;
@@ -651,7 +654,7 @@ fn read_data(
     expect: u64,
     base: u64,
     context: &str,
-) -> Result<Chunk, TransportError> {
+) -> Result<(Chunk, SlotToken), TransportError> {
     if frame.seq != expect {
         return Err(TransportError::Protocol(format!(
             "{context}: chunk {} arrived where chunk {expect} was expected",
@@ -671,20 +674,21 @@ fn read_data(
     let slot = (frame.seq % ring.slots() as u64) as usize;
     // In chunk order; blocks while the pipeline still copies the slot's previous occupant to the
     // device (backpressure: we stop reading, the sender's socket fills up).
-    shared.acquire_in_order(ring, base + frame.seq, slot)?;
-    // SAFETY: we own the slot (acquired above) until the pipeline releases it.
-    let buf = unsafe { ring.slot_bytes_mut(slot, len) }
+    let mut token = shared.acquire_in_order(ring, base + frame.seq, slot)?;
+    let buf = token
+        .bytes_mut(len)
         .map_err(|e| TransportError::Protocol(e.to_string()))?;
     stream.read_exact(buf).map_err(TransportError::io(format!(
         "{context}: reading chunk {}",
         frame.seq
     )))?;
-    Ok(Chunk {
+    let chunk = Chunk {
         seq: frame.seq,
         slot,
         offset: frame.offset,
         len,
-    })
+    };
+    Ok((chunk, token))
 }
 
 impl RecvTransport for TcpReceiver {
@@ -695,13 +699,16 @@ impl RecvTransport for TcpReceiver {
         Ok(())
     }
 
-    fn next_chunk(&mut self, _ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError> {
+    fn next_chunk(
+        &mut self,
+        _ring: &Arc<StagingRing>,
+    ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
         let connections = self.sockets.len();
         loop {
-            if let Some(c) = self.pending.remove(&(self.transfer, self.next_seq)) {
+            if let Some((c, slot)) = self.pending.remove(&(self.transfer, self.next_seq)) {
                 self.next_seq += 1;
                 self.bytes += c.len as u64;
-                return Ok(Some(c));
+                return Ok(Some((c, slot)));
             }
             if self.ends.get(&self.transfer).map_or(0, Vec::len) == connections {
                 let ends = self.ends.remove(&self.transfer).unwrap_or_default();
@@ -732,8 +739,8 @@ impl RecvTransport for TcpReceiver {
                 TransportError::Closed(format!("all reader threads for {} exited", self.peer))
             })?;
             match msg {
-                ReaderMsg::Chunk(c) => {
-                    self.pending.insert((transfer, c.seq), c);
+                ReaderMsg::Chunk(c, slot) => {
+                    self.pending.insert((transfer, c.seq), (c, slot));
                 }
                 ReaderMsg::End(s) => self.ends.entry(transfer).or_default().push(s),
                 ReaderMsg::Failed(e) => return Err(e),

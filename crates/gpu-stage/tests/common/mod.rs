@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpu_stage::{
-    Chunk, RecvTransport, SendTransport, StagingRing, TransferSummary, TransportError,
+    Chunk, RecvTransport, SendTransport, SlotToken, StagingRing, TransferSummary, TransportError,
 };
 
 /// Sender-side transport that copies each chunk into a Vec, checking order and ownership.
@@ -30,16 +30,21 @@ impl Collect {
 }
 
 impl SendTransport for Collect {
-    fn submit(&mut self, ring: &Arc<StagingRing>, chunk: Chunk) -> Result<(), TransportError> {
+    fn submit(
+        &mut self,
+        ring: &Arc<StagingRing>,
+        chunk: Chunk,
+        slot: SlotToken,
+    ) -> Result<(), TransportError> {
         if self.fail_at == Some(chunk.seq) {
-            ring.gate().release(chunk.slot);
+            // Dropping the token on the way out frees the slot.
             return Err(TransportError::Closed(format!(
                 "injected failure at chunk {}",
                 chunk.seq
             )));
         }
         assert!(
-            ring.gate().is_busy(chunk.slot),
+            ring.gate().is_busy(chunk.slot) && slot.slot() == chunk.slot,
             "submitted slot must be owned"
         );
         assert_eq!(chunk.seq, self.seen.len() as u64, "chunks arrive in order");
@@ -48,11 +53,11 @@ impl SendTransport for Collect {
             std::thread::sleep(self.delay);
         }
         self.max_busy = self.max_busy.max(ring.gate().busy_count());
-        let bytes = unsafe { ring.slot_bytes(chunk.slot, chunk.len) }.unwrap();
+        let bytes = slot.bytes(chunk.len).unwrap();
         let off = chunk.offset as usize;
         self.data[off..off + chunk.len].copy_from_slice(bytes);
         self.seen.push(chunk);
-        ring.gate().release(chunk.slot);
+        drop(slot);
         Ok(())
     }
 
@@ -92,7 +97,10 @@ impl Feed {
 }
 
 impl RecvTransport for Feed {
-    fn next_chunk(&mut self, ring: &Arc<StagingRing>) -> Result<Option<Chunk>, TransportError> {
+    fn next_chunk(
+        &mut self,
+        ring: &Arc<StagingRing>,
+    ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
         let off = self.next as usize * self.chunk;
         if off >= self.data.len() {
             return Ok(None);
@@ -102,11 +110,13 @@ impl RecvTransport for Feed {
         }
         let len = self.chunk.min(self.data.len() - off);
         let slot = (self.next % ring.slots() as u64) as usize;
-        ring.gate()
+        let mut token = ring
             .acquire(slot)
             .map_err(|e| TransportError::Aborted(e.to_string()))?;
-        let buf = unsafe { ring.slot_bytes_mut(slot, len) }.unwrap();
-        buf.copy_from_slice(&self.data[off..off + len]);
+        token
+            .bytes_mut(len)
+            .unwrap()
+            .copy_from_slice(&self.data[off..off + len]);
         let mut offset = off as u64;
         if let Some((seq, bogus)) = self.bad_offset_at
             && seq == self.next
@@ -120,7 +130,7 @@ impl RecvTransport for Feed {
             len,
         };
         self.next += 1;
-        Ok(Some(c))
+        Ok(Some((c, token)))
     }
 
     fn complete(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
