@@ -23,44 +23,137 @@ pub enum Direction {
     Rx,
 }
 
-/// Counter files (relative to `ports/<n>/`) that count bytes, with their unit in bytes.
-/// mlx5's PMA `port_*_data` counters count 4-byte words.
-pub fn byte_counter_names(kind: DeviceKind) -> &'static [(&'static str, Direction, u64)] {
-    const ERDMA: &[(&str, Direction, u64)] = &[
-        ("hw_counters/hw_tx_bytes_cnt", Direction::Tx, 1),
-        ("hw_counters/hw_rx_bytes_cnt", Direction::Rx, 1),
+/// One way a driver counts traffic in one direction: the files (relative to `ports/<n>/`) are
+/// summed and multiplied by `unit` (bytes per count; 1 for packet counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CounterSource {
+    /// Direction.
+    pub dir: Direction,
+    /// Files summed (irdma splits IPv4 and IPv6).
+    pub files: &'static [&'static str],
+    /// Bytes per count (mlx5's PMA `port_*_data` counts 4-byte words).
+    pub unit: u64,
+}
+
+const fn src(dir: Direction, files: &'static [&'static str], unit: u64) -> CounterSource {
+    CounterSource { dir, files, unit }
+}
+
+use Direction::{Rx, Tx};
+
+/// The IB PMA counters most drivers implement (mlx5, and others through `process_mad`).
+const PMA_BYTES: [CounterSource; 2] = [
+    src(Tx, &["counters/port_xmit_data"], 4),
+    src(Rx, &["counters/port_rcv_data"], 4),
+];
+
+/// Byte counters per driver family, best first; per direction the first source whose files all
+/// exist wins. Names differ between driver versions, hence the alternatives.
+pub fn byte_sources(kind: DeviceKind) -> &'static [CounterSource] {
+    const ERDMA: &[CounterSource] = &[
+        src(Tx, &["hw_counters/hw_tx_bytes_cnt"], 1),
+        src(Rx, &["hw_counters/hw_rx_bytes_cnt"], 1),
     ];
-    const PMA: &[(&str, Direction, u64)] = &[
-        ("counters/port_xmit_data", Direction::Tx, 4),
-        ("counters/port_rcv_data", Direction::Rx, 4),
+    // EFA: `tx_bytes`/`rx_bytes` since the first stats (kernel 5.x); RDMA-write byte counters
+    // came later and are used only when the basic ones are missing.
+    const EFA: &[CounterSource] = &[
+        src(Tx, &["hw_counters/tx_bytes"], 1),
+        src(Rx, &["hw_counters/rx_bytes"], 1),
+        src(Tx, &["hw_counters/rdma_write_bytes"], 1),
+        src(Rx, &["hw_counters/rdma_write_recv_bytes"], 1),
     ];
-    const NONE: &[(&str, Direction, u64)] = &[];
+    // bnxt_re: `*_roce_only_bytes` (RoCE traffic only) on current kernels, `tx_bytes`/`rx_bytes`
+    // (function-level) on older ones; PMA last.
+    const BNXT: &[CounterSource] = &[
+        src(Tx, &["hw_counters/tx_roce_only_bytes"], 1),
+        src(Rx, &["hw_counters/rx_roce_only_bytes"], 1),
+        src(Tx, &["hw_counters/tx_bytes"], 1),
+        src(Rx, &["hw_counters/rx_bytes"], 1),
+        PMA_BYTES[0],
+        PMA_BYTES[1],
+    ];
+    // irdma (RoCE v2 and iWARP over IP): IP octets, headers included, IPv4 and IPv6 summed.
+    const IRDMA: &[CounterSource] = &[
+        src(
+            Tx,
+            &["hw_counters/ip4OutOctets", "hw_counters/ip6OutOctets"],
+            1,
+        ),
+        src(
+            Rx,
+            &["hw_counters/ip4InOctets", "hw_counters/ip6InOctets"],
+            1,
+        ),
+        src(Tx, &["hw_counters/ip4OutOctets"], 1),
+        src(Rx, &["hw_counters/ip4InOctets"], 1),
+        PMA_BYTES[0],
+        PMA_BYTES[1],
+    ];
+    const NONE: &[CounterSource] = &[];
     match kind {
         DeviceKind::Erdma => ERDMA,
-        DeviceKind::Mlx5 | DeviceKind::Irdma | DeviceKind::Other => PMA,
+        DeviceKind::Efa => EFA,
+        DeviceKind::BnxtRe => BNXT,
+        DeviceKind::Irdma => IRDMA,
+        DeviceKind::Mlx5 | DeviceKind::Other => &PMA_BYTES,
         DeviceKind::Rxe | DeviceKind::Siw => NONE,
     }
 }
 
-/// Counter files that count packets.
-pub fn packet_counter_names(kind: DeviceKind) -> &'static [(&'static str, Direction)] {
-    const ERDMA: &[(&str, Direction)] = &[
-        ("hw_counters/hw_tx_packets_cnt", Direction::Tx),
-        ("hw_counters/hw_rx_packets_cnt", Direction::Rx),
+/// Packet counters per driver family, best first (the same rule as [`byte_sources`]).
+pub fn packet_sources(kind: DeviceKind) -> &'static [CounterSource] {
+    const ERDMA: &[CounterSource] = &[
+        src(Tx, &["hw_counters/hw_tx_packets_cnt"], 1),
+        src(Rx, &["hw_counters/hw_rx_packets_cnt"], 1),
     ];
-    const RXE: &[(&str, Direction)] = &[
-        ("hw_counters/sent_pkts", Direction::Tx),
-        ("hw_counters/rcvd_pkts", Direction::Rx),
+    const RXE: &[CounterSource] = &[
+        src(Tx, &["hw_counters/sent_pkts"], 1),
+        src(Rx, &["hw_counters/rcvd_pkts"], 1),
     ];
-    const PMA: &[(&str, Direction)] = &[
-        ("counters/port_xmit_packets", Direction::Tx),
-        ("counters/port_rcv_packets", Direction::Rx),
+    const EFA: &[CounterSource] = &[
+        src(Tx, &["hw_counters/tx_pkts"], 1),
+        src(Rx, &["hw_counters/rx_pkts"], 1),
+    ];
+    const BNXT: &[CounterSource] = &[
+        src(Tx, &["hw_counters/tx_roce_only_pkts"], 1),
+        src(Rx, &["hw_counters/rx_roce_only_pkts"], 1),
+        src(Tx, &["hw_counters/tx_pkts"], 1),
+        src(Rx, &["hw_counters/rx_pkts"], 1),
+    ];
+    const IRDMA: &[CounterSource] = &[
+        src(Tx, &["hw_counters/ip4OutPkts", "hw_counters/ip6OutPkts"], 1),
+        src(Rx, &["hw_counters/ip4InPkts", "hw_counters/ip6InPkts"], 1),
+        src(Tx, &["hw_counters/ip4OutPkts"], 1),
+        src(Rx, &["hw_counters/ip4InPkts"], 1),
+    ];
+    const PMA: &[CounterSource] = &[
+        src(Tx, &["counters/port_xmit_packets"], 1),
+        src(Rx, &["counters/port_rcv_packets"], 1),
     ];
     match kind {
         DeviceKind::Erdma => ERDMA,
+        // siw keeps no counters; the lookup simply finds none and the proof fails closed.
         DeviceKind::Rxe | DeviceKind::Siw => RXE,
-        _ => PMA,
+        DeviceKind::Efa => EFA,
+        DeviceKind::BnxtRe => BNXT,
+        DeviceKind::Irdma => IRDMA,
+        DeviceKind::Mlx5 | DeviceKind::Other => PMA,
     }
+}
+
+/// The first source of `dir` whose files all have a delta, summed and scaled.
+fn measure(
+    sources: &[CounterSource],
+    dir: Direction,
+    deltas: &BTreeMap<String, u64>,
+) -> Option<u64> {
+    sources.iter().filter(|s| s.dir == dir).find_map(|s| {
+        let mut sum = 0u64;
+        for f in s.files {
+            sum = sum.saturating_add(*deltas.get(*f)?);
+        }
+        Some(sum.saturating_mul(s.unit))
+    })
 }
 
 /// Largest RDMA payload per packet (4096-byte MTU); bounds a packet-count estimate from below.
@@ -193,26 +286,14 @@ impl CounterDelta {
                 deltas.insert(k.clone(), a - b);
             }
         }
-        let bytes = |dir: Direction| {
-            byte_counter_names(after.kind)
-                .iter()
-                .filter(|(_, d, _)| *d == dir)
-                .find_map(|(name, _, mult)| deltas.get(*name).map(|v| v.saturating_mul(*mult)))
-        };
-        let pkts = |dir: Direction| {
-            packet_counter_names(after.kind)
-                .iter()
-                .filter(|(_, d)| *d == dir)
-                .find_map(|(name, _)| deltas.get(*name).copied())
-        };
         Ok(Self {
             device: after.device.clone(),
             port: after.port,
             kind: after.kind,
-            tx_bytes: bytes(Direction::Tx),
-            rx_bytes: bytes(Direction::Rx),
-            tx_packets: pkts(Direction::Tx),
-            rx_packets: pkts(Direction::Rx),
+            tx_bytes: measure(byte_sources(after.kind), Tx, &deltas),
+            rx_bytes: measure(byte_sources(after.kind), Rx, &deltas),
+            tx_packets: measure(packet_sources(after.kind), Tx, &deltas),
+            rx_packets: measure(packet_sources(after.kind), Rx, &deltas),
             deltas,
             reset,
         })
@@ -250,7 +331,9 @@ pub enum Basis {
 /// Default fraction of the expected bytes a run must show on the device to count as RDMA.
 pub const DEFAULT_MIN_FRACTION: f64 = 0.9;
 
-/// Whether a run of `expected_bytes` went over RDMA.
+/// Whether a run of `expected_bytes` went over RDMA: the receipt. It fails closed: a device
+/// without a usable counter, or a delta short of `min_fraction` of the bytes the application
+/// says it moved, is a `fail` with the delta shown, never a pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrafficProof {
     /// Device name.
@@ -263,32 +346,54 @@ pub struct TrafficProof {
     pub measured_packets: Option<u64>,
     /// How the decision was made.
     pub basis: Basis,
-    /// `ok` when the device carried the run, `fail` when it did not.
+    /// Counted bytes over expected bytes (for the packet estimate: the most bytes the packets
+    /// can carry over expected bytes). `None` without counters or for an empty run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f64>,
+    /// `ok` when the device carried the run, `fail` when it did not or cannot tell.
     pub verdict: Verdict,
-    /// One line, in the runbook's terms (`eRDMA tx during run: 1.53 GiB`).
+    /// One line, in the runbook's terms (`eRDMA moved 1.530 GiB ...`).
     pub summary: String,
+    /// What to do when the verdict is not ok.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+const FALLBACK_FIX: &str = "The counters did not see the run's bytes: NCCL (or UCX) most likely fell back to TCP. \
+Run `rdmakit doctor` on the NCCL_DEBUG=INFO log and `rdmakit probe` in the worker (NCCL_IB_HCA, /dev/infiniband, \
+memlock, the provider library), and make sure the counters are read on the node and device that carried the run.";
+
+const NO_COUNTER_FIX: &str = "Prove the path another way: the NCCL log must show `NET/IB : Using` and no \
+`NET/Socket`, and an `NCCL_IB_DISABLE=1` A/B run must be measurably slower; or read the counters of a device whose \
+driver keeps them (see `rdmakit probe --counters`).";
+
+fn percent(f: f64) -> String {
+    format!("{:.0}%", f * 100.0)
 }
 
 /// Decide whether a run of `expected_bytes` went over the device of `delta`.
 pub fn prove(delta: &CounterDelta, expected_bytes: u64, min_fraction: f64) -> TrafficProof {
     let min = (expected_bytes as f64 * min_fraction) as u64;
-    let (basis, verdict, summary) = if let Some(b) = delta.moved_bytes() {
+    let ratio = |got: u64| (expected_bytes > 0).then(|| got as f64 / expected_bytes as f64);
+    let label = delta.kind.label();
+    let (basis, verdict, fraction, summary) = if let Some(b) = delta.moved_bytes() {
         let v = if b >= min { Verdict::Ok } else { Verdict::Fail };
+        let f = ratio(b);
         let s = format!(
-            "{} moved {} ({} bytes) on {} port {} for a run of {}; {}",
-            kind_label(delta.kind),
+            "{label} moved {} ({b} bytes) on {} port {} for a run of {}{}; {}",
             gib3(b),
-            b,
             delta.device,
             delta.port,
             human_bytes(expected_bytes),
+            f.map(|f| format!(" ({} of it, {} needed)", percent(f), percent(min_fraction)))
+                .unwrap_or_default(),
             if v == Verdict::Ok {
                 "the transfer went over RDMA"
             } else {
                 "the transfer did not (fully) go over RDMA: suspect a silent TCP fallback"
             }
         );
-        (Basis::Bytes, v, s)
+        (Basis::Bytes, v, f, s)
     } else if let Some(p) = delta.moved_packets() {
         let min_pkts = min.div_ceil(MAX_PAYLOAD_PER_PACKET);
         let v = if p >= min_pkts {
@@ -307,16 +412,32 @@ pub fn prove(delta: &CounterDelta, expected_bytes: u64, min_fraction: f64) -> Tr
                 "too few for the run: suspect a TCP fallback"
             }
         );
-        (Basis::PacketEstimate, v, s)
+        let most = p.saturating_mul(MAX_PAYLOAD_PER_PACKET);
+        (Basis::PacketEstimate, v, ratio(most), s)
     } else {
-        (
-            Basis::None,
-            Verdict::Warn,
-            format!(
-                "{} port {} has no byte or packet counter: cannot prove the path",
-                delta.device, delta.port
-            ),
-        )
+        let tried: Vec<&str> = byte_sources(delta.kind)
+            .iter()
+            .chain(packet_sources(delta.kind))
+            .flat_map(|s| s.files.iter().copied())
+            .collect();
+        let tried = if tried.is_empty() {
+            "none known for this driver".to_string()
+        } else {
+            tried.join(", ")
+        };
+        let s = format!(
+            "{} port {} ({label}) has no byte or packet counter this probe can read (looked for: {tried}); \
+             no receipt, so the run of {} is not proven to have gone over RDMA",
+            delta.device,
+            delta.port,
+            human_bytes(expected_bytes),
+        );
+        (Basis::None, Verdict::Fail, None, s)
+    };
+    let fix = match (basis, verdict) {
+        (_, Verdict::Ok) => None,
+        (Basis::None, _) => Some(NO_COUNTER_FIX.to_string()),
+        _ => Some(FALLBACK_FIX.to_string()),
     };
     TrafficProof {
         device: delta.device.clone(),
@@ -324,19 +445,10 @@ pub fn prove(delta: &CounterDelta, expected_bytes: u64, min_fraction: f64) -> Tr
         measured_bytes: delta.moved_bytes(),
         measured_packets: delta.moved_packets(),
         basis,
+        fraction,
         verdict,
         summary,
-    }
-}
-
-fn kind_label(kind: DeviceKind) -> &'static str {
-    match kind {
-        DeviceKind::Erdma => "eRDMA",
-        DeviceKind::Mlx5 => "mlx5",
-        DeviceKind::Rxe => "rxe",
-        DeviceKind::Siw => "siw",
-        DeviceKind::Irdma => "irdma",
-        DeviceKind::Other => "RDMA device",
+        fix,
     }
 }
 
@@ -371,7 +483,7 @@ pub fn compare_ab(rdma: &CounterDelta, tcp: &CounterDelta, expected_bytes: u64) 
         (None, Some(p)) => p <= idle_limit.div_ceil(MAX_PAYLOAD_PER_PACKET),
         (None, None) => true,
     };
-    let label = kind_label(rdma.kind);
+    let label = rdma.kind.label();
     let mut lines = Vec::new();
     match proof.measured_bytes {
         Some(b) => lines.push(format!("{label} tx during RDMA run: {}", gib3(b))),
@@ -388,12 +500,12 @@ pub fn compare_ab(rdma: &CounterDelta, tcp: &CounterDelta, expected_bytes: u64) 
         )),
     }
     let (verdict, fix) = match (proof.verdict, tcp_idle) {
+        _ if proof.basis == Basis::None => (Verdict::Fail, proof.fix.clone()),
         (Verdict::Ok, true) => (Verdict::Ok, None),
         (Verdict::Ok, false) => (
             Verdict::Warn,
             Some("The device also moved data during the NCCL_IB_DISABLE=1 run: another job shares the device, or the variable did not reach the workers (check `NCCL_IB_DISABLE set by environment to 1` in the NCCL log).".to_string()),
         ),
-        (Verdict::Warn, _) => (Verdict::Warn, Some("No usable counters on this device; compare NCCL logs (`NET/IB : Using` vs `NET/Socket`).".to_string())),
         _ => (
             Verdict::Fail,
             Some("The RDMA run did not move its bytes over the device: NCCL fell back to TCP. Run `rdmakit doctor` on the NCCL log (NCCL_DEBUG=INFO) and `rdmakit probe` in the worker: check NCCL_IB_HCA, /dev/infiniband, memlock and the provider library.".to_string()),

@@ -4,31 +4,10 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use probe::Verdict;
-use probe::doctor::{self, Diagnosis, KnowledgeBase, SIGNATURES};
+use probe::doctor::{self, KnowledgeBase, SIGNATURES};
 
-fn log(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/logs")
-        .join(name);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn diag(name: &str) -> Diagnosis {
-    doctor::diagnose(&log(name)).expect("builtin knowledge base compiles")
-}
-
-/// Find a finding and return it, with a helpful panic listing what was found.
-fn find<'a>(d: &'a Diagnosis, id: &str) -> &'a doctor::Finding {
-    d.findings.iter().find(|f| f.id == id).unwrap_or_else(|| {
-        panic!(
-            "no `{id}` finding; found: {:?}",
-            d.findings
-                .iter()
-                .map(|f| (&f.id, f.line))
-                .collect::<Vec<_>>()
-        )
-    })
-}
+mod logs_common;
+use logs_common::{diag, find, fix, ids, log};
 
 #[test]
 fn builtin_knowledge_base_compiles_and_ids_are_unique() {
@@ -57,7 +36,7 @@ fn memlock_enomem_is_diagnosed_with_the_containerd_fix() {
         f.evidence
             .contains("ibv_create_qp failed with error Unknown error -12")
     );
-    let fix = f.fix.as_deref().unwrap_or_default();
+    let fix = fix(f);
     assert!(fix.contains("LimitMEMLOCK=infinity"), "{fix}");
     assert!(fix.contains("10-memlock.conf"), "{fix}");
     assert_eq!(find(&d, "memlock-create-cq-enomem").line, 15);
@@ -86,12 +65,7 @@ fn netinit_segfault_needs_the_signal_nearby_and_escalates_bad_version() {
     let d = diag("ray-segfault-netinit.log");
     let f = find(&d, "nccl-netinit-segfault");
     assert_eq!(f.line, 10);
-    assert!(
-        f.fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("nvidia-nccl-cu13==2.30.7")
-    );
+    assert!(fix(f).contains("nvidia-nccl-cu13==2.30.7"));
     let v = find(&d, "nccl-version-known-bad");
     assert_eq!(v.line, 4);
     assert_eq!(v.severity, Verdict::Fail, "escalated: the log shows erdma");
@@ -108,12 +82,7 @@ fn ucx_on_erdma_points_to_nccl_transport() {
     let ud = find(&d, "ucx-ud-unsupported");
     assert_eq!(ud.line, 4);
     assert!(ud.cause.contains("erdma_0:1"), "{}", ud.cause);
-    assert!(
-        ud.fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("tensor_transport=\"nccl\"")
-    );
+    assert!(fix(ud).contains("tensor_transport=\"nccl\""));
     assert_eq!(find(&d, "ucx-srq-unsupported").line, 5);
     assert_eq!(find(&d, "extended-verbs-unsupported").line, 6);
     assert_eq!(find(&d, "ucx-no-am-transport").line, 7);
@@ -121,21 +90,32 @@ fn ucx_on_erdma_points_to_nccl_transport() {
 }
 
 #[test]
-fn rdt_timeout_and_leftover_actor() {
+fn rdt_timeout_names_the_missing_receive_thread() {
     let d = diag("ray-rdt-timeout.log");
     let f = find(&d, "rdt-object-not-found");
-    assert_eq!(f.line, 8);
+    assert_eq!(f.line, 13);
     assert!(f.cause.contains("60.0s"));
-    assert!(
-        f.fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("enable_tensor_transport=True")
-    );
+    assert!(fix(f).contains("enable_tensor_transport=True"));
+    assert_eq!(ids(&d), vec!["rdt-object-not-found"]);
+}
+
+#[test]
+fn leftover_unique_id_store_actor() {
+    let d = diag("ray-uniqueid-leftover.log");
     let s = find(&d, "ray-uniqueid-store-leftover");
-    assert_eq!(s.line, 20);
+    assert_eq!(s.line, 12);
     assert_eq!(s.severity, Verdict::Warn);
-    assert_eq!(find(&d, "rdt-checksum-bad").line, 21);
+    assert!(fix(s).contains("ray.kill"));
+    assert_eq!(d.verdict, Verdict::Warn);
+}
+
+#[test]
+fn rdt_checksum_mismatch() {
+    let d = diag("rdt-checksum-mismatch.log");
+    let f = find(&d, "rdt-checksum-bad");
+    assert_eq!(f.line, 4);
+    assert_eq!(f.severity, Verdict::Fail);
+    assert!(!d.has("rdt-iteration-ok"));
 }
 
 #[test]
@@ -196,22 +176,40 @@ fn tcp_ab_run_is_only_info() {
 }
 
 #[test]
-fn qp_transition_failures() {
-    let d = diag("nccl-modify-qp.log");
+fn qp_transition_timeout_points_at_the_gid_index() {
+    let d = diag("nccl-modify-qp-timeout.log");
     let t = find(&d, "modify-qp-timeout");
-    assert_eq!(t.line, 4);
-    assert!(
-        t.fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("NCCL_IB_GID_INDEX")
-    );
-    assert_eq!(find(&d, "modify-qp-unreachable").line, 6);
-    assert_eq!(find(&d, "modify-qp-no-device").line, 7);
-    assert_eq!(find(&d, "nccl-retry-exceeded").line, 8);
-    assert_eq!(find(&d, "nccl-remote-error").line, 9);
+    assert_eq!(t.line, 8);
+    assert!(t.evidence.contains("next state RTR"));
+    assert!(fix(t).contains("NCCL_IB_GID_INDEX"));
     assert_eq!(find(&d, "nccl-gid-index-env").cause, "NCCL_IB_GID_INDEX=3");
     assert!(find(&d, "nccl-channel-net-ib").cause.contains("/GDRDMA"));
+    // The summary line is a fallback: reported, but the WARN line before it is the cause.
+    assert_eq!(find(&d, "nccl-unhandled-system-error").line, 12);
+}
+
+#[test]
+fn qp_transition_unreachable_and_no_device() {
+    let d = diag("nccl-modify-qp-unreachable.log");
+    let f = find(&d, "modify-qp-unreachable");
+    assert_eq!(f.line, 4);
+    assert!(fix(f).contains("eRDMA profile: 1"));
+    let d = diag("nccl-modify-qp-no-device.log");
+    let f = find(&d, "modify-qp-no-device");
+    assert_eq!(f.line, 3);
+    assert!(fix(f).contains("NCCL_IB_HCA=^mlx5_3"));
+}
+
+#[test]
+fn retry_exceeded_and_remote_error() {
+    let d = diag("nccl-retry-exceeded.log");
+    let f = find(&d, "nccl-retry-exceeded");
+    assert_eq!(f.line, 4);
+    assert!(fix(f).contains("NCCL_IB_GID_INDEX"));
+    // Both GIDs are IPv4-mapped: not a GID-type mismatch.
+    assert!(!d.has("nccl-gid-type-mismatch"));
+    let d = diag("nccl-remote-error.log");
+    assert_eq!(find(&d, "nccl-remote-error").line, 3);
 }
 
 #[test]
@@ -225,28 +223,23 @@ fn missing_verbs_userspace() {
 
 #[test]
 fn buildkit_and_registry() {
-    let d = diag("buildkit-push.log");
+    let d = diag("buildkit-dockerhub-timeout.log");
+    let f = find(&d, "dockerhub-unreachable");
+    assert_eq!((f.line, f.occurrences), (6, 2));
+    assert_eq!(ids(&d), vec!["dockerhub-unreachable"]);
+    let d = diag("buildkit-erdma-apt.log");
+    assert_eq!(find(&d, "erdma-apt-unreachable").line, 5);
+    assert_eq!(ids(&d), vec!["erdma-apt-unreachable"]);
+    let d = diag("buildkit-push-scope.log");
     let f = find(&d, "registry-insufficient-scope");
-    assert_eq!(f.line, 17);
-    assert_eq!(f.occurrences, 2);
-    assert!(
-        f.fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("repository you own")
-    );
-    assert_eq!(find(&d, "dockerhub-unreachable").line, 5);
-    assert_eq!(find(&d, "erdma-apt-unreachable").line, 9);
-    assert_eq!(find(&d, "registry-unauthorized").line, 22);
+    assert_eq!((f.line, f.occurrences), (9, 2));
+    assert!(fix(f).contains("repository you own"));
+    let d = diag("buildkit-push-unauthorized.log");
+    assert_eq!(find(&d, "registry-unauthorized").line, 4);
+    assert_eq!(ids(&d), vec!["registry-unauthorized"]);
     let d = diag("buildkit-disk.log");
     assert_eq!(find(&d, "buildkit-no-space").line, 4);
-    assert!(
-        find(&d, "buildkit-no-space")
-            .fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("200 GiB")
-    );
+    assert!(fix(find(&d, "buildkit-no-space")).contains("200 GiB"));
     assert_eq!(find(&d, "k8s-ephemeral-eviction").line, 8);
     let d = diag("buildkit-ok.log");
     assert_eq!(
@@ -254,6 +247,36 @@ fn buildkit_and_registry() {
         "image pushed: registry.example.com/team/ray-llm:2.57.0-py312-cu130-erdma"
     );
     assert_eq!(d.verdict, Verdict::Ok);
+}
+
+/// A collage on purpose: logs of different hosts and failures pasted together (what users do in
+/// an issue) still give each failure once, in order, with line numbers of the whole text.
+#[test]
+fn several_failures_in_one_log() {
+    let parts = [
+        "nccl-modify-qp-timeout.log",
+        "nccl-gid-type-mismatch.log",
+        "buildkit-push-scope.log",
+        "ray-uniqueid-leftover.log",
+    ];
+    let text: String = parts.iter().map(|p| log(p)).collect();
+    let d = doctor::diagnose(&text).unwrap();
+    let offset = |i: usize| -> usize { parts[..i].iter().map(|p| log(p).lines().count()).sum() };
+    assert_eq!(find(&d, "modify-qp-timeout").line, 8);
+    assert_eq!(find(&d, "nccl-gid-type-mismatch").line, offset(1) + 6);
+    assert_eq!(find(&d, "registry-insufficient-scope").line, offset(2) + 9);
+    assert_eq!(find(&d, "ray-uniqueid-store-leftover").line, offset(3) + 12);
+    // Two NCCL versions in one text: both reported, as separate findings.
+    let versions: Vec<&str> = d
+        .findings
+        .iter()
+        .filter(|f| f.id == "nccl-version")
+        .map(|f| f.cause.as_str())
+        .collect();
+    assert_eq!(
+        versions,
+        vec!["NCCL 2.26.2+cuda12.8", "NCCL 2.27.7+cuda12.9"]
+    );
 }
 
 #[test]

@@ -149,7 +149,7 @@ fn rdt_demo_output() {
 
 #[test]
 fn rdt_demo_failed_checksum() {
-    let r = parse::parse_rdt(&text("logs/ray-rdt-timeout.log")).unwrap();
+    let r = parse::parse_rdt(&text("logs/rdt-checksum-mismatch.log")).unwrap();
     assert_eq!(r.iterations.len(), 1);
     assert!(!r.iterations[0].checksum_ok);
     assert!(!r.ok());

@@ -174,10 +174,19 @@ fn counters_move_after_ib_write_bw() {
     assert_eq!(run.bw[0].bytes, size);
     assert!(run.bw[0].bw_average > 0.0);
 
-    // A run that moved nothing fails the proof (the A/B side).
-    let idle = counters::snapshot(root, &dev, 1).expect("idle snapshot");
-    let idle_delta = CounterDelta::between(&idle, &idle).expect("idle delta");
-    let ab = counters::compare_ab(&delta, &idle_delta, size * iters);
+    // A real run that moves nothing: two snapshots a moment apart with no traffic between them.
+    // Its proof must fail (this is what a silent TCP fallback looks like on the counters), and as
+    // the TCP side of the A/B it leaves the RDMA run's verdict ok.
+    let idle_before = counters::snapshot(root, &dev, 1).expect("idle snapshot before");
+    std::thread::sleep(Duration::from_secs(1));
+    let idle_after = counters::snapshot(root, &dev, 1).expect("idle snapshot after");
+    let idle = CounterDelta::between(&idle_before, &idle_after).expect("idle delta");
+    let idle_proof = counters::prove(&idle, size * iters, 0.9);
+    eprintln!("{}", idle_proof.summary);
+    assert_eq!(idle_proof.basis, Basis::PacketEstimate);
+    assert_eq!(idle_proof.verdict, Verdict::Fail, "{}", idle_proof.summary);
+    assert!(idle.tx_packets.unwrap_or(0) < size * iters / 4096);
+    let ab = counters::compare_ab(&delta, &idle, size * iters);
     assert_eq!(ab.verdict, Verdict::Ok, "{:?}", ab.lines);
 }
 

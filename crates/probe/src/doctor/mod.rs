@@ -2,6 +2,7 @@
 //! `kubectl logs`/events output) and reports every known signature in order of first
 //! appearance, with the evidence line, the cause and the fix — including the positive ones.
 
+mod rules;
 pub mod signatures;
 
 use std::io::BufRead;
@@ -16,7 +17,7 @@ use crate::verdict::Verdict;
 pub use signatures::{SIGNATURES, Signature, Source};
 
 /// Longest evidence line kept (characters).
-const MAX_EVIDENCE: usize = 400;
+pub(crate) const MAX_EVIDENCE: usize = 400;
 /// Line numbers kept per finding.
 const MAX_LINES: usize = 50;
 
@@ -202,7 +203,7 @@ impl KnowledgeBase {
                 }
             }
         }
-        post_pass(lines, &mut findings);
+        rules::post_pass(lines, &mut findings);
         let verdict = Verdict::worst(findings.iter().map(|f| f.severity));
         Diagnosis {
             lines_read: lines.len(),
@@ -258,70 +259,10 @@ impl KnowledgeBase {
     }
 }
 
-fn truncate(s: &str, max: usize) -> String {
+pub(crate) fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
-    }
-}
-
-/// Findings that depend on the whole log: silent TCP fallback (socket transport with no NET/IB),
-/// and known-bad NCCL versions escalated to `fail` when the log shows eRDMA.
-fn post_pass(lines: &[String], findings: &mut Vec<Finding>) {
-    let uses_ib = findings
-        .iter()
-        .any(|f| f.id == "nccl-net-ib-using" || f.id == "nccl-using-network-ib");
-    let ib_disabled = findings.iter().any(|f| f.id == "nccl-ib-disabled-env");
-    let socket_line = lines.iter().position(|l| {
-        l.contains("NET/Socket : Using")
-            || l.contains("NET/Socket: Using")
-            || l.contains("Using network Socket")
-    });
-    if let (Some(idx), false) = (socket_line, uses_ib) {
-        let (severity, cause, fix) = if ib_disabled {
-            (
-                Verdict::Info,
-                "NCCL uses TCP sockets because NCCL_IB_DISABLE=1 (expected in the TCP A/B run)"
-                    .to_string(),
-                None,
-            )
-        } else {
-            (
-                Verdict::Fail,
-                "NCCL silently fell back to TCP sockets: no `NET/IB : Using` line anywhere in the log".to_string(),
-                Some(format!(
-                    "Find why NET/IB was not used (earlier findings: nccl-ib-no-device, ibverbs-no-provider, memlock). {}",
-                    "Prove the path with the device counters (`rdmakit probe --counters`) and check NCCL_IB_HCA, NCCL_IB_DISABLE=0, /dev/infiniband and the image's RDMA userspace."
-                )),
-            )
-        };
-        let pos = findings
-            .iter()
-            .position(|f| f.line > idx + 1)
-            .unwrap_or(findings.len());
-        findings.insert(
-            pos,
-            Finding {
-                id: "nccl-tcp-fallback".into(),
-                severity,
-                source: Source::Nccl,
-                line: idx + 1,
-                evidence: truncate(lines[idx].trim(), MAX_EVIDENCE),
-                cause,
-                fix,
-                occurrences: 1,
-                lines: vec![idx + 1],
-            },
-        );
-    }
-    let erdma = lines.iter().any(|l| l.contains("erdma"));
-    if erdma {
-        for f in findings.iter_mut() {
-            if f.id == "nccl-version-known-bad" {
-                f.severity = Verdict::Fail;
-                f.cause.push_str(" — and this log shows eRDMA devices");
-            }
-        }
     }
 }
 

@@ -99,6 +99,38 @@ const NO_DEVICE_FIX: &str = "Run `rdmakit probe` inside the pod: the pod must re
 carry the device's userspace provider (eRDMA: ibverbs-providers from the Alibaba Cloud eRDMA APT source), and \
 NCCL_IB_HCA must match a device name.";
 
+/// The RoCE GID fix, shared by every signature whose cause is a wrong or differing GID index.
+pub const GID_FIX: &str = "Pin NCCL_IB_GID_INDEX (NCCL) / UCX_IB_GID_INDEX (UCX, NIXL) to the IPv4-mapped RoCE v2 \
+entry of the port on every node: the profile's value (eRDMA: 1; Mellanox RoCE is usually 3); `rdmakit probe` prints \
+the index per device and `show_gids` lists the table. Check both sides agree, then test the path with \
+`ib_write_bw -d <dev> -x <index>` between the two nodes.";
+const UCX_DEVICE_FIX: &str = "Pin UCX to the pod's RDMA device and its RoCE v2 GID: UCX_NET_DEVICES=<dev>:1 \
+(eRDMA: erdma_0:1) and UCX_IB_GID_INDEX=<index> (eRDMA profile: 1; `rdmakit probe` prints it). With a shared \
+device plugin every device is visible but only one has an address in the pod: pick that one.";
+const SOCKET_IFNAME_FIX: &str = "Set NCCL_SOCKET_IFNAME to an interface that exists in the pod and carries its IP \
+(`ip -br addr`; `rdmakit probe` lists the interfaces): the profile's value is eth0 for hostNetwork eRDMA workers. \
+Under hostNetwork the names are the node's, in the pod network they are the CNI's; a leading `=` asks for an exact \
+match and `^` excludes.";
+const DEVICE_PLUGIN_FIX: &str = "Compare the plugin's selectors (vendors, deviceIDs, drivers, ifNames) with the \
+node (`lspci -nn`, `ls /sys/class/infiniband`, `ip link`); the `error creating new device` lines above say which \
+device was rejected and why. Fix the config map or load the missing kernel module, then restart the plugin pod: \
+the node advertises 0 of the resource until it rescans.";
+const DRA_FIX: &str = "Compare the device attributes in `kubectl get resourceslices -o yaml` with the DeviceClass \
+CEL selectors: `probe::preflight::dra_selector_gaps` names the attribute no published device carries (for example \
+`alibaba.dra.net/erdma` when DRANET did not recognise the instance). Check that the DRANET pods run on those nodes \
+and that enough matching devices are unallocated.";
+const PEERMEM_FIX: &str = "Load nvidia_peermem on the node (`modprobe nvidia_peermem`; with the GPU Operator \
+`driver.rdma.enabled=true`), or use DMA-BUF instead (open GPU kernel modules, kernel 5.12 or newer, NCCL 2.13 or \
+newer). Until then expect the staged rate of `probe::expect`, not line rate.";
+const MESH_FIX: &str = "Keep the mesh out of RDMA worker pods: annotate the pod template with \
+`sidecar.istio.io/inject: \"false\"` (Istio) or `linkerd.io/inject: disabled` (Linkerd). NCCL's bootstrap opens \
+connections on random ports that the proxy intercepts, and hostNetwork pods cannot be meshed at all.";
+const WATCHDOG_FIX: &str = "Tell a dead or stuck peer from a slow fabric: (1) read the log of the rank that did \
+not time out, or failed first: it names the cause; (2) check the NCCL log for `NET/IB : Using` (a silent TCP \
+fallback makes large collectives slow enough to time out); (3) read the RDMA counters twice during the hang \
+(`rdmakit probe --counters`): counters that still move mean a slow or lossy fabric (GID, MTU, PFC/ECN), flat \
+counters mean a peer stopped. Rerun with NCCL_DEBUG=INFO and TORCH_NCCL_TRACE_BUFFER_SIZE set for the flight recorder.";
+
 /// The built-in signatures, in priority order.
 pub static SIGNATURES: &[Signature] = &[
     // --- memory locking ---------------------------------------------------------------------
@@ -122,7 +154,7 @@ pub static SIGNATURES: &[Signature] = &[
         "memlock-reg-mr-enomem",
         Fail,
         Nccl,
-        r"ibv_reg_mr\w* failed with (?:error )?(?:Unknown error -12|Cannot allocate memory)",
+        r"ibv_reg_mr\w*(?:\([^)]*\))? failed(?: with)?:? (?:error )?(?:Unknown error -12|Cannot allocate memory)",
         "memory registration returned ENOMEM: locked-memory limit too small, or the device's total MR size cap was hit (eRDMA: about 64 GiB in all)",
         "Make RLIMIT_MEMLOCK unlimited (containerd LimitMEMLOCK=infinity drop-in, see memlock-create-qp-enomem); on eRDMA split very large registrations.",
     ),
@@ -154,14 +186,6 @@ pub static SIGNATURES: &[Signature] = &[
         ),
         r"SIGSEGV|Segmentation fault|signal 11\b|Caught signal",
         40,
-    ),
-    sig(
-        "nccl-version-known-bad",
-        Warn,
-        Nccl,
-        r"NCCL version (2\.28\.[79])\b",
-        "NCCL {1} segfaults in ncclNetInit() on eRDMA (fatal there, harmless elsewhere)",
-        NCCL_PIN_FIX,
     ),
     fallback(sig(
         "nccl-version",
@@ -302,14 +326,14 @@ pub static SIGNATURES: &[Signature] = &[
         "NCCL channels run over TCP sockets",
         "See nccl-tcp-fallback.",
     ),
-    sig(
+    fallback(sig(
         "nccl-gdr-disabled",
         Info,
         Nccl,
         r"GPU Direct RDMA Disabled for HCA (\d+) '([^']+)'",
-        "GPUDirect RDMA is off for {2}: data is staged through host memory (expected on eRDMA; NCCL overlaps the copies with the network)",
+        "GPUDirect RDMA is off for {2}: data is staged through host memory, so the ceiling is the staged model of `probe::expect` (the lowest of host copy, NIC and staging-stream rates), not NIC line rate; expected on eRDMA, where NCCL overlaps the copies with the network",
         "",
-    ),
+    )),
     sig(
         "nccl-ib-disabled-env",
         Info,
@@ -405,7 +429,7 @@ pub static SIGNATURES: &[Signature] = &[
         Nccl,
         r"ibv_modify_qp failed with (?:error )?(?:\d+ )?Network is unreachable",
         "the GID used for the connection has no route to the peer",
-        "Set NCCL_IB_GID_INDEX to the IPv4-mapped RoCE v2 entry of the port (`rdmakit probe` prints it).",
+        "Set NCCL_IB_GID_INDEX to the IPv4-mapped RoCE v2 entry of the port on every node (eRDMA profile: 1; `rdmakit probe` prints it).",
     ),
     sig(
         "modify-qp-no-device",
@@ -413,16 +437,16 @@ pub static SIGNATURES: &[Signature] = &[
         Nccl,
         r"ibv_modify_qp failed with (?:error )?(?:\d+ )?No such device",
         "a selected device or port cannot carry traffic (port down, or a device without link)",
-        "Exclude it (NCCL_IB_HCA=^mlx5_3) or list the exact devices (NCCL_IB_HCA==mlx5_0,mlx5_1).",
+        "Exclude it (NCCL_IB_HCA=^mlx5_3) or list the exact devices (NCCL_IB_HCA==mlx5_0,mlx5_1); on RoCE also pin NCCL_IB_GID_INDEX to the IPv4-mapped RoCE v2 entry (eRDMA profile: 1), since a GID slot without an address gives the same error.",
     ),
-    sig(
+    fallback(sig(
         "nccl-retry-exceeded",
         Fail,
         Nccl,
         r"Got completion from peer .*?(?:status=12|error 12)|transport retry counter exceeded",
         "RDMA retries exhausted: packets between the NICs are being dropped (MTU mismatch, congestion without PFC/ECN, wrong GID)",
-        "Check the path with ib_write_bw between the nodes, the GID index and MTU; on RoCE enable lossless settings.",
-    ),
+        GID_FIX,
+    )),
     sig(
         "nccl-remote-error",
         Fail,
@@ -462,6 +486,242 @@ pub static SIGNATURES: &[Signature] = &[
         r"hca_id:\s*(\S+)",
         "RDMA device {1} is visible to verbs",
         "",
+    ),
+    // --- silent TCP fallback in NCCL's plugin wording (2.23+) -------------------------------------
+    sig(
+        "nccl-net-plugin-ib-failed",
+        Fail,
+        Nccl,
+        r"Failed to initialize NET plugin IB",
+        "NCCL's IB transport failed to initialise (no usable RDMA device, provider or libibverbs in the pod), so NCCL continues over TCP sockets",
+        NO_DEVICE_FIX,
+    ),
+    sig(
+        "nccl-net-plugin-socket",
+        Warn,
+        Nccl,
+        r"(?:Initialized|Assigned) NET plugin Socket",
+        "NCCL loaded its socket (TCP) network plugin for this communicator",
+        "See nccl-tcp-fallback: set NCCL_IB_DISABLE=0 and make NET/IB usable (device, provider, NCCL_IB_HCA).",
+    ),
+    sig(
+        "nccl-net-plugin-ib",
+        Good,
+        Nccl,
+        r"(?:Initialized|Assigned) NET plugin (IB\w*)",
+        "NCCL loaded its {1} (RDMA) network plugin",
+        "",
+    ),
+    sig(
+        "nccl-net-plugin-absent",
+        Info,
+        Nccl,
+        r"NET/Plugin ?: (?:Could not find: libnccl-net\.so|No plugin found \(libnccl-net\.so\)|Plugin load \(libnccl-net\.so\) returned 2)",
+        "no external NCCL net plugin (libnccl-net.so) in the image: NCCL uses its internal IB and socket transports (normal unless the fabric needs a vendor plugin such as aws-ofi-nccl)",
+        "",
+    ),
+    fallback(sig(
+        "nccl-net-plugin-load-failed",
+        Warn,
+        Nccl,
+        r"NET/Plugin ?: Plugin load \((\S+)\) returned (\d+)",
+        "the NCCL net plugin {1} did not load (error {2}): NCCL falls back to its internal transports and loses what the plugin adds (EFA, SHARP)",
+        "Check NCCL_NET_PLUGIN and that the plugin and its dependencies are on LD_LIBRARY_PATH in the image (`ldd <plugin>`).",
+    )),
+    // --- GID index (RoCE) ------------------------------------------------------------------------
+    sig(
+        "nccl-gid-type-mismatch",
+        Fail,
+        Nccl,
+        r"status=12 .*?localGid\s*(::ffff:[0-9.]+)\s+remoteGids?\s*(fe80:[0-9a-f:]*)|status=12 .*?localGid\s*(fe80:[0-9a-f:]*)\s+remoteGids?\s*(::ffff:[0-9.]+)",
+        "retries exhausted (status 12, vendor err 129) between GIDs of different types, local {1}{3} and remote {2}{4}: the nodes picked different GID indexes (one IPv4-mapped RoCE v2, one link-local), so the packets never route",
+        GID_FIX,
+    ),
+    sig(
+        "ucx-modify-qp-rtr",
+        Fail,
+        Ucx,
+        r"UCX\s+ERROR\s.*?(?:failed to modify to RTR|RTR\) failed|modifying QP to RTR)\s*:\s*(.+?)\s*$",
+        "UCX could not move a queue pair to RTR ({1}): the device or GID index UCX picked has no address or route in this pod",
+        UCX_DEVICE_FIX,
+    ),
+    sig(
+        "perftest-zero-gid",
+        Fail,
+        Ibverbs,
+        r"^\s*GID: 00(?::00){15}\s*$",
+        "perftest used an all-zero GID: that GID slot is empty in this pod, because the RDMA device's netdev is not in the pod's network namespace (or the index is wrong)",
+        "Pass `-x <index>` of the IPv4-mapped RoCE v2 GID (`rdmakit probe`, `show_gids`), and give the pod the device's netdev: hostNetwork: true or a Multus secondary network (macvlan, SR-IOV) on the RDMA NIC.",
+    ),
+    sig(
+        "perftest-connect-failed",
+        Fail,
+        Ibverbs,
+        r"Failed to modify QP \d+ to RTR|Unable to Connect the HCA's through the link",
+        "perftest could not connect the two queue pairs: wrong or empty GID, peers on different subnets, or a port that is down",
+        GID_FIX,
+    ),
+    // --- locked memory (shell) ---------------------------------------------------------------------
+    with_context(
+        sig(
+            "ulimit-l-limited",
+            Fail,
+            Shell,
+            r"^\s*(\d{1,9})\s*$",
+            "`ulimit -l` prints {1} KiB, not unlimited: ibv_create_qp and memory registration will fail with ENOMEM",
+            MEMLOCK_FIX,
+        ),
+        r"ulimit -l\b",
+        2,
+    ),
+    // --- device plugins and DRA ------------------------------------------------------------------
+    sig(
+        "rdma-dp-exposing-zero",
+        Fail,
+        Kubernetes,
+        r#"exposing "0" devices"#,
+        "the RDMA shared device plugin advertises 0 devices for a resource: pods requesting it stay Pending with `Insufficient rdma/...`",
+        DEVICE_PLUGIN_FIX,
+    ),
+    sig(
+        "rdma-dp-no-devices-for-resource",
+        Fail,
+        Kubernetes,
+        r"no Rdma Devices were found for resource (\S+)",
+        "no RDMA device matched the selectors of resource {1}",
+        DEVICE_PLUGIN_FIX,
+    ),
+    sig(
+        "rdma-dp-missing-char-device",
+        Warn,
+        Kubernetes,
+        r#"missing RDMA device spec for device (\S+), RDMA device \\?"(\w+)\\?" not found"#,
+        "PCI device {1} has no /dev/infiniband/{2}: the kernel module behind it is not loaded on the node (rdma_cm: rdma_ucm; issm/umad: ib_umad), so the plugin rejects the device",
+        "Load the module on the node (`modprobe rdma_ucm`, `modprobe ib_umad`, or through the network operator's driver pod), then restart the device plugin pod.",
+    ),
+    sig(
+        "dra-cannot-allocate",
+        Fail,
+        Kubernetes,
+        r"cannot allocate all claims",
+        "the scheduler found no node whose ResourceSlices have a free device that matches the claim's DeviceClass and selectors; the claim stays pending",
+        DRA_FIX,
+    ),
+    sig(
+        "dra-claim-pending",
+        Warn,
+        Kubernetes,
+        r"^\S+\s+pending\s+\d+[smhd]\S*\s*$",
+        "a ResourceClaim is still pending: no device has been allocated to it",
+        DRA_FIX,
+    ),
+    // --- wrong NIC ---------------------------------------------------------------------------------
+    sig(
+        "nccl-socket-ifname-no-match",
+        Fail,
+        Nccl,
+        r"(?i)Bootstrap ?: no socket interface found|no usable listening interface found|No interface found in the same subnet as remote address|no NCCL_SOCKET_IFNAME interface found",
+        "NCCL found no usable interface for its TCP bootstrap: NCCL_SOCKET_IFNAME matches no interface with an address in this pod (or none in the peer's subnet)",
+        SOCKET_IFNAME_FIX,
+    ),
+    sig(
+        "nccl-socket-ifname-env",
+        Info,
+        Nccl,
+        r"NCCL_SOCKET_IFNAME set by environment to (\S+)",
+        "NCCL_SOCKET_IFNAME={1}",
+        "",
+    ),
+    sig(
+        "ucx-net-device-unavailable",
+        Warn,
+        Ucx,
+        r"network device '([^']+)' is not available",
+        "UCX_NET_DEVICES names {1}, which UCX cannot use in this pod",
+        UCX_DEVICE_FIX,
+    ),
+    sig(
+        "ucx-tcp-lane",
+        Warn,
+        Ucx,
+        r"ep_cfg\[\d+\]: .*?\btcp/([\w.-]+)",
+        "UCX wired an endpoint over TCP on {1}: with UCX_NET_DEVICES=all (the default) UCX binds any interface, a management NIC included, and the transfer never touches RDMA",
+        "Restrict UCX_NET_DEVICES to the RDMA device (eRDMA: erdma_0:1; Mellanox: mlx5_0:1) and drop tcp from UCX_TLS for the data path.",
+    ),
+    sig(
+        "ucx-net-devices-all",
+        Info,
+        Ucx,
+        r"\bUCX_NET_DEVICES=all\b",
+        "UCX_NET_DEVICES=all: UCX may use any interface, management NICs included",
+        "",
+    ),
+    // --- GPUDirect -----------------------------------------------------------------------------------
+    sig(
+        "nccl-gdr-no-peermem",
+        Warn,
+        Nccl,
+        r"GPU Direct RDMA Disabled for HCA \d+ '([^']+)' \(no module\)|Module (nvidia_peermem|nv_peer_mem) not found",
+        "nvidia_peermem is not loaded ({1}{2}): NCCL stages every transfer through host memory although the NIC could read GPU memory directly",
+        PEERMEM_FIX,
+    ),
+    sig(
+        "nccl-dmabuf-unsupported",
+        Warn,
+        Nccl,
+        r"ibv_reg_dmabuf_mr failed with (?:error )?Operation not supported",
+        "DMA-BUF registration of GPU memory is not supported by this kernel, rdma-core or NIC driver",
+        "Set NCCL_DMABUF_ENABLE=0 to use nvidia_peermem instead (load it on the node), or update the kernel, rdma-core/OFED and the GPU driver (open kernel modules).",
+    ),
+    sig(
+        "nccl-dmabuf-available",
+        Info,
+        Nccl,
+        r"DMA-BUF is available on GPU device (\d+)",
+        "the GPU {1} driver can export memory as DMA-BUF (GPUDirect RDMA without nvidia_peermem)",
+        "",
+    ),
+    sig(
+        "nccl-gdr-enabled",
+        Good,
+        Nccl,
+        r"GPU Direct RDMA (?:\(nvidia-peermem\) )?[Ee]nabled for HCA (\d+) '([^']+)",
+        "GPUDirect RDMA is on for {2}: the NIC reads and writes GPU memory directly",
+        "",
+    ),
+    // --- secondary network and service mesh -----------------------------------------------------------
+    sig(
+        "rdma-cm-no-netdev",
+        Fail,
+        Ibverbs,
+        r"rdma_resolve_(?:addr|route) failed|RDMA_CM_EVENT_ADDR_ERROR|Unable to perform rdma_(?:client|server) function",
+        "rdma_cm could not map the IP address to an RDMA device: the address is on the pod's CNI interface (veth), which has no RDMA device behind it",
+        "Give the pod an interface on the RDMA NIC (hostNetwork: true, or a Multus secondary network: macvlan, ipoib or SR-IOV on that NIC) and use that interface's address for rdma_cm; or connect without rdma_cm (perftest without -R, NCCL's own out-of-band exchange).",
+    ),
+    sig(
+        "service-mesh-sidecar",
+        Warn,
+        Kubernetes,
+        r"\b(istio-proxy|linkerd-proxy)\b",
+        "the pod runs a mesh sidecar ({1}): the mesh intercepts the pod's TCP, including NCCL's bootstrap and socket connections",
+        MESH_FIX,
+    ),
+    sig(
+        "nccl-socket-reset",
+        Warn,
+        Nccl,
+        r"socketProgress: Connection (?:reset by peer|closed by remote peer)",
+        "an NCCL TCP connection (bootstrap or socket transport) was closed by the other side: the peer died, or a proxy or firewall in between dropped it",
+        "Read the peer's log first; if a mesh sidecar is injected into the pod, disable it (see service-mesh-sidecar).",
+    ),
+    // --- collective timeouts ----------------------------------------------------------------------------
+    sig(
+        "torch-watchdog-timeout",
+        Fail,
+        Nccl,
+        r"\[Rank (\d+)\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+).*?Timeout\(ms\)=(\d+)\)",
+        "collective {3} (SeqNum {2}) did not complete within its {4} ms timeout",
+        WATCHDOG_FIX,
     ),
     // --- nccl-tests ---------------------------------------------------------------------------
     sig(

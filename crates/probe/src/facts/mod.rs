@@ -299,18 +299,18 @@ fn judge(f: &HostFacts) -> Vec<Check> {
                 _ => {}
             }
             // Counters that prove traffic.
-            let has_bytes =
-                crate::counters::byte_counter_names(d.kind)
-                    .iter()
-                    .any(|(file, _, _)| {
-                        file.strip_prefix("hw_counters/")
-                            .map(|n| p.hw_counters.iter().any(|c| c == n))
-                            .or_else(|| {
-                                file.strip_prefix("counters/")
-                                    .map(|n| p.counters.iter().any(|c| c == n))
-                            })
-                            .unwrap_or(false)
-                    });
+            let present = |file: &str| {
+                file.strip_prefix("hw_counters/")
+                    .map(|n| p.hw_counters.iter().any(|c| c == n))
+                    .or_else(|| {
+                        file.strip_prefix("counters/")
+                            .map(|n| p.counters.iter().any(|c| c == n))
+                    })
+                    .unwrap_or(false)
+            };
+            let has_bytes = crate::counters::byte_sources(d.kind)
+                .iter()
+                .any(|s| s.files.iter().all(|f| present(f)));
             let has_pkts = !p.hw_counters.is_empty() || !p.counters.is_empty();
             let (v, s) = if has_bytes {
                 (

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::facts::rdma::DeviceKind;
 use crate::sysfs::{list_dir, read_opt, under};
 
 /// An NCCL version `major.minor.patch`.
@@ -18,6 +19,42 @@ pub struct NcclVersion {
     /// Patch.
     pub patch: u32,
 }
+
+/// A NCCL release that is known to break on one vendor's devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct KnownBadNccl {
+    /// The device family it breaks on.
+    pub kind: DeviceKind,
+    /// The release.
+    pub version: NcclVersion,
+    /// What happens, in a phrase that follows "NCCL x.y.z ".
+    pub symptom: &'static str,
+    /// What to install instead.
+    pub fix: &'static str,
+}
+
+const ERDMA_NETINIT_SEGFAULT: &str = "segfaults in ncclNetInit() while probing eRDMA devices";
+const ERDMA_PIN_FIX: &str = "Install a working NCCL in the image: `pip install nvidia-nccl-cu13==2.30.7` \
+(2.28.3, 2.29.7 and 2.30.7 work on eRDMA); check with `python -c \"import cupy.cuda.nccl as n; print(n.get_version())\"` \
+→ 23007.";
+
+/// Known-bad NCCL releases per vendor. The doctor reads the log's `NCCL version` line against this
+/// table and fails when the log also shows that vendor's devices; facts do the same with the
+/// installed NCCL. A new regression is a new row.
+pub const KNOWN_BAD_NCCL: &[KnownBadNccl] = &[
+    KnownBadNccl {
+        kind: DeviceKind::Erdma,
+        version: NcclVersion::new(2, 28, 7),
+        symptom: ERDMA_NETINIT_SEGFAULT,
+        fix: ERDMA_PIN_FIX,
+    },
+    KnownBadNccl {
+        kind: DeviceKind::Erdma,
+        version: NcclVersion::new(2, 28, 9),
+        symptom: "segfaults in ncclNetInit() while probing eRDMA devices (torch 2.11 ships it)",
+        fix: ERDMA_PIN_FIX,
+    },
+];
 
 /// Versions that segfault in `ncclNetInit()` while probing eRDMA devices (torch 2.11 ships 2.28.9).
 pub const KNOWN_BAD_ON_ERDMA: [NcclVersion; 2] =
@@ -72,7 +109,12 @@ impl NcclVersion {
 
     /// Whether this version crashes on eRDMA.
     pub fn is_known_bad_on_erdma(&self) -> bool {
-        KNOWN_BAD_ON_ERDMA.contains(self)
+        self.known_bad().any(|b| b.kind == DeviceKind::Erdma)
+    }
+
+    /// The rows of [`KNOWN_BAD_NCCL`] for this version (any vendor).
+    pub fn known_bad(&self) -> impl Iterator<Item = &'static KnownBadNccl> + '_ {
+        KNOWN_BAD_NCCL.iter().filter(move |b| b.version == *self)
     }
 }
 

@@ -13,6 +13,12 @@ pub const ERDMA_VENDOR_ID: u32 = 0x1ded;
 pub const ERDMA_DEVICE_ID: u32 = 0x107f;
 /// Mellanox / NVIDIA networking PCI vendor id.
 pub const MELLANOX_VENDOR_ID: u32 = 0x15b3;
+/// Amazon (EFA) PCI vendor id.
+pub const AMAZON_VENDOR_ID: u32 = 0x1d0f;
+/// Intel PCI vendor id (irdma on E810 / X722).
+pub const INTEL_VENDOR_ID: u32 = 0x8086;
+/// Broadcom PCI vendor id (bnxt_re sits on NetXtreme-E NICs).
+pub const BROADCOM_VENDOR_ID: u32 = 0x14e4;
 
 /// Which driver family a device belongs to; decides counter files and known limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,30 +34,71 @@ pub enum DeviceKind {
     Siw,
     /// Intel E810 (`irdma*`).
     Irdma,
+    /// AWS Elastic Fabric Adapter (`efa_*`, `rdmap*`, PCI vendor 0x1d0f).
+    Efa,
+    /// Broadcom NetXtreme-E RoCE (`bnxt_re*`).
+    #[serde(rename = "bnxt_re")]
+    BnxtRe,
     /// Anything else.
     Other,
 }
 
 impl DeviceKind {
+    /// Every family, for lookups by name.
+    pub const ALL: [DeviceKind; 8] = [
+        DeviceKind::Erdma,
+        DeviceKind::Mlx5,
+        DeviceKind::Rxe,
+        DeviceKind::Siw,
+        DeviceKind::Irdma,
+        DeviceKind::Efa,
+        DeviceKind::BnxtRe,
+        DeviceKind::Other,
+    ];
+
+    /// Device name prefixes the kernel gives this family (empty for `Other`).
+    pub fn name_prefixes(self) -> &'static [&'static str] {
+        match self {
+            DeviceKind::Erdma => &["erdma"],
+            DeviceKind::Mlx5 => &["mlx5"],
+            DeviceKind::Rxe => &["rxe"],
+            DeviceKind::Siw => &["siw"],
+            DeviceKind::Irdma => &["irdma"],
+            // EFA devices are `efa_0` on older drivers and `rdmap<bus>s<slot>` on current AMIs.
+            DeviceKind::Efa => &["efa", "rdmap"],
+            DeviceKind::BnxtRe => &["bnxt_re"],
+            DeviceKind::Other => &[],
+        }
+    }
+
     /// Classify by name and (when known) PCI ids; the PCI ids win.
     pub fn classify(name: &str, vendor_id: Option<u32>, device_id: Option<u32>) -> Self {
         match (vendor_id, device_id) {
             (Some(ERDMA_VENDOR_ID), Some(ERDMA_DEVICE_ID)) => return DeviceKind::Erdma,
             (Some(MELLANOX_VENDOR_ID), _) if name.starts_with("mlx5") => return DeviceKind::Mlx5,
+            (Some(AMAZON_VENDOR_ID), _) => return DeviceKind::Efa,
+            // systemd's RDMA naming (`rocep65s0f0`) hides the driver: trust the PCI vendor.
+            (Some(BROADCOM_VENDOR_ID), _) => return DeviceKind::BnxtRe,
+            (Some(INTEL_VENDOR_ID), _) if !name.starts_with("hfi") => return DeviceKind::Irdma,
             _ => {}
         }
-        if name.starts_with("erdma") {
-            DeviceKind::Erdma
-        } else if name.starts_with("mlx5") {
-            DeviceKind::Mlx5
-        } else if name.starts_with("rxe") {
-            DeviceKind::Rxe
-        } else if name.starts_with("siw") {
-            DeviceKind::Siw
-        } else if name.starts_with("irdma") {
-            DeviceKind::Irdma
-        } else {
-            DeviceKind::Other
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name_prefixes().iter().any(|p| name.starts_with(p)))
+            .unwrap_or(DeviceKind::Other)
+    }
+
+    /// The family's name as users write it (`eRDMA`, `mlx5`, `EFA`, ...).
+    pub fn label(self) -> &'static str {
+        match self {
+            DeviceKind::Erdma => "eRDMA",
+            DeviceKind::Mlx5 => "mlx5",
+            DeviceKind::Rxe => "rxe",
+            DeviceKind::Siw => "siw",
+            DeviceKind::Irdma => "irdma",
+            DeviceKind::Efa => "EFA",
+            DeviceKind::BnxtRe => "bnxt_re",
+            DeviceKind::Other => "RDMA device",
         }
     }
 }
