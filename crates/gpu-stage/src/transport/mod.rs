@@ -16,7 +16,10 @@ pub mod inproc;
 pub mod rdma;
 pub mod tcp;
 
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -137,5 +140,59 @@ impl<T: RecvTransport + ?Sized> RecvTransport for &mut T {
     }
     fn abort(&mut self, reason: &str) {
         (**self).abort(reason)
+    }
+}
+
+/// Accepts one connection on `listener` within `timeout` ([`TransportError::Timeout`] names `who`
+/// and the address), and returns it in blocking mode.
+pub(crate) fn accept_within(
+    listener: &TcpListener,
+    timeout: Duration,
+    who: &str,
+) -> Result<(TcpStream, SocketAddr), TransportError> {
+    listener
+        .set_nonblocking(true)
+        .map_err(TransportError::io("making the listener non-blocking"))?;
+    let deadline = Instant::now() + timeout;
+    let r = loop {
+        match listener.accept() {
+            Ok(v) => break Ok(v),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    break Err(TransportError::Timeout {
+                        after: timeout,
+                        waiting_for: format!(
+                            "for {who} to connect to {}",
+                            listener
+                                .local_addr()
+                                .map_or_else(|_| "?".into(), |a| a.to_string())
+                        ),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => break Err(TransportError::io(format!("accepting {who}"))(e)),
+        }
+    };
+    let _ = listener.set_nonblocking(false);
+    let (s, a) = r?;
+    s.set_nonblocking(false)
+        .map_err(TransportError::io("making an accepted socket blocking"))?;
+    Ok((s, a))
+}
+
+/// Maps a read or write that hit its socket timeout to [`TransportError::Timeout`], anything else
+/// to [`TransportError::Io`] with `context`.
+pub(crate) fn io_or_timeout(
+    timeout: Duration,
+    context: impl Into<String>,
+) -> impl FnOnce(io::Error) -> TransportError {
+    let context = context.into();
+    move |e| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TransportError::Timeout {
+            after: timeout,
+            waiting_for: context,
+        },
+        _ => TransportError::Io { context, source: e },
     }
 }

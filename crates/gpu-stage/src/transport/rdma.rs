@@ -53,7 +53,7 @@ use erdma_verbs::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{Chunk, RecvTransport, SendTransport, TransferSummary};
+use super::{Chunk, RecvTransport, SendTransport, TransferSummary, accept_within};
 use crate::config::RingConfig;
 use crate::error::TransportError;
 use crate::ring::{SlotToken, StagingRing};
@@ -1597,7 +1597,7 @@ impl RdmaReceiver {
         ring: &Arc<StagingRing>,
     ) -> Result<Self, TransportError> {
         cfg.validate()?;
-        let (stream, addr) = accept_with_timeout(listener, cfg.timeout)?;
+        let (stream, addr) = accept_within(listener, cfg.timeout, "an RDMA sender")?;
         let peer = format!("sender {addr}");
         stream
             .set_nodelay(true)
@@ -1881,41 +1881,6 @@ impl RdmaReceiver {
         };
         Ok((chunk, token))
     }
-}
-
-fn accept_with_timeout(
-    listener: &TcpListener,
-    timeout: Duration,
-) -> Result<(TcpStream, SocketAddr), TransportError> {
-    listener
-        .set_nonblocking(true)
-        .map_err(TransportError::io("making the listener non-blocking"))?;
-    let deadline = Instant::now() + timeout;
-    let r = loop {
-        match listener.accept() {
-            Ok(v) => break Ok(v),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    break Err(TransportError::Timeout {
-                        after: timeout,
-                        waiting_for: format!(
-                            "for an RDMA sender to connect to {}",
-                            listener
-                                .local_addr()
-                                .map_or_else(|_| "?".into(), |a| a.to_string())
-                        ),
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => break Err(TransportError::io("accepting the side channel")(e)),
-        }
-    };
-    let _ = listener.set_nonblocking(false);
-    let (s, a) = r?;
-    s.set_nonblocking(false)
-        .map_err(TransportError::io("making the side channel blocking"))?;
-    Ok((s, a))
 }
 
 fn receiver_side_reader(
@@ -2549,6 +2514,43 @@ mod tests {
             "{e}"
         );
         assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    /// A setup that fails after starting a worker (as `RdmaReceiver::accept` can, when registering
+    /// the credit source fails after the pollers started).
+    fn setup_failing_after_spawn(
+        shared: &Arc<Shared>,
+        side: &Arc<SideWriter>,
+        exited: &Arc<std::sync::atomic::AtomicBool>,
+    ) -> Result<Workers, TransportError> {
+        let mut workers = Workers::new(shared, side);
+        let (sh, ex) = (Arc::clone(shared), Arc::clone(exited));
+        workers.spawn("test-poller", move || {
+            while !sh.lock().stop {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            ex.store(true, std::sync::atomic::Ordering::SeqCst);
+        })?;
+        Err(TransportError::Protocol("a later setup step failed".into()))
+    }
+
+    #[test]
+    fn workers_started_before_a_failing_setup_step_are_stopped_and_joined() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let side = Arc::new(SideWriter {
+            stream: Mutex::new(stream),
+            peer: "test".into(),
+        });
+        let shared = Arc::new(Shared::default());
+        let exited = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let t = Instant::now();
+        let e = setup_failing_after_spawn(&shared, &side, &exited).unwrap_err();
+        assert!(e.to_string().contains("later setup step"), "{e}");
+        // Joined before the error came back: the worker saw `stop` and ended.
+        assert!(exited.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(shared.lock().stop);
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

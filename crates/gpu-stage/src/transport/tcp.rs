@@ -13,15 +13,22 @@
 //! Backpressure is TCP's own: a receiver reader that finds no free ring slot stops reading, the
 //! socket buffers fill, the sender's writer blocks, its slots stay busy and the sender's copy
 //! issuer waits for them.
+//!
+//! Every blocking step is bounded by the transport's timeout (default [`DEFAULT_TIMEOUT`], like the
+//! RDMA transport): connecting, accepting, the greeting, each write (a peer that stops reading for
+//! that long fails the transfer), the wait for the next chunk and for the ACK. A stall fails with
+//! [`TransportError::Timeout`] naming the step and the peer. Dropping either end shuts its sockets
+//! down, so no worker thread stays blocked on a stalled peer.
 
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{Chunk, RecvTransport, SendTransport, TransferSummary};
+use super::{Chunk, RecvTransport, SendTransport, TransferSummary, accept_within, io_or_timeout};
 use crate::error::TransportError;
 use crate::ring::{SlotToken, StagingRing};
 
@@ -31,6 +38,19 @@ const HEADER_LEN: usize = 40;
 pub const MAX_CONNECTIONS: usize = 64;
 /// Default number of parallel connections (see the crate README for the measurement).
 pub const DEFAULT_CONNECTIONS: usize = 4;
+/// Default bound on every blocking step (connect, accept, one write, the next chunk, the ACK).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn check_timeout(timeout: Duration) -> Result<(), TransportError> {
+    if timeout.is_zero() {
+        return Err(TransportError::Config {
+            field: "timeout",
+            value: format!("{timeout:?}"),
+            reason: "use a timeout above zero".into(),
+        });
+    }
+    Ok(())
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -165,8 +185,10 @@ enum WriterJob {
 #[derive(Debug)]
 pub struct TcpSender {
     writers: Vec<mpsc::Sender<WriterJob>>,
+    handles: Vec<JoinHandle<()>>,
     sockets: Vec<TcpStream>,
     peer: String,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for WriterJob {
@@ -179,9 +201,21 @@ impl std::fmt::Debug for WriterJob {
 }
 
 impl TcpSender {
-    /// Opens `connections` connections to a [`TcpReceiver`] listening at `addr`.
+    /// Opens `connections` connections to a [`TcpReceiver`] listening at `addr`, with the
+    /// [`DEFAULT_TIMEOUT`] on every blocking step.
     pub fn connect(addr: impl ToSocketAddrs, connections: usize) -> Result<Self, TransportError> {
+        Self::connect_with_timeout(addr, connections, DEFAULT_TIMEOUT)
+    }
+
+    /// Like [`TcpSender::connect`], with `timeout` bounding each connect, each write (a receiver
+    /// that reads nothing for that long fails the transfer) and the wait for the receiver's ACK.
+    pub fn connect_with_timeout(
+        addr: impl ToSocketAddrs,
+        connections: usize,
+        timeout: Duration,
+    ) -> Result<Self, TransportError> {
         check_connections(connections)?;
+        check_timeout(timeout)?;
         let addrs: Vec<_> = addr
             .to_socket_addrs()
             .map_err(TransportError::io("resolving the receiver address"))?
@@ -194,39 +228,48 @@ impl TcpSender {
                 value: String::new(),
                 reason: "the address resolved to nothing".into(),
             })?;
-        let mut writers = Vec::with_capacity(connections);
-        let mut sockets = Vec::with_capacity(connections);
+        // Built as a value from the start: a failure halfway drops it, which shuts down and joins
+        // the writers already started.
+        let mut this = TcpSender {
+            writers: Vec::with_capacity(connections),
+            handles: Vec::with_capacity(connections),
+            sockets: Vec::with_capacity(connections),
+            peer,
+            timeout,
+        };
+        let peer = this.peer.clone();
         for index in 0..connections {
-            let mut stream = TcpStream::connect(&addrs[..]).map_err(TransportError::io(
+            let mut stream = connect_any(&addrs, timeout).map_err(io_or_timeout(
+                timeout,
                 format!("connecting data connection {index} to {peer}"),
             ))?;
             stream
                 .set_nodelay(true)
                 .map_err(TransportError::io("setting TCP_NODELAY"))?;
+            stream
+                .set_write_timeout(Some(timeout))
+                .map_err(TransportError::io("setting a write timeout"))?;
             let hello = Frame::new(Kind::Hello, index as u64, 0, 0, connections as u64);
             stream
                 .write_all(&hello.encode())
                 .map_err(TransportError::io(format!(
                     "greeting {peer} on connection {index}"
                 )))?;
-            sockets.push(
+            this.sockets.push(
                 stream
                     .try_clone()
                     .map_err(TransportError::io("cloning a socket handle"))?,
             );
             let (tx, rx) = mpsc::channel();
             let context = format!("sending to {peer} on connection {index}");
-            std::thread::Builder::new()
+            let handle = std::thread::Builder::new()
                 .name(format!("gpu-stage-tcp-w{index}"))
-                .spawn(move || writer_loop(stream, rx, index, context))
+                .spawn(move || writer_loop(stream, rx, index, context, timeout))
                 .map_err(TransportError::io("spawning a writer thread"))?;
-            writers.push(tx);
+            this.writers.push(tx);
+            this.handles.push(handle);
         }
-        Ok(TcpSender {
-            writers,
-            sockets,
-            peer,
-        })
+        Ok(this)
     }
 
     /// Number of parallel connections.
@@ -235,12 +278,31 @@ impl TcpSender {
     }
 }
 
+/// Connects to the first of `addrs` that answers, each attempt bounded by `timeout`.
+fn connect_any(addrs: &[std::net::SocketAddr], timeout: Duration) -> io::Result<TcpStream> {
+    let mut last = io::Error::from(io::ErrorKind::AddrNotAvailable);
+    for a in addrs {
+        match TcpStream::connect_timeout(a, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 fn writer_loop(
     mut stream: TcpStream,
     rx: mpsc::Receiver<WriterJob>,
     index: usize,
     context: String,
+    timeout: Duration,
 ) {
+    let describe = |e: io::Error| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            format!("{context}: timed out after {timeout:?} (the receiver stopped reading)")
+        }
+        _ => format!("{context}: {e}"),
+    };
     let mut failure: Option<String> = None;
     for job in rx {
         match job {
@@ -251,8 +313,7 @@ fn writer_loop(
                         let header =
                             Frame::new(Kind::Data, c.seq, c.offset, c.len as u64, index as u64)
                                 .encode();
-                        write_all_vectored(&mut stream, &[&header, bytes])
-                            .map_err(|e| format!("{context}: {e}"))
+                        write_all_vectored(&mut stream, &[&header, bytes]).map_err(describe)
                     })();
                     if let Err(e) = r {
                         slot.ring().gate().fail(format!("TCP transport: {e}"));
@@ -271,7 +332,7 @@ fn writer_loop(
                         stream
                             .write_all(&end)
                             .and_then(|()| stream.flush())
-                            .map_err(|e| format!("{context}: {e}"))
+                            .map_err(describe)
                     }
                 };
                 if let Err(e) = &r {
@@ -332,11 +393,14 @@ impl SendTransport for TcpSender {
             .sockets
             .first_mut()
             .ok_or_else(|| TransportError::Closed("no connections".into()))?;
+        control
+            .set_read_timeout(Some(self.timeout))
+            .map_err(TransportError::io("setting a read timeout"))?;
         let frame = read_frame(control)
-            .map_err(TransportError::io(format!(
-                "waiting for the ACK from {}",
-                self.peer
-            )))?
+            .map_err(io_or_timeout(
+                self.timeout,
+                format!("for the ACK from {}", self.peer),
+            ))?
             .ok_or_else(|| {
                 TransportError::Closed(format!(
                     "{} closed the connection before acknowledging",
@@ -367,8 +431,16 @@ impl SendTransport for TcpSender {
 
 impl Drop for TcpSender {
     fn drop(&mut self) {
-        // Dropping the job channels ends the writer threads once their queues are written.
+        // Closing the job channels ends the writers after their queues; shutting the sockets down
+        // makes a writer blocked on a stalled peer fail at once (dropping the slot tokens of its
+        // queued chunks), so every writer can be joined here instead of being left blocked.
         self.writers.clear();
+        for s in &self.sockets {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
     }
 }
 
@@ -476,6 +548,7 @@ pub struct TcpReceiver {
     next_seq: u64,
     bytes: u64,
     peer: String,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for ReaderMsg {
@@ -489,23 +562,40 @@ impl std::fmt::Debug for ReaderMsg {
 }
 
 impl TcpReceiver {
-    /// Accepts the `connections` connections of one [`TcpSender`] on `listener`.
+    /// Accepts the `connections` connections of one [`TcpSender`] on `listener`, with the
+    /// [`DEFAULT_TIMEOUT`] on every blocking step.
     pub fn accept(listener: &TcpListener, connections: usize) -> Result<Self, TransportError> {
+        Self::accept_with_timeout(listener, connections, DEFAULT_TIMEOUT)
+    }
+
+    /// Like [`TcpReceiver::accept`], with `timeout` bounding each accept and greeting, the wait for
+    /// each chunk of a transfer and each write of an ACK.
+    pub fn accept_with_timeout(
+        listener: &TcpListener,
+        connections: usize,
+        timeout: Duration,
+    ) -> Result<Self, TransportError> {
         check_connections(connections)?;
+        check_timeout(timeout)?;
         let mut slots: Vec<Option<TcpStream>> = (0..connections).map(|_| None).collect();
         let mut peer = String::new();
         for _ in 0..connections {
-            let (mut stream, addr) = listener
-                .accept()
-                .map_err(TransportError::io("accepting a data connection"))?;
+            let (mut stream, addr) = accept_within(listener, timeout, "a TCP sender")?;
             peer = addr.to_string();
             stream
                 .set_nodelay(true)
                 .map_err(TransportError::io("setting TCP_NODELAY"))?;
+            stream
+                .set_read_timeout(Some(timeout))
+                .map_err(TransportError::io("setting a read timeout"))?;
+            stream
+                .set_write_timeout(Some(timeout))
+                .map_err(TransportError::io("setting a write timeout"))?;
             let hello = read_frame(&mut stream)
-                .map_err(TransportError::io(format!(
-                    "reading the greeting from {addr}"
-                )))?
+                .map_err(io_or_timeout(
+                    timeout,
+                    format!("for the greeting from {addr}"),
+                ))?
                 .ok_or_else(|| TransportError::Closed(format!("{addr} closed before greeting")))?;
             if hello.kind != Kind::Hello {
                 return Err(TransportError::Protocol(format!(
@@ -533,37 +623,48 @@ impl TcpReceiver {
                 }
             }
         }
-        let shared = Arc::new(Shared::default());
-        let (tx, results) = mpsc::channel();
+        // Every fallible step before the first reader starts; readers block on their sockets
+        // without a timeout (idle between transfers is fine) and end when the sockets shut down.
+        let mut streams = Vec::with_capacity(connections);
         let mut sockets = Vec::with_capacity(connections);
         for (index, stream) in slots.into_iter().enumerate() {
             let stream = stream.ok_or_else(|| {
                 TransportError::Protocol(format!("connection {index} never arrived"))
             })?;
+            stream
+                .set_read_timeout(None)
+                .map_err(TransportError::io("clearing the read timeout"))?;
             sockets.push(
                 stream
                     .try_clone()
                     .map_err(TransportError::io("cloning a socket handle"))?,
             );
-            let tx = tx.clone();
-            let shared2 = Arc::clone(&shared);
-            let context = format!("receiving from {peer} on connection {index}");
-            std::thread::Builder::new()
-                .name(format!("gpu-stage-tcp-r{index}"))
-                .spawn(move || reader_loop(stream, tx, shared2, index, connections, context))
-                .map_err(TransportError::io("spawning a reader thread"))?;
+            streams.push(stream);
         }
-        Ok(TcpReceiver {
+        let (tx, results) = mpsc::channel();
+        // From here on a failure drops `this`, which shuts the sockets down and ends the readers.
+        let this = TcpReceiver {
             results,
             sockets,
-            shared,
+            shared: Arc::new(Shared::default()),
             pending: BTreeMap::new(),
             ends: BTreeMap::new(),
             transfer: 0,
             next_seq: 0,
             bytes: 0,
             peer,
-        })
+            timeout,
+        };
+        for (index, stream) in streams.into_iter().enumerate() {
+            let tx = tx.clone();
+            let shared = Arc::clone(&this.shared);
+            let context = format!("receiving from {} on connection {index}", this.peer);
+            std::thread::Builder::new()
+                .name(format!("gpu-stage-tcp-r{index}"))
+                .spawn(move || reader_loop(stream, tx, shared, index, connections, context))
+                .map_err(TransportError::io("spawning a reader thread"))?;
+        }
+        Ok(this)
     }
 
     /// Number of parallel connections.
@@ -735,9 +836,21 @@ impl RecvTransport for TcpReceiver {
                 }
                 return Ok(None);
             }
-            let (transfer, msg) = self.results.recv().map_err(|_| {
-                TransportError::Closed(format!("all reader threads for {} exited", self.peer))
-            })?;
+            let (transfer, msg) = match self.results.recv_timeout(self.timeout) {
+                Ok(m) => m,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(TransportError::Timeout {
+                        after: self.timeout,
+                        waiting_for: format!("for chunk {} from {}", self.next_seq, self.peer),
+                    });
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(TransportError::Closed(format!(
+                        "all reader threads for {} exited",
+                        self.peer
+                    )));
+                }
+            };
             match msg {
                 ReaderMsg::Chunk(c, slot) => {
                     self.pending.insert((transfer, c.seq), (c, slot));
@@ -754,10 +867,10 @@ impl RecvTransport for TcpReceiver {
             .first_mut()
             .ok_or_else(|| TransportError::Closed("no connections".into()))?;
         let ack = Frame::new(Kind::Ack, 0, 0, summary.bytes, summary.chunks).encode();
-        control.write_all(&ack).map_err(TransportError::io(format!(
-            "acknowledging to {}",
-            self.peer
-        )))
+        control.write_all(&ack).map_err(io_or_timeout(
+            self.timeout,
+            format!("acknowledging to {}", self.peer),
+        ))
     }
 
     fn abort(&mut self, reason: &str) {
