@@ -11,6 +11,8 @@
 //! - [`doctor`]: a knowledge base of log signatures (NCCL, UCX/NIXL, Ray RDT, ibverbs,
 //!   BuildKit, registries, Kubernetes) mapped to cause, evidence line and fix.
 //! - [`parse`]: nccl-tests (text and JSON), the RDT demo, `ibv_devinfo`, perftest.
+//! - [`expect`]: the GPU→GPU rate a cluster should reach (GPUDirect or staged) and a measured
+//!   figure as a fraction of it, with the model's inputs.
 //!
 //! [`report`] turns any of them into a JSON-serialisable [`Report`] or a table, and
 //! [`preflight`] judges a whole cluster from data the CLI gathers through the Kubernetes API.
@@ -48,6 +50,7 @@
 pub mod counters;
 pub mod doctor;
 mod error;
+pub mod expect;
 pub mod facts;
 pub mod parse;
 pub mod preflight;

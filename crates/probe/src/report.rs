@@ -169,15 +169,15 @@ impl From<&PreflightResult> for Report {
 
 impl From<&TrafficProof> for Report {
     fn from(p: &TrafficProof) -> Self {
-        Report::from_checks(
-            "RDMA traffic proof",
-            &[Check::new(
-                "counters",
-                p.device.clone(),
-                p.verdict,
-                p.summary.clone(),
-            )],
-        )
+        let mut c = Check::new("counters", p.device.clone(), p.verdict, p.summary.clone());
+        c.fix = p.fix.clone();
+        Report::from_checks("RDMA traffic proof", &[c])
+    }
+}
+
+impl From<&crate::expect::Judgement> for Report {
+    fn from(j: &crate::expect::Judgement) -> Self {
+        Report::from_checks("Bandwidth against the expectation", &[j.check("GPU→GPU")])
     }
 }
 

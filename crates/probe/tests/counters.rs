@@ -174,3 +174,119 @@ fn snapshot_all_covers_every_port() {
     let names: Vec<(String, u32)> = all.iter().map(|s| (s.device.clone(), s.port)).collect();
     assert_eq!(names, vec![("mlx5_0".into(), 1), ("mlx5_1".into(), 1)]);
 }
+
+/// Bump `file` of `dev` port 1 in a snapshot (what a run does to the sysfs file).
+fn bumped(s: &counters::CounterSnapshot, file: &str, by: u64) -> counters::CounterSnapshot {
+    let mut a = s.clone();
+    *a.values
+        .get_mut(file)
+        .unwrap_or_else(|| panic!("{} has no {file}", s.device)) += by;
+    a
+}
+
+fn vendor(dev: &str) -> counters::CounterSnapshot {
+    counters::snapshot(&fixture("vendors"), dev, 1).unwrap_or_else(|e| panic!("{dev}: {e}"))
+}
+
+#[test]
+fn efa_receipt_reads_tx_bytes_and_falls_back_to_rdma_write_bytes() {
+    // Current driver: tx_bytes/rx_bytes, classified by the Amazon PCI vendor (name rdmapXsY).
+    let s = vendor("rdmap16s27");
+    assert_eq!(s.kind, DeviceKind::Efa);
+    let d = CounterDelta::between(&s, &bumped(&s, "hw_counters/tx_bytes", GIB)).unwrap();
+    assert_eq!(d.tx_bytes, Some(GIB));
+    let p = counters::prove(&d, GIB, 0.9);
+    assert_eq!(
+        (p.basis, p.verdict),
+        (Basis::Bytes, Verdict::Ok),
+        "{}",
+        p.summary
+    );
+    assert!(
+        p.summary.starts_with("EFA moved 1.000 GiB"),
+        "{}",
+        p.summary
+    );
+    assert_eq!(p.fraction, Some(1.0));
+    // RDMA-write counters alone do not count when tx_bytes exists (no double counting).
+    let d = CounterDelta::between(&s, &bumped(&s, "hw_counters/rdma_write_bytes", GIB)).unwrap();
+    assert_eq!(d.tx_bytes, Some(0));
+    // A driver with only the RDMA-write counters.
+    let s = vendor("efa_0");
+    let d = CounterDelta::between(&s, &bumped(&s, "hw_counters/rdma_write_bytes", GIB)).unwrap();
+    assert_eq!(d.tx_bytes, Some(GIB));
+    assert_eq!(counters::prove(&d, GIB, 0.9).verdict, Verdict::Ok);
+}
+
+#[test]
+fn bnxt_re_prefers_roce_only_bytes() {
+    let s = vendor("bnxt_re0");
+    assert_eq!(s.kind, DeviceKind::BnxtRe);
+    // Function-level bytes moved (TCP on the same port), RoCE bytes did not: a fallback.
+    let d = CounterDelta::between(&s, &bumped(&s, "hw_counters/tx_bytes", GIB)).unwrap();
+    assert_eq!(d.tx_bytes, Some(0));
+    let p = counters::prove(&d, GIB, 0.9);
+    assert_eq!(p.verdict, Verdict::Fail);
+    assert!(
+        p.summary.contains("(0% of it, 90% needed)"),
+        "{}",
+        p.summary
+    );
+    assert!(
+        p.fix
+            .as_deref()
+            .unwrap_or_default()
+            .contains("fell back to TCP")
+    );
+    let d = CounterDelta::between(&s, &bumped(&s, "hw_counters/tx_roce_only_bytes", GIB)).unwrap();
+    assert_eq!(counters::prove(&d, GIB, 0.9).verdict, Verdict::Ok);
+    // Older kernels have only tx_bytes.
+    let s = vendor("bnxt_re1");
+    let d = CounterDelta::between(&s, &bumped(&s, "hw_counters/tx_bytes", GIB)).unwrap();
+    assert_eq!(d.tx_bytes, Some(GIB));
+}
+
+#[test]
+fn irdma_sums_ipv4_and_ipv6_octets() {
+    // systemd names it rocep65s0f0; the Intel PCI vendor makes it irdma.
+    let s = vendor("rocep65s0f0");
+    assert_eq!(s.kind, DeviceKind::Irdma);
+    let a = bumped(
+        &bumped(&s, "hw_counters/ip4OutOctets", GIB / 2),
+        "hw_counters/ip6OutOctets",
+        GIB / 2,
+    );
+    let d = CounterDelta::between(&s, &a).unwrap();
+    assert_eq!(d.tx_bytes, Some(GIB));
+    assert_eq!(counters::prove(&d, GIB, 0.9).verdict, Verdict::Ok);
+}
+
+#[test]
+fn no_counters_fails_closed() {
+    // siw keeps no counters: the snapshot says so by name...
+    let e = counters::snapshot(&fixture("vendors"), "siw0", 1).unwrap_err();
+    assert!(matches!(e, ProbeError::NoCounters { port: 1, .. }), "{e}");
+    // ...and a delta without a usable counter is a failed receipt, never a pass.
+    let d = CounterDelta {
+        device: "siw0".into(),
+        port: 1,
+        kind: DeviceKind::Siw,
+        deltas: Default::default(),
+        reset: vec![],
+        tx_bytes: None,
+        rx_bytes: None,
+        tx_packets: None,
+        rx_packets: None,
+    };
+    let p = counters::prove(&d, GIB, 0.9);
+    assert_eq!((p.basis, p.verdict), (Basis::None, Verdict::Fail));
+    assert!(p.summary.contains("no receipt"), "{}", p.summary);
+    assert!(
+        p.fix
+            .as_deref()
+            .unwrap_or_default()
+            .contains("NET/IB : Using")
+    );
+    let ab = counters::compare_ab(&d, &d, GIB);
+    assert_eq!(ab.verdict, Verdict::Fail);
+}

@@ -257,3 +257,94 @@ fn result_tables() {
     assert!(t.starts_with("RDMA_Write BW Test on rxe0"), "{t}");
     assert!(t.contains("1101.22"));
 }
+
+/// Seed 002's DeviceClass for eRDMA under DRANET, as its two CEL selectors.
+fn erdma_device_class() -> Vec<String> {
+    vec![
+        r#"device.driver == "dra.net" && device.attributes["dra.net"].rdma == true"#.into(),
+        r#""alibaba.dra.net" in device.attributes && device.attributes["alibaba.dra.net"]["erdma"] == true"#.into(),
+    ]
+}
+
+#[test]
+fn dra_gap_names_the_missing_attribute() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/resourceslices-erdma.json"),
+    )
+    .unwrap();
+    let devices = probe::preflight::parse_resource_slices(&text).unwrap();
+    assert_eq!(devices.len(), 3);
+    // v1beta1 `basic` attributes without a domain belong to the driver's.
+    assert_eq!(
+        devices[2]
+            .attributes
+            .get("dra.net/rdmaDevice")
+            .map(String::as_str),
+        Some("erdma_0")
+    );
+    assert_eq!(devices[0].node, "cn-beijing.10.0.5.75");
+    let terms = probe::preflight::parse_cel_selector(&erdma_device_class()[1]);
+    assert_eq!(terms.len(), 2, "{terms:?}");
+    let gaps = probe::preflight::dra_selector_gaps(&erdma_device_class(), &devices);
+    assert_eq!(gaps.len(), 1, "{gaps:#?}");
+    assert_eq!(gaps[0].selector, 1);
+    assert_eq!(gaps[0].term, "alibaba.dra.net/erdma == true");
+    assert!(
+        gaps[0].reason.contains("other values: eth1=false"),
+        "{}",
+        gaps[0].reason
+    );
+    // With the attribute published as true on one node, the class is satisfiable.
+    let mut fixed = devices.clone();
+    fixed[2]
+        .attributes
+        .insert("alibaba.dra.net/erdma".into(), "true".into());
+    assert!(probe::preflight::dra_selector_gaps(&erdma_device_class(), &fixed).is_empty());
+    // Node .75 publishes no alibaba.dra.net attribute at all: only .76 can satisfy the class.
+    let only_75: Vec<_> = devices[..2].to_vec();
+    let gaps = probe::preflight::dra_selector_gaps(&erdma_device_class(), &only_75);
+    let terms: Vec<&str> = gaps.iter().map(|g| g.term.as_str()).collect();
+    assert_eq!(
+        terms,
+        vec![
+            "\"alibaba.dra.net\" in device.attributes",
+            "alibaba.dra.net/erdma == true"
+        ]
+    );
+    assert!(
+        gaps[1]
+            .reason
+            .contains("no published device has the attribute")
+    );
+}
+
+#[test]
+fn dra_gap_when_no_single_device_satisfies_all() {
+    use probe::preflight::{DraDevice, dra_selector_gaps};
+    let dev = |name: &str, k: &str| DraDevice {
+        node: "n1".into(),
+        driver: "dra.net".into(),
+        name: name.into(),
+        attributes: [(k.to_string(), "true".to_string())].into(),
+    };
+    let devices = vec![
+        dev("eth0", "dra.net/rdma"),
+        dev("eth1", "alibaba.dra.net/erdma"),
+    ];
+    let gaps = dra_selector_gaps(&erdma_device_class(), &devices);
+    assert_eq!(gaps.len(), 1, "{gaps:#?}");
+    assert!(
+        gaps[0].reason.contains("no single device"),
+        "{}",
+        gaps[0].reason
+    );
+    assert!(gaps[0].device.is_some());
+    // Not JSON, or not ResourceSlices: typed errors that say what to pass.
+    let e = probe::preflight::parse_resource_slices("nope").unwrap_err();
+    assert!(
+        e.to_string().contains("kubectl get resourceslices -o json"),
+        "{e}"
+    );
+    assert!(probe::preflight::parse_resource_slices("{\"kind\":\"Pod\"}").is_err());
+}

@@ -18,6 +18,19 @@ fn lines_strategy() -> impl Strategy<Value = String> {
         Just("NET/Socket : Using [0]eth0".to_string()),
         Just("*** SIGSEGV received".to_string()),
         Just("@ ncclNetInit()".to_string()),
+        Just("NCCL version 2.28.9+cuda13.0".to_string()),
+        Just("NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]".to_string()),
+        Just("NCCL INFO NCCL_IB_HCA set to mlx5_0".to_string()),
+        Just("NCCL INFO NET/IB : No device found.".to_string()),
+        Just("NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth1".to_string()),
+        Just("NCCL WARN Bootstrap : no socket interface found".to_string()),
+        Just("NCCL INFO Initialized NET plugin Socket".to_string()),
+        Just("NET/Plugin: Plugin load (libx.so) returned 2 : nope".to_string()),
+        Just("with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.0.0.1 remoteGidsfe80::1 hca mlx5_0".to_string()),
+        Just("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds".to_string()),
+        Just("ibv_reg_mr(address=0x1, length=75161927680, access=0xf) failed: Cannot allocate memory".to_string()),
+        Just("$ ulimit -l".to_string()),
+        Just("64".to_string()),
         "\\PC{0,80}",
         "[0-9 .:#-]{0,60}",
     ];
@@ -69,6 +82,26 @@ proptest! {
     #[test]
     fn doctor_reader_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         let _ = probe::doctor::diagnose_reader(std::io::Cursor::new(bytes)).unwrap();
+    }
+
+    #[test]
+    fn resource_slices_and_cel_never_panic(s in "\\PC{0,200}", sel in "\\PC{0,120}") {
+        let _ = probe::preflight::parse_resource_slices(&s);
+        let wrapped = format!("{{\"items\":[{{\"spec\":{{\"driver\":\"d\",\"devices\":[{s}]}}}}]}}");
+        let devices = probe::preflight::parse_resource_slices(&wrapped).unwrap_or_default();
+        let _ = probe::preflight::dra_selector_gaps(&[sel, s], &devices);
+    }
+
+    #[test]
+    fn expectation_never_panics(gbps in any::<f64>(), nics in 0u32..9, used in 0u32..9, g in 0u8..8, lanes in 0u8..33, m in any::<f64>(), gdr in any::<bool>()) {
+        let inputs = probe::expect::ExpectationInputs {
+            nic_line_gbps: gbps, nics_per_node: nics, nics_used: used, gpudirect: gdr,
+            pcie_gen: g, pcie_lanes: lanes, nic_write_gib_s: None, host_copy_gib_s: None, stream_gib_s: None,
+        };
+        if let Ok(e) = probe::expect::expect(&inputs) {
+            let j = probe::expect::judge(m, &e, 0.8);
+            prop_assert!(j.fraction.is_finite() && j.fraction >= 0.0);
+        }
     }
 
     #[test]

@@ -1,12 +1,19 @@
 //! Whole-cluster preflight: the data model the CLI fills from the Kubernetes API (nodes, and
 //! facts from inside pods), and the verdict logic over it.
 
+mod dra;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::facts::{HostFacts, LimitValue, NcclVersion};
 use crate::verdict::{Check, Verdict};
+
+pub use dra::{
+    DraDevice, SelectorGap, SelectorTerm, dra_selector_gaps, parse_cel_selector,
+    parse_resource_slices,
+};
 
 /// A node as the Kubernetes API reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

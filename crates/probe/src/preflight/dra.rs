@@ -1,0 +1,276 @@
+//! DRA: why a ResourceClaim stays pending. The devices a driver publishes in its ResourceSlices
+//! against the CEL selectors of a DeviceClass (or claim), naming the attribute no device has.
+//!
+//! Only the forms DeviceClasses for RDMA NICs use are understood: `device.driver == "x"`,
+//! `"domain" in device.attributes`, and `device.attributes["domain"].name` or
+//! `device.attributes["domain"]["name"]`, optionally compared with `==` to a string, bool or
+//! integer literal. Other CEL is ignored (it cannot produce a false gap).
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ParseError;
+
+/// A device as a ResourceSlice publishes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraDevice {
+    /// Node of the slice (`spec.nodeName`), empty for network-attached pools.
+    pub node: String,
+    /// Driver (`spec.driver`, e.g. `dra.net`).
+    pub driver: String,
+    /// Device name in the slice.
+    pub name: String,
+    /// Attributes by fully qualified name (`dra.net/rdma`) → value as text (`true`, `erdma_0`).
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// One condition of a CEL selector.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SelectorTerm {
+    /// `device.driver == "<driver>"`.
+    Driver(String),
+    /// `"<domain>" in device.attributes`.
+    Domain(String),
+    /// `device.attributes["<domain>"].<name>` (== `value` when compared).
+    Attribute {
+        /// `domain/name`.
+        key: String,
+        /// Literal compared with, quotes removed; `None` means "truthy" (`true`).
+        value: Option<String>,
+    },
+}
+
+impl std::fmt::Display for SelectorTerm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SelectorTerm::Driver(d) => write!(f, "device.driver == \"{d}\""),
+            SelectorTerm::Domain(d) => write!(f, "\"{d}\" in device.attributes"),
+            SelectorTerm::Attribute {
+                key,
+                value: Some(v),
+            } => write!(f, "{key} == {v}"),
+            SelectorTerm::Attribute { key, value: None } => write!(f, "{key}"),
+        }
+    }
+}
+
+impl SelectorTerm {
+    fn holds(&self, d: &DraDevice) -> bool {
+        match self {
+            SelectorTerm::Driver(x) => d.driver == *x,
+            SelectorTerm::Domain(x) => d
+                .attributes
+                .keys()
+                .any(|k| k.split_once('/').is_some_and(|(dom, _)| dom == x)),
+            SelectorTerm::Attribute { key, value } => match (d.attributes.get(key), value) {
+                (Some(have), Some(want)) => have == want,
+                (Some(have), None) => have == "true",
+                (None, _) => false,
+            },
+        }
+    }
+}
+
+/// Why no device can satisfy a selector.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectorGap {
+    /// Index of the selector (0-based, in DeviceClass order).
+    pub selector: usize,
+    /// The term no device satisfies (or, for `device`, the first term the closest device misses).
+    pub term: String,
+    /// What the devices have instead, in words.
+    pub reason: String,
+    /// For a combination that no single device satisfies: the closest device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+static ATTR: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r#"device\.attributes\["([^"]+)"\](?:\.([A-Za-z_]\w*)|\["([^"]+)"\])(?:\s*==\s*("[^"]*"|true|false|-?\d+))?"#,
+    )
+    .ok()
+});
+static DRIVER: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r#"device\.driver\s*==\s*"([^"]+)""#).ok());
+static DOMAIN: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r#""([^"]+)"\s+in\s+device\.attributes"#).ok());
+
+/// The terms of one CEL selector expression that this module understands.
+pub fn parse_cel_selector(expr: &str) -> Vec<SelectorTerm> {
+    let mut out = Vec::new();
+    if let Some(re) = DRIVER.as_ref() {
+        out.extend(
+            re.captures_iter(expr)
+                .map(|c| SelectorTerm::Driver(c[1].to_string())),
+        );
+    }
+    if let Some(re) = DOMAIN.as_ref() {
+        out.extend(
+            re.captures_iter(expr)
+                .map(|c| SelectorTerm::Domain(c[1].to_string())),
+        );
+    }
+    if let Some(re) = ATTR.as_ref() {
+        for c in re.captures_iter(expr) {
+            let name = c.get(2).or_else(|| c.get(3)).map_or("", |m| m.as_str());
+            out.push(SelectorTerm::Attribute {
+                key: format!("{}/{name}", &c[1]),
+                value: c.get(4).map(|m| m.as_str().trim_matches('"').to_string()),
+            });
+        }
+    }
+    out
+}
+
+/// For each selector, the terms no published device satisfies; when every term is satisfied by
+/// some device but no device satisfies all selectors together, the device that comes closest.
+pub fn dra_selector_gaps(selectors: &[String], devices: &[DraDevice]) -> Vec<SelectorGap> {
+    let terms: Vec<(usize, SelectorTerm)> = selectors
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| parse_cel_selector(s).into_iter().map(move |t| (i, t)))
+        .collect();
+    let mut gaps = Vec::new();
+    for (i, t) in &terms {
+        if devices.iter().any(|d| t.holds(d)) {
+            continue;
+        }
+        let reason = match t {
+            SelectorTerm::Attribute { key, .. } => {
+                let values: Vec<String> = devices
+                    .iter()
+                    .filter_map(|d| d.attributes.get(key).map(|v| format!("{}={v}", d.name)))
+                    .collect();
+                if values.is_empty() {
+                    format!("no published device has the attribute {key}")
+                } else {
+                    format!(
+                        "devices carry {key} with other values: {}",
+                        values.join(", ")
+                    )
+                }
+            }
+            SelectorTerm::Driver(_) => {
+                let mut drivers: Vec<&str> = devices.iter().map(|d| d.driver.as_str()).collect();
+                drivers.sort_unstable();
+                drivers.dedup();
+                format!("published drivers: {}", list_or_none(&drivers))
+            }
+            SelectorTerm::Domain(_) => "no published device has an attribute in that domain".into(),
+        };
+        gaps.push(SelectorGap {
+            selector: *i,
+            term: t.to_string(),
+            reason,
+            device: None,
+        });
+    }
+    if gaps.is_empty()
+        && !terms.is_empty()
+        && !devices
+            .iter()
+            .any(|d| terms.iter().all(|(_, t)| t.holds(d)))
+    {
+        let closest = devices
+            .iter()
+            .min_by_key(|d| terms.iter().filter(|(_, t)| !t.holds(d)).count());
+        if let Some(d) = closest
+            && let Some((i, t)) = terms.iter().find(|(_, t)| !t.holds(d))
+        {
+            gaps.push(SelectorGap {
+                selector: *i,
+                term: t.to_string(),
+                reason: "each condition holds for some device, but no single device satisfies all of them"
+                    .into(),
+                device: Some(format!("{}/{}", d.node, d.name)),
+            });
+        }
+    }
+    gaps
+}
+
+fn list_or_none(v: &[&str]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn err(message: impl Into<String>) -> ParseError {
+    ParseError::new("resourceslices", None, message)
+}
+
+/// Devices from `kubectl get resourceslices -o json` (a List, or one ResourceSlice). Reads
+/// `resource.k8s.io/v1` (`spec.devices[].attributes`) and v1beta1 (`spec.devices[].basic`);
+/// unqualified attribute names belong to the driver's domain.
+pub fn parse_resource_slices(json: &str) -> Result<Vec<DraDevice>, ParseError> {
+    let v: Value = serde_json::from_str(json).map_err(|e| {
+        err(format!(
+            "not JSON ({e}); pass `kubectl get resourceslices -o json`"
+        ))
+    })?;
+    let slices: Vec<&Value> = match v.get("items").and_then(Value::as_array) {
+        Some(items) => items.iter().collect(),
+        None if v.get("kind").and_then(Value::as_str) == Some("ResourceSlice") => vec![&v],
+        None => return Err(err("neither a List with `items` nor a ResourceSlice")),
+    };
+    let mut out = Vec::new();
+    for s in slices {
+        let spec = s
+            .get("spec")
+            .ok_or_else(|| err("a ResourceSlice without `spec`"))?;
+        let driver = spec
+            .get("driver")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let node = spec
+            .get("nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(devices) = spec.get("devices").and_then(Value::as_array) else {
+            continue;
+        };
+        for d in devices {
+            let attrs = d
+                .get("attributes")
+                .or_else(|| d.get("basic").and_then(|b| b.get("attributes")))
+                .and_then(Value::as_object);
+            let mut attributes = BTreeMap::new();
+            for (k, val) in attrs.into_iter().flatten() {
+                let key = if k.contains('/') {
+                    k.clone()
+                } else {
+                    format!("{driver}/{k}")
+                };
+                let text = ["bool", "string", "int", "version"]
+                    .iter()
+                    .find_map(|t| val.get(*t))
+                    .map(|x| match x {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                if let Some(t) = text {
+                    attributes.insert(key, t);
+                }
+            }
+            out.push(DraDevice {
+                node: node.to_string(),
+                driver: driver.to_string(),
+                name: d
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                attributes,
+            });
+        }
+    }
+    Ok(out)
+}
