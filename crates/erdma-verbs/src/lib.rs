@@ -70,4 +70,7 @@ pub use device::{
 pub use error::{Error, Result};
 pub use mr::{Access, Exclusive, Local, MemoryRegion, RemoteBuf};
 pub use pd::ProtectionDomain;
-pub use qp::{Endpoint, Init, QpBuilder, QpCaps, QpState, QueuePair, RecvWr, Rtr, Rts, SendWr};
+pub use qp::{
+    Endpoint, Init, QpBuilder, QpCaps, QpState, QueuePair, ReadWr, RecvWr, Rtr, Rts, SendWr,
+    SourceWr,
+};

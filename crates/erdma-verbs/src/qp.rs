@@ -1090,9 +1090,10 @@ mod tests {
     }
 
     #[test]
-    fn psn_is_24_bits() {
-        for _ in 0..100 {
-            assert!(random_psn() <= 0x00ff_ffff);
-        }
+    fn psns_are_24_bits_and_differ_between_qps() {
+        let psns: std::collections::HashSet<u32> = (0..100).map(|_| random_psn()).collect();
+        assert!(psns.iter().all(|p| *p <= 0x00ff_ffff), "{psns:?}");
+        // A constant PSN would let a stale packet of an earlier QP with the same number be accepted.
+        assert!(psns.len() > 90, "only {} distinct PSNs of 100", psns.len());
     }
 }

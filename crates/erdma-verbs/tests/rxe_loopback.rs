@@ -587,3 +587,47 @@ fn device_queries_on_rxe() {
     let e = Context::open("nonexistent0").unwrap_err();
     assert!(e.to_string().contains(&device()), "lists what exists: {e}");
 }
+
+#[test]
+#[ignore = "soft-RoCE VM tier: run by tests/rxe/run.sh"]
+fn a_batch_beyond_the_shared_cq_is_refused_before_posting() {
+    // Two QPs whose send queues together exceed one small CQ they share.
+    let ctx = Context::open(&device()).unwrap();
+    let pd = ProtectionDomain::new(&ctx).unwrap();
+    let cq = CompletionQueue::new(&ctx, 16, None).unwrap();
+    let cap = cq.capacity() as usize;
+    let depth = u32::try_from(cap).unwrap();
+    let b = QpBuilder::new(&cq, &cq)
+        .gid_index(gid_index())
+        .max_send_wr(depth)
+        .max_recv_wr(4);
+    let (x, y) = (b.build(&pd).unwrap(), b.build(&pd).unwrap());
+    let (ex, ey) = (x.endpoint().unwrap(), y.endpoint().unwrap());
+    let (mut a, mut c) = (x.connect(&ey).unwrap(), y.connect(&ex).unwrap());
+    let src = MemoryRegion::new(&pd, 4096, Access::LOCAL_WRITE).unwrap();
+    let dst = MemoryRegion::new(&pd, 4096, Access::ALL_RDMA).unwrap();
+    let batch = |n: usize| -> Vec<SourceWr> {
+        (0..n)
+            .map(|i| SendWr::write(src.slice(0..64).unwrap(), dst.remote()).tag(i as u64))
+            .collect()
+    };
+    // Half the CQ from each QP fits...
+    a.post_send_batch(batch(cap / 2)).unwrap();
+    // ...one more than what is left does not, although the QP's own queue has room.
+    let left = cap - cap / 2;
+    let e = c.post_send_batch(batch(left + 1)).unwrap_err();
+    assert!(
+        matches!(e, Error::ExceedsCaps { requested, limit, .. }
+            if requested == (cap + 1) as u64 && limit == cap as u64),
+        "{e}"
+    );
+    assert_eq!(
+        c.send_outstanding(),
+        0,
+        "nothing of the refused batch was posted"
+    );
+    assert_eq!(cq.in_flight(), cap / 2);
+    c.post_send_batch(batch(left)).unwrap();
+    let done = cq.poll_blocking(cap, T).unwrap();
+    assert!(done.iter().all(Completion::is_ok));
+}

@@ -5,16 +5,22 @@
 mod common;
 
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use common::{Collect, Feed};
+use common::{Collect, Counting, Feed, Hold, eventually, stays};
 use gpu_stage::checksum::pattern;
 use gpu_stage::{
-    Device, HostDevice, HostFaults, InProcessStage, MIB, Receiver, RingConfig, Sender, StageError,
-    TcpReceiver, TcpSender, TransportError,
+    Device, HostDevice, HostFaults, InProcessStage, MIB, Receiver, RecvTransport, RingConfig,
+    Sender, StageError, StagingRing, TcpReceiver, TcpSender, TransportError,
 };
 
 const CHUNK: usize = MIB;
+/// Long enough for a pipeline that is not blocked to move on (so staying put means blocked).
+const QUIET: Duration = Duration::from_millis(300);
+/// Bound on anything that should happen promptly.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn sizes() -> Vec<usize> {
     vec![1, CHUNK - 1, CHUNK, CHUNK + 1, 13 * CHUNK + 7]
@@ -120,22 +126,34 @@ fn in_process_many_chunks_with_two_buffers_and_slow_copies() {
 }
 
 #[test]
-fn slow_transport_applies_backpressure_to_copies() {
+fn a_transport_holding_every_slot_stops_the_copies_until_one_comes_back() {
     let dev = HostDevice::new();
-    let len = 12 * CHUNK;
-    let src = dev.upload(&pattern(len, 3)).unwrap();
+    let len = 8 * CHUNK;
+    let data = pattern(len, 3);
+    let src = dev.upload(&data).unwrap();
     let mut sender = Sender::new(&dev, ring(3)).unwrap();
-    let mut sink = Collect::new(len);
-    sink.delay = Duration::from_millis(15);
-    let t = Instant::now();
-    sender.send(&src, &mut sink).unwrap();
-    // 12 chunks at 15 ms each: the pipeline cannot finish faster than its transport.
-    assert!(t.elapsed() >= Duration::from_millis(12 * 15));
-    assert!(
-        sink.max_busy <= 3,
-        "never more than the ring's buffers in flight"
-    );
-    assert_eq!(sink.data, pattern(len, 3));
+    let ring = sender.ring().clone();
+    let hold = Hold::new(len);
+    let mut transport = hold.clone();
+    std::thread::scope(|s| {
+        let sending = s.spawn(|| sender.send(&src, &mut transport));
+        // The three slots go to the transport, which keeps them: the pipeline must stop there.
+        assert!(eventually(WAIT, || hold.submitted() == 3));
+        assert!(
+            stays(QUIET, 3, || hold.submitted()),
+            "no fourth chunk while every slot is held"
+        );
+        assert_eq!(ring.gate().busy_count(), 3);
+        // One slot back: exactly one more chunk goes out, then the pipeline waits again.
+        assert_eq!(hold.release_oldest(), Some(0));
+        assert!(eventually(WAIT, || hold.submitted() == 4));
+        assert!(stays(QUIET, 4, || hold.submitted()));
+        hold.release_all();
+        let st = sending.join().unwrap().unwrap();
+        assert_eq!(st.chunks, 8);
+    });
+    assert_eq!(hold.lock().data, data);
+    assert_eq!(ring.gate().busy_count(), 0);
 }
 
 #[test]
@@ -299,15 +317,70 @@ fn tcp_more_connections_than_chunks_and_empty_transfer() {
 }
 
 #[test]
-fn tcp_slow_receiver_backpressures_the_sender() {
-    let slow = HostDevice::with_faults(HostFaults {
-        copy_delay: Duration::from_millis(10),
-        ..HostFaults::default()
+fn a_tcp_receiver_holding_its_slots_stops_the_sender_until_they_come_back() {
+    let len = 64 * CHUNK; // far more than the socket buffers hold
+    let data = pattern(len, 21);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let dev = HostDevice::new();
+    let src = dev.upload(&data).unwrap();
+    let sent = Arc::new(AtomicU64::new(0));
+    let n = Arc::clone(&sent);
+    let sending = std::thread::spawn(move || {
+        let mut t = Counting {
+            inner: TcpSender::connect(addr, 1).unwrap(),
+            n,
+        };
+        Sender::new(&dev, ring(2)).unwrap().send(&src, &mut t)
     });
-    let t = Instant::now();
-    tcp_roundtrip(20 * CHUNK, 2, slow, 2);
-    // 2 transfers × 20 chunks × 10 ms of receiver copy time.
-    assert!(t.elapsed() >= Duration::from_millis(400));
+    let mut rx = TcpReceiver::accept(&listener, 1).unwrap();
+    let recv_ring = StagingRing::heap(ring(2)).unwrap();
+    rx.attach(&recv_ring).unwrap();
+    let mut out = vec![0u8; len];
+    let mut take = |rx: &mut TcpReceiver| {
+        let (c, slot) = rx.next_chunk(&recv_ring).unwrap().unwrap();
+        out[c.offset as usize..c.offset as usize + c.len]
+            .copy_from_slice(slot.bytes(c.len).unwrap());
+        (c, slot)
+    };
+    // Hold both receive slots: the reader stops, the sockets fill, the sender must stop.
+    let (_, first) = take(&mut rx);
+    let (_, second) = take(&mut rx);
+    let count = || sent.load(Ordering::SeqCst);
+    assert!(
+        eventually(WAIT, || stays(QUIET, count(), count)),
+        "the sender settles"
+    );
+    let stalled = count();
+    assert!(
+        stalled < 64,
+        "the sender is held back: {stalled} of 64 chunks"
+    );
+    // One slot back: the reader takes the next chunk into it at once.
+    drop(first);
+    let (c, third) = take(&mut rx);
+    assert_eq!((c.seq, c.slot), (2, 0));
+    drop(second);
+    drop(third);
+    // Draining from here on lets the sender go on and finish.
+    assert!(eventually(WAIT, || {
+        drop(take(&mut rx));
+        count() > stalled
+    }));
+    let mut next = count();
+    while let Some((c, slot)) = rx.next_chunk(&recv_ring).unwrap() {
+        out[c.offset as usize..c.offset as usize + c.len]
+            .copy_from_slice(slot.bytes(c.len).unwrap());
+        next = c.seq + 1;
+    }
+    assert_eq!(next, 64);
+    rx.complete(gpu_stage::TransferSummary {
+        chunks: 64,
+        bytes: len as u64,
+    })
+    .unwrap();
+    assert_eq!(sending.join().unwrap().unwrap().chunks, 64);
+    assert_eq!(out, data);
 }
 
 #[test]

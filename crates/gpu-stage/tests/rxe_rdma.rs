@@ -8,19 +8,21 @@
 // Helpers outside #[test] fns panic on failure on purpose: a broken fixture is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::Counting;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpu_stage::checksum::pattern;
-use gpu_stage::transport::TransferSummary;
 use gpu_stage::{
-    Chunk, ConnectMode, Device, HostDevice, HostFaults, MIB, RdmaConfig, RdmaReceiver, RdmaSender,
-    Receiver, RecvTransport, RingConfig, SendTransport, Sender, SlotToken, StagingRing,
-    TransportError,
+    ConnectMode, Device, HostDevice, HostFaults, MIB, RdmaConfig, RdmaReceiver, RdmaSender,
+    Receiver, RingConfig, Sender,
 };
 
 const ROLE: &str = "GPU_STAGE_RXE_ROLE";
@@ -132,56 +134,6 @@ fn run_receiver(
         }
     }
     Ok(())
-}
-
-/// Wraps a transport and counts chunks going through it (so a test knows the transfer runs).
-struct Counting<T> {
-    inner: T,
-    n: Arc<AtomicU64>,
-}
-
-impl<T: SendTransport> SendTransport for Counting<T> {
-    fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
-        self.inner.attach(ring)
-    }
-    fn submit(
-        &mut self,
-        ring: &Arc<StagingRing>,
-        chunk: Chunk,
-        slot: SlotToken,
-    ) -> Result<(), TransportError> {
-        self.inner.submit(ring, chunk, slot)?;
-        self.n.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-    fn finish(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
-        self.inner.finish(summary)
-    }
-    fn abort(&mut self, reason: &str) {
-        self.inner.abort(reason)
-    }
-}
-
-impl<T: RecvTransport> RecvTransport for Counting<T> {
-    fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
-        self.inner.attach(ring)
-    }
-    fn next_chunk(
-        &mut self,
-        ring: &Arc<StagingRing>,
-    ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
-        let c = self.inner.next_chunk(ring)?;
-        if c.is_some() {
-            self.n.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(c)
-    }
-    fn complete(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
-        self.inner.complete(summary)
-    }
-    fn abort(&mut self, reason: &str) {
-        self.inner.abort(reason)
-    }
 }
 
 /// A free TCP port on 127.0.0.1 (the receiver binds it; the sender retries until it listens).

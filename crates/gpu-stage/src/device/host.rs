@@ -22,6 +22,10 @@ pub struct HostFaults {
     pub fail_h2d_at: Option<usize>,
     /// Sleep this long before every copy (a slow copy engine).
     pub copy_delay: Duration,
+    /// Silently corrupt the n-th host→device copy (0-based): it succeeds, but the first byte it
+    /// writes is inverted, as a flaky link or a protocol bug would leave it. Lets a test prove that
+    /// verification catches bad data.
+    pub corrupt_h2d_at: Option<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +90,8 @@ enum Job {
         dst: usize,
         len: usize,
         fail: Option<&'static str>,
+        /// Invert the first byte written (`HostFaults::corrupt_h2d_at`).
+        corrupt: bool,
     },
     Signal(Arc<EventInner>, u64),
     /// Block this stream until the event reaches the generation (a cross-stream wait).
@@ -123,6 +129,7 @@ impl HostStream {
                             dst,
                             len,
                             fail,
+                            corrupt,
                         } => {
                             if broken.is_some() {
                                 continue;
@@ -139,6 +146,10 @@ impl HostStream {
                             unsafe {
                                 std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len)
                             };
+                            if corrupt && len > 0 {
+                                // SAFETY: `dst` is the first byte of the range just written.
+                                unsafe { *(dst as *mut u8) ^= 0xff };
+                            }
                         }
                         Job::Signal(ev, generation) => ev.complete(generation, broken.clone()),
                         Job::Wait(ev, generation) => {
@@ -268,6 +279,7 @@ impl Device for HostDevice {
             dst: dst as usize,
             len,
             fail,
+            corrupt: false,
         })
     }
 
@@ -287,6 +299,7 @@ impl Device for HostDevice {
             dst: dst.ptr() as usize + offset,
             len,
             fail,
+            corrupt: self.faults.cfg.corrupt_h2d_at == Some(n),
         })
     }
 
