@@ -312,8 +312,23 @@ pub struct Context {
     attr: DeviceAttr,
     caps: Caps,
     owner: Owner,
-    /// Bytes registered through this context (for the vendor's total-MR cap).
-    pub(crate) registered: std::sync::atomic::AtomicU64,
+    /// Bytes registered on this device by this process, shared by every `Context` opened on it
+    /// (rdma_cm opens one per connection), for the vendor's total-MR cap.
+    pub(crate) registered: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The process-wide registration counter of device `name` (one per device, whatever the number of
+/// `Context` wrappers opened on it).
+pub(crate) fn registered_counter(name: &str) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static COUNTERS: OnceLock<Mutex<HashMap<String, Arc<std::sync::atomic::AtomicU64>>>> =
+        OnceLock::new();
+    let mut map = COUNTERS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Arc::clone(map.entry(name.to_owned()).or_default())
 }
 
 // SAFETY: libibverbs contexts are thread-safe; all mutation goes through the library.
@@ -388,6 +403,7 @@ impl Context {
         owner: Owner,
     ) -> Result<Context> {
         // Build the value first so an error path closes an owned context through Drop.
+        let registered = registered_counter(&name);
         let mut ctx = Context {
             ptr,
             name,
@@ -405,7 +421,7 @@ impl Context {
             },
             caps: Caps::derive(Vendor::Unknown, transport, &DeviceLimits::default(), None),
             owner,
-            registered: std::sync::atomic::AtomicU64::new(0),
+            registered,
         };
         ctx.attr = ctx.query_device()?;
         let vendor = Vendor::detect(&ctx.name, ctx.attr.vendor_id, ctx.attr.vendor_part_id);

@@ -23,7 +23,7 @@ use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::fmt;
 use std::ops::{BitOr, Range};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rdma_sys as sys;
 use serde::{Deserialize, Serialize};
@@ -136,6 +136,18 @@ fn release_backing(backing: Backing, addr: *mut u8, deregistered: bool) {
         // Owned and still registered: leaked by not freeing. External and deregistered: dropped here.
         Backing::Owned(_) | Backing::External(_) | Backing::Gone => {}
     }
+}
+
+/// Adds `len` to `counter` unless that would pass `cap`; on refusal returns the total that was asked
+/// for. One atomic update, so concurrent registrations cannot pass the cap together.
+fn reserve(counter: &AtomicU64, len: u64, cap: Option<u64>) -> std::result::Result<(), u64> {
+    let cap = cap.unwrap_or(u64::MAX);
+    counter
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+            now.checked_add(len).filter(|t| *t <= cap)
+        })
+        .map(|_| ())
+        .map_err(|now| now.saturating_add(len))
 }
 
 /// Fails with [`Error::RemotelyWritable`] unless references to a region with `access` are sound without
@@ -257,15 +269,16 @@ impl MemoryRegion {
             len as u64,
             caps.max_mr_size,
         )?;
-        if let Some(total) = caps.max_total_mr_bytes {
-            let now = ctx.registered.load(Ordering::Relaxed);
-            Caps::limit(
-                ctx.name(),
-                "total registered memory (split or reuse registrations)",
-                now + len as u64,
-                total,
-            )?;
-        }
+        // Reserved before registering (and given back if registration fails): a check followed by a
+        // separate add would let two threads both pass the cap.
+        reserve(&ctx.registered, len as u64, caps.max_total_mr_bytes).map_err(|requested| {
+            Error::ExceedsCaps {
+                device: ctx.name().to_owned(),
+                what: "total registered memory (split or reuse registrations)",
+                requested,
+                limit: caps.max_total_mr_bytes.unwrap_or(u64::MAX),
+            }
+        })?;
         // Remote write needs local write on every provider.
         let mut flags = access.bits();
         if access.contains(Access::REMOTE_WRITE) {
@@ -274,10 +287,11 @@ impl MemoryRegion {
         // SAFETY: pd is live; addr/len is valid memory per the callers' contracts.
         let mr = unsafe { sys::ibv_reg_mr(pd.ptr, addr.cast(), len, flags as libc::c_int) };
         if mr.is_null() {
-            return Err(Error::last("ibv_reg_mr"));
+            let e = Error::last("ibv_reg_mr");
+            ctx.registered.fetch_sub(len as u64, Ordering::Relaxed);
+            return Err(e);
         }
         this.mr = mr;
-        ctx.registered.fetch_add(len as u64, Ordering::Relaxed);
         Ok(Arc::new(this))
     }
 
@@ -624,6 +638,37 @@ mod tests {
             freed.load(Ordering::SeqCst),
             "a deregistered region's owner is released"
         );
+    }
+
+    #[test]
+    fn the_registration_cap_holds_under_concurrent_registrations() {
+        let counter = Arc::new(AtomicU64::new(0));
+        let granted: usize = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    let c = &counter;
+                    s.spawn(move || {
+                        (0..1000)
+                            .filter(|_| reserve(c, 1, Some(64)).is_ok())
+                            .count()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(granted, 64, "exactly the cap is granted");
+        assert_eq!(counter.load(Ordering::SeqCst), 64);
+        assert_eq!(reserve(&counter, 8, Some(64)), Err(72));
+        assert_eq!(reserve(&counter, 8, None), Ok(()));
+    }
+
+    #[test]
+    fn every_context_of_a_device_shares_one_registration_count() {
+        let a = crate::device::registered_counter("erdma_test_0");
+        let b = crate::device::registered_counter("erdma_test_0");
+        let other = crate::device::registered_counter("erdma_test_1");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &other));
     }
 
     #[test]
