@@ -145,6 +145,9 @@ fn known_bad_nccl(lines: &[String], findings: &mut Vec<Finding>) {
     let Some(version) = v.cause.strip_prefix("NCCL ").and_then(NcclVersion::parse) else {
         return;
     };
+    if version.known_bad().next().is_none() {
+        return;
+    }
     let seen = kinds_in_log(lines);
     for bad in version.known_bad() {
         let label = bad.kind.label();
@@ -207,7 +210,9 @@ fn socket_ifname_value(findings: &mut [Finding]) {
 /// Memory registration ENOMEM on eRDMA: with unlimited memlock the device's ~64 GiB total MR cap
 /// is the usual cause (vLLM/NIXL register the whole KV cache at once).
 fn erdma_registration_cap(lines: &[String], findings: &mut [Finding]) {
-    if !lines.iter().any(|l| mentions_device(l, "erdma")) {
+    if find(findings, "memlock-reg-mr-enomem").is_none()
+        || !lines.iter().any(|l| mentions_device(l, "erdma"))
+    {
         return;
     }
     let Ok(len_re) = Regex::new(r"length[= ](\d+)") else {
