@@ -471,17 +471,29 @@ fn judge(f: &HostFacts) -> Vec<Check> {
             Some(p) => format!("{p} ({})", n.path),
             None => n.path.clone(),
         };
-        let check = if n.version.is_known_bad_on_erdma() {
+        // The per-vendor table: fatal when this host has that vendor's devices.
+        let bad = n
+            .version
+            .known_bad()
+            .max_by_key(|b| f.rdma_devices.iter().any(|d| d.kind == b.kind));
+        let check = if let Some(b) = bad {
+            let here = f.rdma_devices.iter().any(|d| d.kind == b.kind);
             Check::new(
                 "nccl-version",
                 subject,
-                if erdma { Verdict::Fail } else { Verdict::Warn },
-                format!("NCCL {} segfaults in ncclNetInit() on eRDMA", n.version),
+                if here { Verdict::Fail } else { Verdict::Warn },
+                format!(
+                    "NCCL {} {}{}",
+                    n.version,
+                    b.symptom,
+                    if here {
+                        ""
+                    } else {
+                        " (not this host's devices)"
+                    }
+                ),
             )
-            .with_fix(format!(
-                "pip install {} (2.28.3, 2.29.7 and 2.30.7 are known good).",
-                nccl::RECOMMENDED_PIN
-            ))
+            .with_fix(b.fix)
         } else if nccl::KNOWN_GOOD_ON_ERDMA.contains(&n.version) {
             Check::new(
                 "nccl-version",
