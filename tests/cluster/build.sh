@@ -14,7 +14,24 @@ mkdir -p "$bin"
 
 command -v go >/dev/null || { echo "build.sh: the control-plane tier needs Go (1.26+) on PATH" >&2; exit 2; }
 
-stamp_of() { (go version; cat "$here/components/$1/go.mod" "$here/components/$1/go.sum") | sha256sum | cut -d' ' -f1; }
+stamp_of() { (go version; cat "$0" "$here/components/$1/go.mod" "$here/components/$1/go.sum") | sha256sum | cut -d' ' -f1; }
+
+# KWOK v0.8.0 never closes a pod exec's stdin pipe when the client's stdin ends (pkg/utils/exec/exec.go copies
+# into cmd.StdinPipe() and stops), so `kubectl cp` and every exec that reads stdin to EOF hang. The fix is one
+# line, applied at build time to a copy of the downloaded module under target/ (the module cache stays as
+# downloaded, and go refuses overlays there); a generated go.mod (-modfile) points sigs.k8s.io/kwok at it.
+# No upstream source is committed here.
+kwok_patched_modfile() {
+  local mod patched="$out/kwok-patched" file
+  mod="$(cd "$here/components/kubernetes" && go mod download -json sigs.k8s.io/kwok | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  rm -rf "$patched" && cp -r "$mod" "$patched" && chmod -R u+w "$patched"
+  file="$patched/pkg/utils/exec/exec.go"
+  sed -i 's|^\(\t*\)_, _ = io.Copy(inPipe, opt.In)$|\1_, _ = io.Copy(inPipe, opt.In)\n\1_ = inPipe.Close() // rdmakit: deliver EOF to the command|' "$file"
+  grep -q 'rdmakit: deliver EOF' "$file" || { echo "build.sh: the KWOK stdin fix no longer applies to $file" >&2; exit 1; }
+  cp "$here/components/kubernetes/go.mod" "$out/kubernetes.go.mod"
+  cp "$here/components/kubernetes/go.sum" "$out/kubernetes.go.sum"
+  echo "replace sigs.k8s.io/kwok => $patched" >>"$out/kubernetes.go.mod"
+}
 
 # build MODULE BINARIES... PACKAGES...: one `go build` per module, skipped when its stamp matches.
 build() {
@@ -31,7 +48,9 @@ build() {
   fi
   echo "build.sh: $module: go build $* (first build takes minutes)"
   local t0=$SECONDS
-  (cd "$here/components/$module" && go build -trimpath -ldflags='-s -w' -o "$bin/" "$@")
+  local modfile=()
+  if [[ "$module" == kubernetes ]]; then kwok_patched_modfile; modfile=(-modfile "$out/kubernetes.go.mod"); fi
+  (cd "$here/components/$module" && go build -trimpath -ldflags='-s -w' "${modfile[@]}" -o "$bin/" "$@")
   echo "$want" >"$stamp"
   echo "$module: built in $((SECONDS - t0)) s" | tee -a "$out/build-times.txt"
 }

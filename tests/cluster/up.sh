@@ -28,7 +28,8 @@ trap 'rc=$?; if [[ $rc != 0 && -z "${RDMAKIT_CLUSTER_KEEP_ON_FAILURE:-}" ]]; the
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port="$(free_port)"
-python="$(command -v python3)"
+# The interpreter itself, not a pyenv shim (a shell script that would find the emulated `bash` on PATH).
+python="$(python3 -c 'import sys; print(sys.executable)')"
 rm -rf "$state" && mkdir -p "$state" "$out/logs"
 
 config="$out/kwokctl.yaml"
@@ -52,7 +53,18 @@ options:
   kubeControllerManagerNodeMonitorPeriodMilliseconds: 1000
   kubeControllerManagerNodeMonitorGracePeriodMilliseconds: 10000
 componentsPatches:
+- name: kube-apiserver
+  extraArgs:
+  # Every simulated node is the kwok controller on 127.0.0.1 (its InternalIP); node names such as
+  # cn-beijing.10.0.5.75 resolve nowhere.
+  - key: kubelet-preferred-address-types
+    value: InternalIP
 - name: kwok-controller
+  extraArgs:
+  # kwokctl leaves --node-ip empty in the binary runtime: nodes then get no InternalIP, and the API server
+  # has no address to reach the kwok "kubelet" for exec and logs.
+  - key: node-ip
+    value: 127.0.0.1
   extraEnvs:
   - name: PATH
     value: $here/emulator/bin:$PATH
