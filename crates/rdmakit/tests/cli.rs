@@ -183,8 +183,9 @@ fn render_then_lint_and_validate_the_bundle() {
         .arg(&rc)
         .assert()
         .success();
-    // Three hostNetwork workers on two RDMA nodes cannot all schedule.
-    rdmakit()
+    // Two hostNetwork workers (replicas 2, maxReplicas 2) on one RDMA node cannot both schedule: the
+    // replicas rule fires on both fields, it is an error, and an error finding is exit 1.
+    let o = rdmakit()
         .args([
             "lint",
             "--profile",
@@ -194,9 +195,42 @@ fn render_then_lint_and_validate_the_bundle() {
             "--json",
         ])
         .arg(&rc)
-        .assert()
-        .code(predicate::in_iter([0, 1]))
-        .stdout(predicate::str::starts_with("["));
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "lint --nodes 1: stderr {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let findings: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut hits: Vec<(String, String, String)> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or_default().to_owned();
+            (s("rule"), s("severity"), s("path"))
+        })
+        .collect();
+    hits.sort();
+    let rule = "host-network-replicas-exceed-nodes";
+    assert_eq!(
+        hits,
+        [
+            (rule, "error", "spec.workerGroupSpecs[0].maxReplicas"),
+            (rule, "error", "spec.workerGroupSpecs[0].replicas"),
+        ]
+        .map(|(r, s, p)| (r.to_owned(), s.to_owned(), p.to_owned())),
+        "lint --nodes 1 findings: {findings:#}"
+    );
+    assert!(
+        findings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only 1 RDMA node(s) exist"),
+        "{findings:#}"
+    );
 }
 
 fn json_stdout(args: &[&str], stdin: Option<&str>, codes: &[i32]) -> serde_json::Value {
