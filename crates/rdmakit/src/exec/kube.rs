@@ -750,11 +750,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn progress_is_hidden_when_stderr_is_not_a_terminal() {
-        use std::io::IsTerminal as _;
+    fn the_spinner_shows_the_action_until_finished() {
+        // What a user reads while a step waits is the spinner's message: it must be the action itself.
         let pb = spinner("wait for RayCluster ray-erdma-cluster");
-        assert_eq!(pb.is_hidden(), !std::io::stderr().is_terminal());
+        assert_eq!(pb.message(), "wait for RayCluster ray-erdma-cluster");
+        assert!(!pb.is_finished());
         pb.finish_and_clear();
+        assert!(pb.is_finished(), "a cleared spinner must stop ticking");
     }
 
     #[test]
