@@ -47,6 +47,7 @@
 //!     },
 //!     storage_class: None,
 //!     notes: vec![],
+//!     values: BTreeMap::new(),
 //! };
 //! let mut values = Values::default();
 //! values.set("worker_replicas", "4")?;

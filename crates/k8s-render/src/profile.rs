@@ -53,6 +53,12 @@ pub struct Profile {
     /// Vendor notes shown by `rdmakit profiles` and in bundle notes (NUMA policy, limitations, ...).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Value defaults of this profile, keyed as `--set` keys them (`gpus_per_worker: 2`,
+    /// `node_selector.<label>: ...`): what the seed this profile reproduces runs with. They replace
+    /// [`Values::default`](crate::Values) for every key the user does not set
+    /// ([`Values::with_profile_defaults`](crate::Values::with_profile_defaults)).
+    #[serde(default)]
+    pub values: BTreeMap<String, serde_json::Value>,
 }
 
 fn default_gpu_resource() -> String {
@@ -430,6 +436,22 @@ impl Profile {
                 ));
             }
         }
+        let mut probe = crate::Values::default();
+        for (key, setting) in &self.values {
+            let field = format!("values.{key}");
+            let Some(text) = crate::values::setting_text(setting) else {
+                return Err(invalid(
+                    field,
+                    format!("`{setting}` must be a string, number or boolean"),
+                ));
+            };
+            probe
+                .set(key, &text)
+                .map_err(|e| invalid(field, e.to_string()))?;
+        }
+        probe
+            .check()
+            .map_err(|e| invalid("values", e.to_string()))?;
         Ok(())
     }
 

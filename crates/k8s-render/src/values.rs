@@ -4,7 +4,7 @@
 //! profile. Fields shown as `None` derive their value from the profile (`ray-{short_name}-cluster`, ...).
 //! `rdmakit --set key=value` goes through [`Values::set`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +93,9 @@ pub struct Values {
     pub test_command: String,
     /// GPUs of the plain RDMA test pod.
     pub test_pod_gpus: u32,
+    /// Keys given through [`Values::set`]: a profile's value defaults never replace them.
+    #[serde(skip)]
+    explicit: BTreeSet<String>,
 }
 
 impl Default for Values {
@@ -137,6 +140,7 @@ impl Default for Values {
             test_image: "busybox".to_owned(),
             test_command: "sleep 10000".to_owned(),
             test_pod_gpus: 0,
+            explicit: BTreeSet::new(),
         }
     }
 }
@@ -364,6 +368,7 @@ impl Values {
             }
             self.node_selector
                 .insert(label.to_owned(), value.to_owned());
+            self.explicit.insert(key.to_owned());
             return Ok(());
         }
         let Some(&(_, kind, _)) = Self::KEYS.iter().find(|(k, _, _)| *k == key) else {
@@ -425,7 +430,53 @@ impl Values {
                 });
             }
         }
+        self.explicit.insert(key.to_owned());
         Ok(())
+    }
+
+    /// True when `key` was given through [`Values::set`] (`--set`, a workflow's values map).
+    pub fn is_set(&self, key: &str) -> bool {
+        self.explicit.contains(key.trim())
+    }
+
+    /// [`Values::default`] with the profile's value defaults ([`Profile::values`]) applied.
+    pub fn for_profile(profile: &Profile) -> Result<Values, ValuesError> {
+        Values::default().with_profile_defaults(profile)
+    }
+
+    /// These values with the profile's value defaults applied to every key that was neither given
+    /// through [`Values::set`] nor changed from [`Values::default`] (a values file read with serde
+    /// sets fields without `set`). Rendering calls this, so `--set` always wins over the profile and
+    /// the profile wins over the crate's defaults (seed 002: `gpus_per_worker: 2` on
+    /// ecs.gn8is-2x.8xlarge).
+    pub fn with_profile_defaults(&self, profile: &Profile) -> Result<Values, ValuesError> {
+        if profile.values.is_empty() {
+            return Ok(self.clone());
+        }
+        let base = serde_json::to_value(Values::default()).unwrap_or_default();
+        let current = serde_json::to_value(self).unwrap_or_default();
+        let mut out = self.clone();
+        for (key, setting) in &profile.values {
+            if self.is_set(key) {
+                continue;
+            }
+            let unchanged = match key.strip_prefix("node_selector.") {
+                Some(label) => !self.node_selector.contains_key(label),
+                None => base.get(key) == current.get(key),
+            };
+            if unchanged {
+                let text = setting_text(setting).ok_or_else(|| {
+                    bad(
+                        key,
+                        &setting.to_string(),
+                        "a string, number or boolean in the profile's `values`",
+                    )
+                })?;
+                out.set(key, &text)?;
+                out.explicit.remove(key.as_str());
+            }
+        }
+        Ok(out)
     }
 
     /// Applies `key=value` strings in order (as `--set` gives them).
@@ -537,6 +588,17 @@ impl Values {
     /// MPI slots per worker.
     pub fn slots_for(&self) -> u32 {
         self.slots_per_worker.unwrap_or(self.gpus_per_worker)
+    }
+}
+
+/// A profile value default as the text `set` parses: strings as they are, numbers and booleans
+/// printed; `None` for arrays, maps and null.
+pub(crate) fn setting_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
     }
 }
 

@@ -74,7 +74,9 @@ pub enum RenderError {
 /// Workload systems (RayCluster, NCCL check pods, MPIJob, RDMA test pod) of a DRA profile also contain the
 /// DeviceClass and ResourceClaimTemplate their pods refer to.
 pub fn render(system: System, profile: &Profile, values: &Values) -> Result<Bundle, RenderError> {
-    let ctx = Ctx::new(profile, values)?;
+    // The profile's value defaults (the seed's instance type, names) under the user's `--set`.
+    let values = values.with_profile_defaults(profile)?;
+    let ctx = Ctx::new(profile, &values)?;
     if !system.applies_to(profile) {
         return Err(RenderError::NotApplicable {
             system,

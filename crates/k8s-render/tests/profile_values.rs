@@ -1,0 +1,86 @@
+//! A profile's value defaults (`values` in the profile) sit between the crate's defaults and `--set`.
+
+use k8s_render::{Profile, System, Values, render};
+use serde_json::json;
+
+fn profile(values: serde_json::Value) -> Profile {
+    Profile::from_json(json!({
+        "name": "two-gpu",
+        "fabric": "RoCE",
+        "short_name": "roce",
+        "rdma": {"kind": "device-plugin", "resources": {"rdma/hca": 1}},
+        "nccl": {"ib_hca": "mlx5", "pip_package": "nvidia-nccl-cu13"},
+        "devices": {"name_pattern": "mlx5_*", "tx_counter": "ports/1/counters/port_xmit_data"},
+        "values": values,
+    }))
+    .expect("profile parses")
+}
+
+#[test]
+fn profile_values_replace_crate_defaults_but_not_set_keys() {
+    let p = profile(
+        json!({"gpus_per_worker": 2, "worker_group": "workergroup", "node_selector.pool": "gpu"}),
+    );
+    assert!(p.check().is_ok());
+
+    let v = Values::for_profile(&p).unwrap();
+    assert_eq!(v.gpus_per_worker, 2);
+    assert_eq!(v.worker_group.as_deref(), Some("workergroup"));
+    assert_eq!(v.node_selector.get("pool").map(String::as_str), Some("gpu"));
+    assert_eq!(
+        v.slots_for(),
+        2,
+        "slots follow the profile's GPUs per worker"
+    );
+    assert!(
+        !v.is_set("gpus_per_worker"),
+        "a profile default is not a user setting"
+    );
+
+    // --set of the crate's own default value still wins over the profile.
+    let mut user = Values::default();
+    user.set("gpus_per_worker", "1").unwrap();
+    user.set("node_selector.pool", "cpu").unwrap();
+    let v = user.with_profile_defaults(&p).unwrap();
+    assert_eq!(v.gpus_per_worker, 1);
+    assert_eq!(v.node_selector.get("pool").map(String::as_str), Some("cpu"));
+    assert_eq!(v.worker_group.as_deref(), Some("workergroup"));
+
+    // A value changed without `set` (a values file read with serde) also wins.
+    let mut file = Values::default();
+    file.gpus_per_worker = 4;
+    assert_eq!(file.with_profile_defaults(&p).unwrap().gpus_per_worker, 4);
+}
+
+#[test]
+fn rendering_applies_the_profile_values() {
+    let p = profile(json!({"gpus_per_worker": 2}));
+    let b = render(System::MpiJob, &p, &Values::default()).unwrap();
+    let job = &b.get("mpi-job.yaml").expect("rendered").documents[0];
+    assert_eq!(job["spec"]["slotsPerWorker"], json!(2));
+    let worker = &job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
+    assert_eq!(worker["resources"]["limits"]["nvidia.com/gpu"], json!("2"));
+}
+
+#[test]
+fn bad_profile_values_name_the_field() {
+    let e = profile(json!({"gpus_per_wroker": 2})).check().unwrap_err();
+    assert_eq!(e.field, "values.gpus_per_wroker");
+    assert!(e.message.contains("unknown value key"), "{e}");
+
+    let e = profile(json!({"gpus_per_worker": "two"}))
+        .check()
+        .unwrap_err();
+    assert_eq!(e.field, "values.gpus_per_worker");
+    assert!(e.to_string().contains("two"), "{e}");
+
+    let e = profile(json!({"gpus_per_worker": [2]}))
+        .check()
+        .unwrap_err();
+    assert_eq!(e.field, "values.gpus_per_worker");
+    assert!(e.message.contains("string, number or boolean"), "{e}");
+
+    let e = profile(json!({"gpus_per_worker": 0})).check().unwrap_err();
+    assert_eq!(e.field, "values");
+    assert!(e.message.contains("at least 1"), "{e}");
+}
