@@ -10,8 +10,10 @@
 #   RDMAKIT_RXE_VM_TIMEOUT     seconds the whole VM may run (default 1200; a hang guard, not a budget)
 #   RDMAKIT_RXE_TEST_TIMEOUT   seconds one test binary may run inside the VM (default 300)
 #   RDMAKIT_RXE_SUITE_TIMEOUT  seconds one suite may run inside the VM (default 300)
-# Exit status: 0 all passed; 1 something inside the VM failed; 2 the VM could not boot or did not finish
-# (or the harness could not start). The last line is always `rxe: N passed, N failed`.
+#   RDMAKIT_RXE_ALLOW_SKIP     1: a suite that skips (exit 77) does not fail the tier (default: it does)
+# Exit status: 0 all passed, and every rxe_* binary the source has ran as many tests as its source has
+# (tally.py); 1 something failed, skipped or is missing; 2 the VM could not boot or did not finish (or the
+# harness could not start). The last line is always `rxe: N passed, N failed`.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,7 +27,7 @@ for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     -h | --help)
-      sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -82,18 +84,25 @@ rm -rf "$SHARE" "$WORK/out"
 mkdir -p "$SHARE/out"
 
 # ---------------------------------------------------------------- build the rxe_* test binaries
+# What must run comes from the source: every rxe_* test target in cargo metadata with its count of
+# #[test] #[ignore] functions, and every suite (expected.list); tally.py holds the VM's results against it.
 : >"$SHARE/tests.list"
+(cd "$ROOT" && $CARGO metadata --no-deps --format-version 1) >"$WORK/metadata.json" ||
+  die "cargo metadata failed (output above)"
+find_tests() { python3 "$ROOT/tests/rxe/find-tests.py" --metadata "$WORK/metadata.json" --expected "$SHARE/expected.list"; }
 if [ "$build" -eq 1 ]; then
   echo "rxe: building workspace test binaries (cargo test --workspace --no-run)"
-  (cd "$ROOT" && $CARGO test --workspace --no-run --message-format=json) |
-    python3 "$ROOT/tests/rxe/find-tests.py" >"$SHARE/tests.list" ||
+  (cd "$ROOT" && $CARGO test --workspace --no-run --message-format=json) | find_tests >"$SHARE/tests.list" ||
     die "the workspace test build failed (diagnostics above); fix it or run with --no-build"
-  if [ -s "$SHARE/tests.list" ]; then
-    echo "rxe: test binaries to run in the VM:"
-    cut -f1,2 "$SHARE/tests.list" | awk -F'\t' '{print "  " $2 "/" $1}'
-  else
-    echo "rxe: no integration-test target named rxe_* in the workspace yet"
-  fi
+else
+  find_tests </dev/null >/dev/null || die "find-tests.py failed (output above)"
+fi
+echo "rxe: expected from the source (cargo metadata, #[test] #[ignore] functions, tests/rxe/suites/):"
+awk -F'\t' '$1 == "binary" { printf "  %s: %d test(s)%s\n", $2, $3, ($4 == "" ? "" : " (" $4 ")") }
+  $1 == "suite" { printf "  suite %s%s\n", $2, ($4 == "" ? "" : " (" $4 ")") }' "$SHARE/expected.list"
+if [ "$build" -eq 1 ]; then
+  echo "rxe: test binaries built, to run in the VM:"
+  awk -F'\t' '{ print "  " $2 "/" $1 }' "$SHARE/tests.list"
 fi
 
 cat >"$SHARE/config.sh" <<EOF
@@ -139,16 +148,6 @@ if [ -d "$SHARE/out" ]; then
   cp -a "$SHARE/out/." "$WORK/out/"
 fi
 
-passed=0 failed=0 skipped=0
-echo
-[ -s "$SHARE/results" ] && echo "rxe: results"
-while read -r verdict p f label; do
-  printf '  %s %s\n' "$verdict" "$label"
-  [ "$verdict" = SKIP ] && skipped=$((skipped + 1))
-  passed=$((passed + p))
-  failed=$((failed + f))
-done < <(cat "$SHARE/results" 2>/dev/null)
-
 boot=""
 if [ -s "$SHARE/vm.log" ]; then
   guest_start=$(sed -nE '1s/.* started ([0-9.]+)$/\1/p' "$SHARE/vm.log")
@@ -157,15 +156,21 @@ if [ -s "$SHARE/vm.log" ]; then
 fi
 echo "rxe: VM ran ${elapsed}s${boot} (vng exit $vm_rc)"
 
-if [ ! -s "$SHARE/status" ]; then
-  echo "rxe: ERROR: the VM did not finish$([ "$vm_rc" -eq 124 ] && echo " within ${VM_TIMEOUT}s (RDMAKIT_RXE_VM_TIMEOUT)")."
+tally_args=()
+[ "$build" -eq 1 ] || tally_args+=(--no-build)
+[ "${RDMAKIT_RXE_ALLOW_SKIP:-0}" = 1 ] && tally_args+=(--allow-skip)
+set +e
+python3 "$ROOT/tests/rxe/tally.py" "$SHARE" "${tally_args[@]}" >"$WORK/tally.txt"
+rc=$?
+set -e
+if [ "$rc" -eq 2 ] && [ ! -s "$SHARE/status" ]; then
+  # Everything but the last line, then the console's tail, then the closing count.
+  sed '$d' "$WORK/tally.txt"
+  echo "rxe: the VM did not finish$([ "$vm_rc" -eq 124 ] && echo " within ${VM_TIMEOUT}s (RDMAKIT_RXE_VM_TIMEOUT)")."
   echo "rxe: last lines of the VM console ($WORK/console.log):"
   tail -n 40 "$WORK/console.log" || true
-  echo "rxe: $passed passed, $((failed + 1)) failed"
-  exit 2
+  tail -n 1 "$WORK/tally.txt"
+else
+  cat "$WORK/tally.txt"
 fi
-
-[ "$skipped" -eq 0 ] || echo "rxe: $skipped suite(s) skipped (exit 77), counted neither passed nor failed"
-echo "rxe: $passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$(cat "$SHARE/status")" = 0 ] && exit 0
-exit 1
+exit "$rc"

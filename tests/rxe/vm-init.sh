@@ -5,7 +5,7 @@
 #   SHARE_DIR is shared read-write with the host. run.sh writes SHARE_DIR/config.sh (what to run);
 #   this script writes:
 #     SHARE_DIR/vm.log    everything it and the tests print (the console can drop lines; this file does not)
-#     SHARE_DIR/results   one line per checked unit: "PASS|FAIL|SKIP <passed> <failed> <label>"
+#     SHARE_DIR/results   one line per checked unit: "PASS|FAIL|SKIP <passed> <failed> <key> <label>" (lib.sh)
 #     SHARE_DIR/out/      RDMAKIT_RXE_OUT, copied back to target/rxe/out/ by run.sh
 #     SHARE_DIR/status    "<exit code>", written last: its absence means the VM did not finish
 set -uo pipefail
@@ -21,10 +21,8 @@ echo "== rxe VM: kernel $(uname -r), $(nproc) CPUs, guest uptime at init $(cut -
 . "$SHARE/config.sh"
 
 failures=0
-record() { # record PASS|FAIL|SKIP PASSED FAILED LABEL
-  echo "$1 $2 $3 $4" >>"$SHARE/results"
-  [ "$1" != FAIL ] || failures=$((failures + 1))
-}
+# shellcheck source=tests/rxe/lib.sh
+. "$RDMAKIT_ROOT/tests/rxe/lib.sh"
 
 # ---------------------------------------------------------------- device setup
 setup() {
@@ -50,9 +48,9 @@ setup() {
 
 echo "== setup: rdma_rxe, $RXE_NETDEV $RXE_IP <-> $RXE_PEER_NETDEV $RXE_PEER_IP, $RXE_DEVICE"
 if setup; then
-  record PASS 1 0 "setup: $RXE_DEVICE on $RXE_NETDEV ($RXE_IP)"
+  record PASS 1 0 check:setup "setup: $RXE_DEVICE on $RXE_NETDEV ($RXE_IP)"
 else
-  record FAIL 0 1 "setup: $RXE_DEVICE on $RXE_NETDEV ($RXE_IP)"
+  record FAIL 0 1 check:setup "setup: $RXE_DEVICE on $RXE_NETDEV ($RXE_IP)"
   echo "!! device setup failed: the tests below will fail too"
 fi
 
@@ -63,42 +61,29 @@ mkdir -p "$RDMAKIT_RXE_OUT"
 cd "$RDMAKIT_ROOT" || exit 1
 
 # ---------------------------------------------------------------- Rust rxe_* test binaries
-while IFS=$'\t' read -r name pkg exe; do
+while IFS=$'\t' read -r name pkg exe expected; do
   [ -n "$name" ] || continue
-  label="$pkg/$name"
-  echo
-  echo "== test binary $label ($exe --ignored --test-threads=1)"
-  tmp=$(mktemp)
-  timeout --kill-after=10 "$TEST_TIMEOUT" "$exe" --ignored --test-threads=1 2>&1 | tee "$tmp"
-  rc=${PIPESTATUS[0]}
-  line=$(grep -E '^test result:' "$tmp" | tail -n1)
-  passed=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")
-  failed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")
-  passed=${passed:-0} failed=${failed:-0}
-  rm -f "$tmp"
-  [ "$rc" -eq 124 ] && echo "!! $label timed out after ${TEST_TIMEOUT}s"
-  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # crashed or timed out
-  if [ "$rc" -eq 0 ]; then
-    [ "$passed" -eq 0 ] && echo "note: $label has no #[ignore] tests, nothing ran"
-    record PASS "$passed" "$failed" "$label: $passed passed"
-  else
-    record FAIL "$passed" "$failed" "$label: $passed passed, $failed failed (exit $rc)"
-  fi
+  run_test_binary "$pkg/$name" "$exe" "${expected:--1}"
 done <"$SHARE/tests.list"
 
 # ---------------------------------------------------------------- suites
+# Every *.sh is expected (find-tests.py lists them for tally.py); one that is not executable fails.
 for suite in "$RDMAKIT_ROOT"/tests/rxe/suites/*.sh; do
-  [ -x "$suite" ] || continue
-  label="suite $(basename "$suite")"
+  [ -e "$suite" ] || continue
+  key="suite:$(basename "$suite")" label="suite $(basename "$suite")"
+  if [ ! -x "$suite" ]; then
+    record FAIL 0 1 "$key" "$label (not executable: chmod +x it, or move it out of suites/)"
+    continue
+  fi
   echo
   echo "== $label"
   timeout --kill-after=10 "$SUITE_TIMEOUT" "$suite"
   rc=$?
   [ "$rc" -eq 124 ] && echo "!! $label timed out after ${SUITE_TIMEOUT}s"
   case "$rc" in
-    0) record PASS 1 0 "$label" ;;
-    77) record SKIP 0 0 "$label (skipped: exit 77)" ;;
-    *) record FAIL 0 1 "$label (exit $rc)" ;;
+    0) record PASS 1 0 "$key" "$label" ;;
+    77) record SKIP 0 0 "$key" "$label (skipped: exit 77)" ;;
+    *) record FAIL 0 1 "$key" "$label (exit $rc)" ;;
   esac
 done
 
@@ -108,9 +93,9 @@ echo "== smoke: ibv_devinfo -d $RXE_DEVICE"
 devinfo=$(ibv_devinfo -d "$RXE_DEVICE" 2>&1)
 echo "$devinfo"
 if grep -q PORT_ACTIVE <<<"$devinfo"; then
-  record PASS 1 0 "smoke: ibv_devinfo -d $RXE_DEVICE shows PORT_ACTIVE"
+  record PASS 1 0 check:smoke-devinfo "smoke: ibv_devinfo -d $RXE_DEVICE shows PORT_ACTIVE"
 else
-  record FAIL 0 1 "smoke: ibv_devinfo -d $RXE_DEVICE shows PORT_ACTIVE"
+  record FAIL 0 1 check:smoke-devinfo "smoke: ibv_devinfo -d $RXE_DEVICE shows PORT_ACTIVE"
 fi
 
 echo
@@ -134,11 +119,11 @@ bw=$(awk '/#bytes/ {getline; print; exit}' "$cli_log" | sed -E 's/[[:space:]]+/ 
 avg=$(awk '{print $4}' <<<"$bw")
 echo "ib_write_bw bandwidth line: $bw"
 if [ "$cli_rc" -eq 0 ] && [ "$srv_rc" -eq 0 ] && awk -v a="$avg" 'BEGIN { exit !(a + 0 > 0) }'; then
-  record PASS 1 0 "smoke: ib_write_bw loopback completed ($avg MB/s average)"
+  record PASS 1 0 check:smoke-write-bw "smoke: ib_write_bw loopback completed ($avg MB/s average)"
 else
   echo "--- server output"
   cat "$srv_log"
-  record FAIL 0 1 "smoke: ib_write_bw loopback (client exit $cli_rc, server exit $srv_rc)"
+  record FAIL 0 1 check:smoke-write-bw "smoke: ib_write_bw loopback (client exit $cli_rc, server exit $srv_rc)"
 fi
 rm -f "$srv_log" "$cli_log"
 
