@@ -63,8 +63,10 @@
 
 pub mod bundle;
 pub mod crd;
+mod crossref;
 pub mod lint;
 pub mod manifest;
+mod pods;
 pub mod profile;
 mod render;
 pub mod system;

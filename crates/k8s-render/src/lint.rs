@@ -634,39 +634,12 @@ impl<'d> PodSite<'d> {
     }
 }
 
-/// Finds every pod spec (an object with a `containers` list) in a value.
+/// Finds every pod spec (an object with a `containers` list) in a document.
 fn find_pods<'d>(doc: &'d Document) -> Vec<PodSite<'d>> {
-    fn walk<'d>(v: &'d Value, path: FieldPath, root: &'d Value, out: &mut Vec<PodSite<'d>>) {
-        match v {
-            Value::Object(m) if m.get("containers").is_some_and(Value::is_array) => {
-                let segs = path.segments();
-                let holder = if segs.len() >= 2
-                    && matches!(&segs[segs.len() - 1], PathSeg::Key(k) if k == "spec")
-                    && matches!(&segs[segs.len() - 2], PathSeg::Key(k) if k == "template")
-                {
-                    let hp = FieldPath::from_segments(segs[..segs.len() - 2].to_vec());
-                    hp.lookup(root).and_then(Value::as_object).map(|h| (hp, h))
-                } else {
-                    None
-                };
-                out.push(PodSite::new(path, m, holder));
-            }
-            Value::Object(m) => {
-                for (k, child) in m {
-                    walk(child, path.key(k), root, out);
-                }
-            }
-            Value::Array(a) => {
-                for (i, child) in a.iter().enumerate() {
-                    walk(child, path.index(i), root, out);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(&doc.value, FieldPath::root(), &doc.value, &mut out);
-    out
+    crate::pods::pod_specs(&doc.value)
+        .into_iter()
+        .map(|p| PodSite::new(p.path, p.spec, p.holder))
+        .collect()
 }
 
 fn is_rdma_resource(name: &str, options: &LintOptions) -> bool {

@@ -222,6 +222,20 @@ pub struct Document {
     pub value: Value,
     #[serde(skip)]
     positions: BTreeMap<FieldPath, Position>,
+    /// Mapping keys that appear twice in one mapping (the last value is kept in `value`).
+    pub duplicate_keys: Vec<DuplicateKey>,
+}
+
+/// A key given twice in one YAML mapping. `kubectl apply` refuses such a document
+/// (`mapping key "x" already defined`); other YAML readers silently keep one of the values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DuplicateKey {
+    /// Path of the repeated key.
+    pub path: FieldPath,
+    /// Line of the first occurrence.
+    pub first_line: u64,
+    /// Line of the repetition.
+    pub line: u64,
 }
 
 impl Document {
@@ -232,7 +246,14 @@ impl Document {
         index: usize,
         value: Value,
     ) -> Result<Self, ManifestError> {
-        Self::build(source.into(), index, None, value, BTreeMap::new())
+        Self::build(
+            source.into(),
+            index,
+            None,
+            value,
+            BTreeMap::new(),
+            Vec::new(),
+        )
     }
 
     fn build(
@@ -241,6 +262,7 @@ impl Document {
         line: Option<u64>,
         value: Value,
         positions: BTreeMap<FieldPath, Position>,
+        duplicate_keys: Vec<DuplicateKey>,
     ) -> Result<Self, ManifestError> {
         let Some(obj) = value.as_object() else {
             return Err(ManifestError::NotAMapping {
@@ -282,6 +304,7 @@ impl Document {
             name,
             value,
             positions,
+            duplicate_keys,
         })
     }
 
@@ -512,7 +535,16 @@ pub fn parse_str(source: &str, text: &str) -> Result<Vec<Document>, ManifestErro
         })?;
         let Some(node) = node else { continue };
         let mut positions = BTreeMap::new();
-        let value = node.into_value(FieldPath::root(), None, line_offset, &mut positions);
+        let mut dups = Vec::new();
+        let value = node.into_value(
+            FieldPath::root(),
+            None,
+            line_offset,
+            &mut Sink {
+                positions: &mut positions,
+                duplicates: &mut dups,
+            },
+        );
         if value.is_null() {
             continue;
         }
@@ -525,12 +557,21 @@ pub fn parse_str(source: &str, text: &str) -> Result<Vec<Document>, ManifestErro
                     .filter_map(|(p, pos)| p.strip_prefix(&prefix).map(|rest| (rest, *pos)))
                     .collect();
                 let line = sub.get(&FieldPath::root()).map(|p| p.line);
+                let item_dups = dups
+                    .iter()
+                    .filter_map(|d| {
+                        d.path
+                            .strip_prefix(&prefix)
+                            .map(|path| DuplicateKey { path, ..d.clone() })
+                    })
+                    .collect();
                 docs.push(Document::build(
                     source.to_owned(),
                     docs.len(),
                     line,
                     item.clone(),
                     sub,
+                    item_dups,
                 )?);
             }
             continue;
@@ -542,6 +583,7 @@ pub fn parse_str(source: &str, text: &str) -> Result<Vec<Document>, ManifestErro
             Some(start),
             value,
             positions,
+            dups,
         )?);
     }
     Ok(docs)
@@ -572,9 +614,12 @@ fn strip_location_suffix(message: &str) -> String {
 }
 
 fn parse_chunk(text: &str) -> Result<Option<Node>, serde_saphyr::Error> {
+    // Duplicate keys reach the visitor, which records them: a duplicate is a finding on the
+    // document (the API server rejects it), not unreadable input.
     let options = serde_saphyr::options! {
         legacy_octal_numbers: true,
         with_snippet: false,
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
     };
     serde_saphyr::from_str_with_options::<Option<Spanned<NodeKind>>>(text, options)
         .map(|n| n.map(Node::from))
@@ -671,17 +716,23 @@ enum NodeKind {
     Map(Vec<(String, Location, Node)>),
 }
 
+/// Where [`Node::into_value`] records positions and duplicate keys.
+struct Sink<'a> {
+    positions: &'a mut BTreeMap<FieldPath, Position>,
+    duplicates: &'a mut Vec<DuplicateKey>,
+}
+
 impl Node {
     fn into_value(
         self,
         path: FieldPath,
         key_loc: Option<Location>,
         line_offset: u64,
-        positions: &mut BTreeMap<FieldPath, Position>,
+        sink: &mut Sink<'_>,
     ) -> Value {
         let loc = key_loc.unwrap_or(self.loc);
         if loc.line() > 0 {
-            positions.insert(
+            sink.positions.insert(
                 path.clone(),
                 Position {
                     line: loc.line() + line_offset,
@@ -703,14 +754,24 @@ impl Node {
                 items
                     .into_iter()
                     .enumerate()
-                    .map(|(i, n)| n.into_value(path.index(i), None, line_offset, positions))
+                    .map(|(i, n)| n.into_value(path.index(i), None, line_offset, sink))
                     .collect(),
             ),
             NodeKind::Map(entries) => {
                 let mut map = Map::new();
                 for (k, kloc, n) in entries {
                     let child = path.key(&k);
-                    let v = n.into_value(child, Some(kloc), line_offset, positions);
+                    let first_line = map
+                        .contains_key(&k)
+                        .then(|| sink.positions.get(&child).map_or(0, |p| p.line));
+                    let v = n.into_value(child.clone(), Some(kloc), line_offset, sink);
+                    if let Some(first_line) = first_line {
+                        sink.duplicates.push(DuplicateKey {
+                            path: child,
+                            first_line,
+                            line: kloc.line() + line_offset,
+                        });
+                    }
                     map.insert(k, v);
                 }
                 Value::Object(map)

@@ -443,6 +443,7 @@ impl Validator {
                         path: FieldPath::root(),
                         kind: ViolationKind::Decode,
                         message: format!("the Kubernetes {} type refuses it: {message}", kind.kind),
+                        warning: false,
                     }),
                     Ok(round_trip) if self.options.strict => {
                         dropped_fields(&doc.value, &round_trip, &FieldPath::root(), &mut issues);
@@ -455,7 +456,30 @@ impl Validator {
                 path: FieldPath::root(),
                 kind: ViolationKind::UnknownKind,
                 message: self.unknown_kind_message(doc),
+                warning: false,
             });
+        }
+        for d in &doc.duplicate_keys {
+            issues.push(Issue {
+                path: d.path.clone(),
+                kind: ViolationKind::InvalidValue,
+                message: format!(
+                    "key {:?} appears twice in one mapping (first at line {}, again at line {}): kubectl apply rejects the document (mapping key already defined) and other tools keep only one value; delete one",
+                    d.path.last_key().unwrap_or("?"),
+                    d.first_line,
+                    d.line
+                ),
+                warning: false,
+            });
+        }
+        // What the API server and the operators check beyond the schema (references, enums).
+        if !issues.iter().any(|i| i.kind == ViolationKind::UnknownKind) {
+            issues.extend(crate::crossref::check(doc).into_iter().map(|p| Issue {
+                path: p.path,
+                kind: p.kind,
+                message: p.message,
+                warning: p.severity != Severity::Error,
+            }));
         }
         // Naming rules differ by kind; those we know schemas for all use DNS subdomains.
         if let Some(name) = doc.name.as_deref()
@@ -469,14 +493,15 @@ impl Validator {
                 message: format!(
                     "{name:?} is not a valid object name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253 characters)"
                 ),
+                warning: false,
             });
         }
         issues.sort_by(|a, b| a.path.cmp(&b.path).then(a.message.cmp(&b.message)));
         issues
             .into_iter()
             .map(|i| Violation {
-                severity: if i.kind == ViolationKind::UnknownKind
-                    && self.options.allow_unknown_kinds
+                severity: if i.warning
+                    || (i.kind == ViolationKind::UnknownKind && self.options.allow_unknown_kinds)
                 {
                     Severity::Warning
                 } else {
@@ -564,6 +589,8 @@ struct Issue {
     path: FieldPath,
     kind: ViolationKind,
     message: String,
+    /// Set for problems that are warnings by nature (KubeRay clamping replicas).
+    warning: bool,
 }
 
 /// A structural-schema checker over JSON values (OpenAPI v3 as used by CRDs, and the JSON
@@ -592,6 +619,7 @@ impl<'a> Ctx<'a> {
             path: path.clone(),
             kind,
             message,
+            warning: false,
         });
     }
 
@@ -1049,6 +1077,7 @@ fn dropped_fields(input: &Value, output: &Value, path: &FieldPath, out: &mut Vec
                         message: format!(
                             "unknown field {k:?}: the Kubernetes type has no such field"
                         ),
+                        warning: false,
                     }),
                     None => {}
                 }
@@ -1089,7 +1118,7 @@ fn is_dns_subdomain(name: &str) -> bool {
 }
 
 /// The closest known name to a misspelt one (edit distance ≤ 2, or equal ignoring case).
-fn suggest<'k>(unknown: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
+pub(crate) fn suggest<'k>(unknown: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
     let mut best: Option<(usize, &str)> = None;
     for k in known {
         let d = if k.eq_ignore_ascii_case(unknown) {

@@ -100,15 +100,34 @@ fn yaml_is_read_like_kubernetes_reads_it() {
 }
 
 #[test]
-fn duplicate_keys_are_rejected() {
-    let err = manifest::parse_str("d.yaml", "apiVersion: v1\nkind: Pod\nkind: Service\n")
-        .expect_err("duplicate");
-    let text = err.to_string();
-    assert!(text.starts_with("d.yaml doc 0, line 3"), "{text}");
-    assert!(
-        text.ends_with("duplicate mapping key: kind (each key may appear only once in a mapping)"),
-        "{text}"
+fn duplicate_keys_are_a_violation_with_both_lines_not_unreadable_input() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  name: b\nspec:\n  containers:\n  - {name: c, image: busybox}\n";
+    let docs = manifest::parse_str("d.yaml", text).expect("a duplicate key still parses");
+    assert_eq!(
+        docs[0].duplicate_keys,
+        [manifest::DuplicateKey {
+            path: FieldPath::root().key("metadata").key("name"),
+            first_line: 4,
+            line: 5,
+        }]
     );
+    let v = k8s_render::validate::validate(&docs, &Default::default());
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0].severity, manifest::Severity::Error);
+    assert_eq!(v[0].line, Some(5));
+    assert_eq!(
+        v[0].to_string(),
+        "d.yaml doc 0 (Pod b) line 5: metadata.name: key \"name\" appears twice in one mapping (first at line 4, again at line 5): kubectl apply rejects the document (mapping key already defined) and other tools keep only one value; delete one"
+    );
+
+    // Inside a `kind: List` the path is the item's own.
+    let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata: {name: x}\n  kind: Namespace\n";
+    let docs = manifest::parse_str("l.yaml", list).expect("parses");
+    assert_eq!(
+        docs[0].duplicate_keys[0].path,
+        FieldPath::root().key("kind")
+    );
+    assert_eq!(docs[0].duplicate_keys[0].line, 7);
 }
 
 #[test]

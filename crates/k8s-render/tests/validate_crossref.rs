@@ -1,0 +1,177 @@
+//! What the API server and the operators reject (or silently break) beyond the OpenAPI schema:
+//! each broken manifest here passed `validate --strict` before these checks existed.
+
+use k8s_render::manifest::{self, Severity};
+use k8s_render::validate::{self, ValidateOptions, Violation, ViolationKind};
+
+fn violations(yaml: &str) -> Vec<Violation> {
+    let docs = manifest::parse_str("case.yaml", yaml).expect("parses");
+    validate::validate(&docs, &ValidateOptions::default())
+}
+
+/// Exactly one violation, at `path`, of `kind` and `severity`, whose message contains `needle`.
+fn one(yaml: &str, path: &str, kind: ViolationKind, severity: Severity, needle: &str) -> Violation {
+    let v = violations(yaml);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    let v = v.into_iter().next().expect("one");
+    assert_eq!(v.path.to_string(), path, "{v}");
+    assert_eq!((v.kind, v.severity), (kind, severity), "{v}");
+    assert!(v.message.contains(needle), "{v}");
+    v
+}
+
+const POD_HEAD: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n";
+
+#[test]
+fn container_without_image() {
+    let v = one(
+        &format!("{POD_HEAD}  containers:\n  - name: c\n"),
+        "spec.containers[0].image",
+        ViolationKind::MissingRequired,
+        Severity::Error,
+        "container \"c\" has no image",
+    );
+    assert_eq!(v.line, Some(6), "reported at the container");
+    // In a Deployment template and a RayCluster worker group too.
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec:\n      containers:\n      - {name: c, image: \"\"}\n";
+    one(
+        deploy,
+        "spec.template.spec.containers[0].image",
+        ViolationKind::MissingRequired,
+        Severity::Error,
+        "set image",
+    );
+}
+
+#[test]
+fn volume_mount_naming_no_volume() {
+    let yaml = format!(
+        "{POD_HEAD}  containers:\n  - name: c\n    image: busybox\n    volumeMounts:\n    - {{name: dshm, mountPath: /dev/shm}}\n  volumes:\n  - name: shm\n    emptyDir: {{medium: Memory}}\n"
+    );
+    let v = one(
+        &yaml,
+        "spec.containers[0].volumeMounts[0].name",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "volumeMount \"dshm\" names no volume of the pod (declared: shm)",
+    );
+    assert_eq!(v.line, Some(9));
+}
+
+#[test]
+fn container_claim_without_pod_resource_claims() {
+    let yaml = format!(
+        "{POD_HEAD}  containers:\n  - name: c\n    image: busybox\n    resources:\n      claims:\n      - name: erdma\n"
+    );
+    one(
+        &yaml,
+        "spec.containers[0].resources.claims[0].name",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "add `resourceClaims: [{name: erdma",
+    );
+}
+
+#[test]
+fn host_path_type_outside_the_enum() {
+    let yaml = format!(
+        "{POD_HEAD}  containers:\n  - {{name: c, image: busybox}}\n  volumes:\n  - name: topo\n    hostPath: {{path: /var/run/nvidia-topologyd, type: Dir}}\n"
+    );
+    one(
+        &yaml,
+        "spec.volumes[0].hostPath.type",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "\"Dir\" is not a HostPathType: did you mean \"Directory\"?",
+    );
+    // Every real type (and the empty one) passes.
+    for t in "\"\" DirectoryOrCreate Directory FileOrCreate File Socket CharDevice BlockDevice"
+        .split(' ')
+    {
+        let ok = format!(
+            "{POD_HEAD}  containers:\n  - {{name: c, image: busybox}}\n  volumes:\n  - name: v\n    hostPath: {{path: /x, type: {t}}}\n"
+        );
+        assert!(violations(&ok).is_empty(), "{t}: {:#?}", violations(&ok));
+    }
+}
+
+#[test]
+fn duplicate_container_and_volume_names() {
+    let yaml = format!(
+        "{POD_HEAD}  containers:\n  - {{name: c, image: busybox}}\n  - {{name: c, image: busybox}}\n  volumes:\n  - {{name: v, emptyDir: {{}}}}\n  - {{name: v, emptyDir: {{}}}}\n"
+    );
+    let v = violations(&yaml);
+    let paths: Vec<String> = v.iter().map(|v| v.path.to_string()).collect();
+    assert_eq!(
+        paths,
+        ["spec.containers[1].name", "spec.volumes[1].name"],
+        "{v:#?}"
+    );
+    assert!(v[0].message.contains("already used by spec.containers[0]"));
+}
+
+const MPIJOB: &str = "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: j}\nspec:\n  mpiReplicaSpecs:\n    Launcher:\n      replicas: 1\n      template:\n        spec:\n          containers:\n          - {name: l, image: nccl-tests}\n";
+
+#[test]
+fn mpijob_replica_type_other_than_launcher_or_worker() {
+    let yaml = format!(
+        "{MPIJOB}    worker:\n      replicas: 2\n      template:\n        spec:\n          containers:\n          - {{name: w, image: nccl-tests}}\n"
+    );
+    let v = one(
+        &yaml,
+        "spec.mpiReplicaSpecs.worker",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "did you mean \"Worker\"? the MPI Operator acts only on Launcher and Worker",
+    );
+    assert_eq!(v.line, Some(12));
+    let good = format!(
+        "{MPIJOB}    Worker:\n      replicas: 2\n      template:\n        spec:\n          containers:\n          - {{name: w, image: nccl-tests}}\n"
+    );
+    assert!(violations(&good).is_empty(), "{:#?}", violations(&good));
+}
+
+fn raycluster(replicas: &str) -> String {
+    format!(
+        "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {{name: r}}\nspec:\n  headGroupSpec:\n    rayStartParams: {{}}\n    template:\n      spec:\n        containers:\n        - {{name: ray-head, image: rayproject/ray:2.57.0}}\n  workerGroupSpecs:\n  - groupName: g\n    {replicas}\n    rayStartParams: {{}}\n    template:\n      spec:\n        containers:\n        - {{name: ray-worker, image: rayproject/ray:2.57.0}}\n"
+    )
+}
+
+#[test]
+fn ray_replicas_outside_min_max_is_a_warning_and_min_above_max_an_error() {
+    let v = one(
+        &raycluster("replicas: 5\n    minReplicas: 1\n    maxReplicas: 2"),
+        "spec.workerGroupSpecs[0].replicas",
+        ViolationKind::InvalidValue,
+        Severity::Warning,
+        "replicas 5 is outside minReplicas..maxReplicas (1..2): KubeRay clamps it and runs 2 pods",
+    );
+    assert_eq!(v.line, Some(13));
+    one(
+        &raycluster("replicas: 1\n    minReplicas: 3\n    maxReplicas: 2"),
+        "spec.workerGroupSpecs[0].minReplicas",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "minReplicas 3 is greater than maxReplicas 2",
+    );
+    assert!(
+        violations(&raycluster(
+            "replicas: 2\n    minReplicas: 1\n    maxReplicas: 2"
+        ))
+        .is_empty()
+    );
+}
+
+#[test]
+fn the_vendored_kuberay_is_the_one_the_cluster_serves() {
+    // authOptions.enableK8sTokenAuth arrived after KubeRay v1.5.1: the v1.5.1 API server prunes
+    // or (strict) rejects it, so strict validation must too.
+    let yaml = raycluster("replicas: 1\n    minReplicas: 1\n    maxReplicas: 1").replace(
+        "spec:\n  headGroupSpec:",
+        "spec:\n  authOptions:\n    enableK8sTokenAuth: true\n  headGroupSpec:",
+    );
+    let v = violations(&yaml);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0].kind, ViolationKind::UnknownField);
+    assert_eq!(v[0].path.to_string(), "spec.authOptions.enableK8sTokenAuth");
+}
