@@ -55,7 +55,8 @@ pub use config::{
     DEFAULT_CHUNK_BYTES, DEFAULT_SLOTS, MIB, MIN_CHUNK_BYTES, RingConfig, parse_size,
 };
 pub use device::{
-    CudaDevice, Device, DeviceMemory, HostDevice, HostFaults, HostMemory, cuda_driver_present,
+    BorrowedCudaMemory, CudaDevice, Device, DeviceMemory, HostDevice, HostFaults, HostMemory,
+    cuda_driver_present,
 };
 pub use error::{StageError, TransportError};
 pub use pipeline::{InProcessStage, Receiver, Sender, TransferStats, new_ring};
@@ -63,5 +64,5 @@ pub use ring::{RawRegion, SlotGate, SlotToken, StagingRing};
 pub use transport::inproc::{InProcReceiver, InProcSender, in_process_pair};
 #[cfg(feature = "rdma")]
 pub use transport::rdma::{ConnectMode, RdmaConfig, RdmaReceiver, RdmaSender};
-pub use transport::tcp::{TcpReceiver, TcpSender};
+pub use transport::tcp::{TcpReceiver, TcpSender, TcpShutdown};
 pub use transport::{Chunk, RecvTransport, SendTransport, TransferSummary};

@@ -52,6 +52,8 @@ enum Owner {
     Heap(Layout),
     // Kept only for its Drop (cuMemFreeHost) and to keep the CUDA context alive.
     Pinned(#[allow(dead_code)] PinnedHostSlice<u8>),
+    /// Memory owned by someone else (`HostMemory::borrowed`): never freed here.
+    Borrowed,
 }
 
 // SAFETY: the buffer is plain memory with a single owner; concurrent access is governed by the
@@ -95,6 +97,19 @@ impl HostBuffer {
         })
     }
 
+    /// Wraps memory that somebody else owns; dropping the buffer does not free it.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes, and must stay allocated and untouched by
+    /// anyone else for the whole life of the returned buffer.
+    pub(crate) unsafe fn borrowed(ptr: NonNull<u8>, len: usize) -> Self {
+        HostBuffer {
+            ptr,
+            len,
+            owner: Owner::Borrowed,
+        }
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len
@@ -121,7 +136,7 @@ impl Drop for HostBuffer {
             // SAFETY: allocated in `heap` with this layout and not freed elsewhere.
             unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
         }
-        // Pinned: PinnedHostSlice's own Drop frees it.
+        // Pinned: PinnedHostSlice's own Drop frees it. Borrowed: the owner frees it.
     }
 }
 

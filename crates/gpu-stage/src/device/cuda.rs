@@ -11,6 +11,8 @@
 //! - copies into plain (pageable) slices are not synchronised by cudarc; `download` waits on the
 //!   stream before handing the `Vec` back.
 
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use cudarc::driver::result;
@@ -90,6 +92,151 @@ impl CudaDevice {
     /// A stream for the caller's own work (allocations, memsets).
     pub fn util_stream(&self) -> &Arc<CudaStream> {
         &self.util
+    }
+
+    /// Device memory over `len` bytes at device address `ptr` that somebody else allocated (a
+    /// torch CUDA tensor's `data_ptr()`), usable as the source of a send or the destination of a
+    /// receive. Dropping it does not free the memory.
+    ///
+    /// Checked through `cuPointerGetAttribute`: the address is not null, is device memory (not
+    /// host, managed or array memory), belongs to this device, and `ptr..ptr+len` lies inside
+    /// the allocation that holds `ptr`.
+    ///
+    /// # Safety
+    /// The allocation must stay alive, and no other work may write it (or, for a receive, read
+    /// it) while the returned value lives; work queued on other streams before the call must be
+    /// complete (synchronise the producer's stream first).
+    pub unsafe fn borrow_raw(
+        &self,
+        ptr: u64,
+        len: usize,
+    ) -> Result<BorrowedCudaMemory, StageError> {
+        ensure_driver()?;
+        if ptr == 0 {
+            return Err(StageError::config(
+                "pointer",
+                0,
+                "a null pointer is not device memory",
+            ));
+        }
+        self.bind()?;
+        let mut mem_type: u32 = 0;
+        // SAFETY: MEMORY_TYPE writes one `unsigned int` into `mem_type`.
+        unsafe {
+            pointer_attribute(
+                &mut mem_type,
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                ptr,
+            )
+        }?;
+        if mem_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+            return Err(StageError::config(
+                "pointer",
+                format!("{ptr:#x}"),
+                format!(
+                    "not CUDA device memory (CUmemorytype {mem_type}); pass host memory as a cpu buffer"
+                ),
+            ));
+        }
+        let mut ordinal: i32 = -1;
+        // SAFETY: DEVICE_ORDINAL writes one `int`.
+        unsafe {
+            pointer_attribute(
+                &mut ordinal,
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                ptr,
+            )
+        }?;
+        if usize::try_from(ordinal).ok() != Some(self.ordinal()) {
+            return Err(StageError::config(
+                "pointer",
+                format!("{ptr:#x}"),
+                format!(
+                    "it is memory of cuda:{ordinal}, not of cuda:{}",
+                    self.ordinal()
+                ),
+            ));
+        }
+        let mut start: sys::CUdeviceptr = 0;
+        let mut size: usize = 0;
+        // SAFETY: RANGE_START_ADDR writes one CUdeviceptr, RANGE_SIZE one size_t.
+        unsafe {
+            pointer_attribute(
+                &mut start,
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                ptr,
+            )?;
+            pointer_attribute(
+                &mut size,
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                ptr,
+            )?;
+        }
+        let offset = ptr.saturating_sub(start);
+        check_range(
+            "borrowed CUDA memory",
+            usize::try_from(offset).unwrap_or(usize::MAX),
+            len,
+            size,
+        )?;
+        // SAFETY: `ptr..ptr+len` is inside a live device allocation of this context (checked
+        // above; liveness is the caller's promise). The slice is never freed: Drop leaks it.
+        let slice = unsafe { self.util.upgrade_device_ptr::<u8>(ptr, len) };
+        Ok(BorrowedCudaMemory {
+            slice: ManuallyDrop::new(slice),
+        })
+    }
+}
+
+/// Reads one pointer attribute into `out`.
+///
+/// # Safety
+/// `T` must be the type the driver writes for `attribute`.
+unsafe fn pointer_attribute<T>(
+    out: &mut T,
+    attribute: sys::CUpointer_attribute,
+    ptr: sys::CUdeviceptr,
+) -> Result<(), StageError> {
+    // SAFETY: `out` is a valid, exclusive location of the attribute's type (caller's promise).
+    unsafe { sys::cuPointerGetAttribute((out as *mut T).cast(), attribute, ptr) }
+        .result()
+        .map_err(StageError::cuda("pointer query (cuPointerGetAttribute)"))
+}
+
+/// CUDA device memory that somebody else owns ([`CudaDevice::borrow_raw`]): dereferences to a
+/// `CudaSlice<u8>` for [`crate::Sender::send`] / [`crate::Receiver::recv`]; dropping it never frees
+/// the memory.
+pub struct BorrowedCudaMemory {
+    slice: ManuallyDrop<CudaSlice<u8>>,
+}
+
+impl std::fmt::Debug for BorrowedCudaMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BorrowedCudaMemory")
+            .field("len", &self.slice.len())
+            .finish()
+    }
+}
+
+impl Deref for BorrowedCudaMemory {
+    type Target = CudaSlice<u8>;
+    fn deref(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+}
+
+impl DerefMut for BorrowedCudaMemory {
+    fn deref_mut(&mut self) -> &mut CudaSlice<u8> {
+        &mut self.slice
+    }
+}
+
+impl Drop for BorrowedCudaMemory {
+    fn drop(&mut self) {
+        // SAFETY: `slice` is taken exactly once, here, and never used again.
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        // Queues the wait for pending reads/writes and forgets the pointer instead of freeing it.
+        let _ = slice.leak();
     }
 }
 

@@ -73,6 +73,29 @@ impl HostMemory {
         unsafe { std::slice::from_raw_parts(self.ptr(), self.buf.len()) }
     }
 
+    /// "Device" memory over `len` bytes at `ptr` that somebody else owns (a numpy array, a CPU
+    /// torch tensor): the pipeline copies straight from or into it, and dropping the value does not
+    /// free it. A null pointer is an error; `len` may be 0.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be one valid, initialised allocation (or part of one), readable and
+    /// writable, that stays allocated and is neither read nor written by anyone else for as long as
+    /// the returned value lives (a receive writes into it from a copy thread).
+    pub unsafe fn borrowed(ptr: *mut u8, len: usize) -> Result<Self, StageError> {
+        let ptr = std::ptr::NonNull::new(ptr)
+            .ok_or_else(|| StageError::config("pointer", 0, "a null pointer is not host memory"))?;
+        if isize::try_from(len).is_err() || (ptr.as_ptr() as usize).checked_add(len).is_none() {
+            return Err(StageError::config(
+                "length",
+                len,
+                "the range does not fit in the address space",
+            ));
+        }
+        // SAFETY: forwarded to the caller (see above).
+        let buf = unsafe { HostBuffer::borrowed(ptr, len) };
+        Ok(HostMemory { buf })
+    }
+
     fn ptr(&self) -> *mut u8 {
         self.buf.as_ptr()
     }

@@ -7,7 +7,7 @@
 mod cuda;
 mod host;
 
-pub use cuda::{CudaDevice, cuda_driver_present};
+pub use cuda::{BorrowedCudaMemory, CudaDevice, cuda_driver_present};
 pub use host::{HostDevice, HostFaults, HostMemory};
 
 use crate::error::StageError;

@@ -276,6 +276,39 @@ impl TcpSender {
     pub fn connections(&self) -> usize {
         self.writers.len()
     }
+
+    /// A handle that shuts this sender's connections down from another thread (see
+    /// [`TcpShutdown`]).
+    pub fn shutdown_handle(&self) -> Result<TcpShutdown, TransportError> {
+        TcpShutdown::of(&self.sockets)
+    }
+}
+
+/// Shuts a TCP transport's connections down from any thread: every blocked read, write or wait
+/// of either end then fails at once (the peer sees the connections close), so an abort never waits
+/// for a timeout. Made by [`TcpSender::shutdown_handle`] / [`TcpReceiver::shutdown_handle`]; the
+/// transport stays unusable afterwards.
+#[derive(Debug)]
+pub struct TcpShutdown {
+    sockets: Vec<TcpStream>,
+}
+
+impl TcpShutdown {
+    fn of(sockets: &[TcpStream]) -> Result<Self, TransportError> {
+        let sockets = sockets
+            .iter()
+            .map(|s| s.try_clone())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(TransportError::io("cloning a socket handle"))?;
+        Ok(TcpShutdown { sockets })
+    }
+
+    /// Shuts every connection down in both directions (idempotent).
+    pub fn shutdown(&self) {
+        for s in &self.sockets {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
 }
 
 /// Connects to the first of `addrs` that answers, each attempt bounded by `timeout`.
@@ -670,6 +703,12 @@ impl TcpReceiver {
     /// Number of parallel connections.
     pub fn connections(&self) -> usize {
         self.sockets.len()
+    }
+
+    /// A handle that shuts this receiver's connections down from another thread (see
+    /// [`TcpShutdown`]).
+    pub fn shutdown_handle(&self) -> Result<TcpShutdown, TransportError> {
+        TcpShutdown::of(&self.sockets)
     }
 }
 

@@ -1,0 +1,280 @@
+//! Buffer descriptions from Python, and the per-object header both ends compare.
+//!
+//! A buffer is `(device type, device index, address, byte length)`: `("cpu", 0, a.ctypes.data,
+//! a.nbytes)` for a numpy array, `("cuda", 0, t.data_ptr(), t.nbytes)` for a torch tensor. The
+//! address and length are the caller's promise (the Python layer takes them from a contiguous
+//! array or tensor that it keeps alive for the whole call); what can be checked is checked here:
+//! the device type, a non-null address for a non-empty buffer, and that the range fits in the
+//! address space. CUDA addresses are further checked against the driver's view of the allocation
+//! (`gpu_stage::CudaDevice::borrow_raw`).
+
+use crate::error::BindError;
+
+/// Where a buffer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Place {
+    /// Host memory.
+    Cpu,
+    /// Memory of CUDA device `n` (the ordinal as this process sees it, after CUDA_VISIBLE_DEVICES).
+    Cuda(usize),
+}
+
+/// One checked buffer description.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferSpec {
+    /// Where it lives.
+    pub place: Place,
+    /// First byte (a host or device address).
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl BufferSpec {
+    /// Checks one `(device type, index, address, length)` description (position `index` in the
+    /// list, for the message).
+    pub fn parse(
+        position: usize,
+        device: &str,
+        device_index: i64,
+        addr: u64,
+        len: u64,
+    ) -> Result<Self, BindError> {
+        let place = match device {
+            "cpu" => Place::Cpu,
+            "cuda" => Place::Cuda(usize::try_from(device_index).map_err(|_| {
+                BindError::buffer(
+                    position,
+                    format!("cuda device index {device_index} is negative"),
+                )
+            })?),
+            other => {
+                return Err(BindError::buffer(
+                    position,
+                    format!(
+                        "device type {other:?} is not supported (expected \"cpu\" or \"cuda\")"
+                    ),
+                ));
+            }
+        };
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|l| isize::try_from(*l).is_ok())
+            .ok_or_else(|| BindError::buffer(position, format!("length {len} is too large")))?;
+        if len > 0 && addr == 0 {
+            return Err(BindError::buffer(
+                position,
+                format!("null address for a {len}-byte buffer"),
+            ));
+        }
+        if addr.checked_add(len as u64).is_none() {
+            return Err(BindError::buffer(
+                position,
+                format!("range {addr:#x} + {len} wraps around the address space"),
+            ));
+        }
+        Ok(BufferSpec { place, addr, len })
+    }
+}
+
+/// Size of the header transfer that precedes every object.
+pub const HEADER_LEN: usize = 64;
+const MAGIC: &[u8; 8] = b"RDMAKIT1";
+const TAG_LEN: usize = HEADER_LEN - 32;
+
+/// What both ends must agree on before any byte of an object moves: an identifier (Ray's object
+/// id), the number of buffers and their lengths.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Up to 32 bytes of the object's tag (longer tags are cut).
+    pub tag: Vec<u8>,
+    /// Number of buffers.
+    pub count: u64,
+    /// Sum of the lengths.
+    pub total: u64,
+    /// FNV-1a over the lengths in order (catches a reordering or a size change at equal totals).
+    pub lengths_hash: u64,
+}
+
+impl Header {
+    /// The header for `tag` and `buffers`.
+    pub fn new(tag: &str, buffers: &[BufferSpec]) -> Self {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in buffers {
+            for byte in (b.len as u64).to_le_bytes() {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        let bytes = tag.as_bytes();
+        Header {
+            tag: bytes[..bytes.len().min(TAG_LEN)].to_vec(),
+            count: buffers.len() as u64,
+            total: buffers.iter().map(|b| b.len as u64).sum(),
+            lengths_hash: hash,
+        }
+    }
+
+    /// The wire form (64 bytes).
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        out[..8].copy_from_slice(MAGIC);
+        out[8..16].copy_from_slice(&self.count.to_le_bytes());
+        out[16..24].copy_from_slice(&self.total.to_le_bytes());
+        out[24..32].copy_from_slice(&self.lengths_hash.to_le_bytes());
+        out[32..32 + self.tag.len()].copy_from_slice(&self.tag);
+        out
+    }
+
+    /// Parses the wire form.
+    pub fn decode(b: &[u8]) -> Result<Self, BindError> {
+        if b.len() != HEADER_LEN || &b[..8] != MAGIC {
+            return Err(BindError::Mismatch(
+                "the peer's first transfer is not an rdmakit object header (is it an rdmakit \
+                 sender of the same version?)"
+                    .into(),
+            ));
+        }
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        let tag = &b[32..];
+        let end = tag.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+        Ok(Header {
+            tag: tag[..end].to_vec(),
+            count: word(8),
+            total: word(16),
+            lengths_hash: word(24),
+        })
+    }
+
+    /// Compares what arrived (`self`) with what this end expected; the error names the difference.
+    pub fn check_against(&self, expected: &Header) -> Result<(), BindError> {
+        let show = |t: &[u8]| String::from_utf8_lossy(t).into_owned();
+        if self.tag != expected.tag {
+            return Err(BindError::Mismatch(format!(
+                "the sender sent object {:?} but this receiver expected {:?} (transfers between \
+                 this actor pair ran in a different order on the two ends)",
+                show(&self.tag),
+                show(&expected.tag)
+            )));
+        }
+        if self.count != expected.count || self.total != expected.total {
+            return Err(BindError::Mismatch(format!(
+                "object {:?}: the sender has {} buffers, {} bytes; the receiver expected {} \
+                 buffers, {} bytes",
+                show(&self.tag),
+                self.count,
+                self.total,
+                expected.count,
+                expected.total
+            )));
+        }
+        if self.lengths_hash != expected.lengths_hash {
+            return Err(BindError::Mismatch(format!(
+                "object {:?}: same count and total, but the buffer sizes differ",
+                show(&self.tag)
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(len: usize) -> BufferSpec {
+        BufferSpec {
+            place: Place::Cpu,
+            addr: 0x1000,
+            len,
+        }
+    }
+
+    #[test]
+    fn parse_accepts_cpu_and_cuda() {
+        assert_eq!(
+            BufferSpec::parse(0, "cpu", 0, 0x1000, 10).expect("valid"),
+            spec(10)
+        );
+        assert_eq!(
+            BufferSpec::parse(0, "cuda", 3, 0x1000, 10)
+                .expect("valid")
+                .place,
+            Place::Cuda(3)
+        );
+        // An empty buffer may have a null address (torch.empty(0).data_ptr() == 0).
+        assert_eq!(BufferSpec::parse(0, "cpu", 0, 0, 0).expect("valid").len, 0);
+    }
+
+    #[test]
+    fn parse_refuses_what_it_can_see_is_wrong() {
+        let cases = [
+            (
+                BufferSpec::parse(4, "mps", 0, 0x1000, 1),
+                "buffer 4: device type \"mps\"",
+            ),
+            (BufferSpec::parse(0, "cuda", -1, 0x1000, 1), "negative"),
+            (
+                BufferSpec::parse(1, "cpu", 0, 0, 8),
+                "buffer 1: null address",
+            ),
+            (BufferSpec::parse(0, "cpu", 0, u64::MAX - 2, 8), "wraps"),
+            (
+                BufferSpec::parse(0, "cpu", 0, 0x1000, u64::MAX),
+                "too large",
+            ),
+        ];
+        for (r, needle) in cases {
+            let e = r.expect_err("must be refused").to_string();
+            assert!(e.contains(needle), "{e:?} lacks {needle:?}");
+        }
+    }
+
+    #[test]
+    fn header_round_trips_and_names_each_difference() {
+        let a = Header::new("obj-1", &[spec(1), spec(2)]);
+        let wire = a.encode();
+        let back = Header::decode(&wire).expect("decodes");
+        assert_eq!(back, a);
+        back.check_against(&a).expect("same object");
+
+        let other = Header::new("obj-2", &[spec(1), spec(2)]);
+        let e = back
+            .check_against(&other)
+            .expect_err("tag differs")
+            .to_string();
+        assert!(e.contains("\"obj-1\"") && e.contains("\"obj-2\""), "{e}");
+
+        let e = back
+            .check_against(&Header::new("obj-1", &[spec(3)]))
+            .expect_err("count differs")
+            .to_string();
+        assert!(
+            e.contains("2 buffers, 3 bytes") && e.contains("expected 1 buffers"),
+            "{e}"
+        );
+
+        let e = back
+            .check_against(&Header::new("obj-1", &[spec(2), spec(1)]))
+            .expect_err("order differs")
+            .to_string();
+        assert!(e.contains("sizes differ"), "{e}");
+
+        let e = Header::decode(&[0u8; HEADER_LEN])
+            .expect_err("no magic")
+            .to_string();
+        assert!(e.contains("not an rdmakit object header"), "{e}");
+    }
+
+    #[test]
+    fn long_tags_are_cut_to_fit() {
+        let long = "x".repeat(100);
+        let h = Header::new(&long, &[]);
+        assert_eq!(h.tag.len(), 32);
+        assert_eq!(Header::decode(&h.encode()).expect("decodes"), h);
+    }
+}

@@ -1,0 +1,580 @@
+//! One direction of one actor pair: a staging ring, a transport session (TCP or RDMA) and the
+//! pipelines that copy between the ring and CPU or CUDA buffers. Set up once, used for every
+//! object the pair exchanges; any failure closes it (gpu-stage rings stay failed), and the next
+//! transfer opens a new one.
+//!
+//! Every object travels as a 64-byte [`Header`] transfer (tag, count, sizes) followed by one
+//! transfer per non-empty buffer, in order. The receiver checks the header against what it
+//! expected before any byte lands in a caller's buffer.
+//!
+//! [`AbortHandle::abort`] works from any thread while a transfer runs: it fails the ring's gate
+//! (which wakes every party blocked on a slot) and shuts the TCP connections down (which wakes
+//! every blocked read and write), so the transfer returns an error on both ends at once instead of
+//! after a timeout. A pending accept polls the handle every 50 ms.
+
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use gpu_stage::{
+    CudaDevice, Device, HostDevice, HostMemory, Receiver, RecvTransport, SendTransport, Sender,
+    StageError, StagingRing, TcpReceiver, TcpSender, TcpShutdown, TransferStats,
+};
+
+use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place};
+use crate::config::{ChannelConfig, RingBackend, TransportKind};
+use crate::error::BindError;
+
+/// Aborts a channel (or a pending accept) from any thread.
+#[derive(Debug, Default)]
+pub struct AbortHandle {
+    state: Mutex<AbortState>,
+}
+
+#[derive(Debug, Default)]
+struct AbortState {
+    reason: Option<String>,
+    ring: Option<Arc<StagingRing>>,
+    tcp: Option<TcpShutdown>,
+}
+
+impl AbortHandle {
+    /// A handle that has not fired.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Fires: the running transfer (if any) fails on both ends, and every later one is refused.
+    /// Idempotent; the first reason is kept.
+    pub fn abort(&self, reason: &str) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.reason.is_none() {
+            st.reason = Some(reason.to_string());
+        }
+        Self::fire(&st);
+    }
+
+    /// The reason, once fired.
+    pub fn reason(&self) -> Option<String> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .reason
+            .clone()
+    }
+
+    fn fire(st: &AbortState) {
+        if let Some(reason) = &st.reason {
+            if let Some(ring) = &st.ring {
+                ring.gate().fail(format!("aborted: {reason}"));
+            }
+            if let Some(tcp) = &st.tcp {
+                tcp.shutdown();
+            }
+        }
+    }
+
+    /// Connects the handle to a channel's ring and sockets; fires at once if already aborted.
+    fn arm(&self, ring: &Arc<StagingRing>, tcp: Option<TcpShutdown>) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.ring = Some(Arc::clone(ring));
+        st.tcp = tcp;
+        Self::fire(&st);
+    }
+
+    fn check(&self) -> Result<(), BindError> {
+        match self.reason() {
+            Some(r) => Err(BindError::Aborted(r)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What both ends keep besides their pipelines: the abort handle and, once a transfer failed,
+/// why the channel is closed.
+#[derive(Debug)]
+struct Guard {
+    abort: Arc<AbortHandle>,
+    closed: Option<String>,
+}
+
+impl Guard {
+    /// Refuses a transfer on a closed or aborted channel.
+    fn enter(&self) -> Result<(), BindError> {
+        if let Some(why) = &self.closed {
+            return Err(BindError::Closed(why.clone()));
+        }
+        self.abort.check()
+    }
+
+    /// Closes the channel after a failed transfer (`tell_peer` passes the reason on), and names
+    /// the abort as the cause when one fired during the transfer.
+    fn leave<T>(
+        &mut self,
+        r: Result<T, BindError>,
+        tell_peer: impl FnOnce(&str),
+    ) -> Result<T, BindError> {
+        let e = match r {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let why = e.to_string();
+        tell_peer(&why);
+        self.closed = Some(why);
+        match self.abort.reason() {
+            Some(r) if !matches!(e, BindError::Aborted(_)) => Err(BindError::Aborted(format!(
+                "{r} (the transfer then failed with: {e})"
+            ))),
+            _ => Err(e),
+        }
+    }
+}
+
+/// Allocates the staging ring the configuration asks for.
+fn make_ring(cfg: &ChannelConfig) -> Result<Arc<StagingRing>, BindError> {
+    let want_cuda = match cfg.backend {
+        RingBackend::Host => false,
+        RingBackend::Cuda => true,
+        RingBackend::Auto => {
+            gpu_stage::cuda_driver_present() && CudaDevice::count().is_ok_and(|n| n > 0)
+        }
+    };
+    if want_cuda {
+        // Page-locked and PORTABLE: usable by every device's context in this process. Device 0 is
+        // the actor's first visible GPU (Ray sets CUDA_VISIBLE_DEVICES).
+        let dev = CudaDevice::new(0)?;
+        Ok(gpu_stage::new_ring(&dev, cfg.ring)?)
+    } else {
+        Ok(StagingRing::heap(cfg.ring)?)
+    }
+}
+
+#[cfg(feature = "rdma")]
+fn rdma_config(cfg: &ChannelConfig) -> gpu_stage::RdmaConfig {
+    gpu_stage::RdmaConfig {
+        devices: cfg.rdma_devices.clone(),
+        qps: cfg.qps,
+        gid_index: cfg.gid_index,
+        timeout: cfg.timeout,
+        ..gpu_stage::RdmaConfig::default()
+    }
+}
+
+#[cfg(not(feature = "rdma"))]
+fn no_rdma() -> BindError {
+    BindError::Unsupported(
+        "RDMAKIT_TRANSPORT=rdma, but this build of rdmakit-rdt has no RDMA transport (build the \
+         wheel with the `rdma` feature: see the package README)"
+            .into(),
+    )
+}
+
+enum SendLink {
+    Tcp(TcpSender),
+    #[cfg(feature = "rdma")]
+    Rdma(gpu_stage::RdmaSender),
+}
+
+enum RecvLink {
+    Tcp(TcpReceiver),
+    #[cfg(feature = "rdma")]
+    Rdma(gpu_stage::RdmaReceiver),
+}
+
+fn send_over<D: Device>(
+    sender: &mut Sender<D>,
+    mem: &D::Memory,
+    link: &mut SendLink,
+) -> Result<TransferStats, StageError> {
+    match link {
+        SendLink::Tcp(t) => sender.send(mem, t),
+        #[cfg(feature = "rdma")]
+        SendLink::Rdma(t) => sender.send(mem, t),
+    }
+}
+
+fn recv_over<D: Device>(
+    receiver: &mut Receiver<D>,
+    mem: &mut D::Memory,
+    link: &mut RecvLink,
+) -> Result<TransferStats, StageError> {
+    match link {
+        RecvLink::Tcp(t) => receiver.recv(mem, t),
+        #[cfg(feature = "rdma")]
+        RecvLink::Rdma(t) => receiver.recv(mem, t),
+    }
+}
+
+/// The CUDA devices a channel has opened, by ordinal.
+struct CudaDevices(Vec<(usize, CudaDevice)>);
+
+impl CudaDevices {
+    fn get(&mut self, ordinal: usize) -> Result<CudaDevice, BindError> {
+        if let Some((_, d)) = self.0.iter().find(|(o, _)| *o == ordinal) {
+            return Ok(d.clone());
+        }
+        let d = CudaDevice::new(ordinal)?;
+        self.0.push((ordinal, d.clone()));
+        Ok(d)
+    }
+}
+
+/// The pipeline of CUDA device `ordinal`, made on first use (all of a channel's pipelines share its
+/// ring and transport; transfers run one at a time).
+fn lane<P>(
+    lanes: &mut Vec<(usize, P)>,
+    ordinal: usize,
+    make: impl FnOnce() -> Result<P, StageError>,
+) -> Result<&mut P, BindError> {
+    let pos = match lanes.iter().position(|(o, _)| *o == ordinal) {
+        Some(p) => p,
+        None => {
+            lanes.push((ordinal, make()?));
+            lanes.len() - 1
+        }
+    };
+    Ok(&mut lanes[pos].1)
+}
+
+/// Borrows a CPU buffer as "device" memory of the host backend.
+fn host_view(index: usize, spec: &BufferSpec) -> Result<HostMemory, BindError> {
+    // SAFETY: `spec` came from a contiguous numpy array / CPU tensor that the Python caller keeps
+    // alive, and does not otherwise touch, for the whole call (documented on `send`/`recv` and
+    // on the Python API); BufferSpec::parse checked non-null and no wrap-around.
+    unsafe { HostMemory::borrowed(spec.addr as *mut u8, spec.len) }
+        .map_err(|e| BindError::buffer(index, e.to_string()))
+}
+
+/// Borrows a CUDA buffer; the driver checks that it is device memory of `dev` and large enough.
+fn cuda_view(
+    index: usize,
+    dev: &CudaDevice,
+    spec: &BufferSpec,
+) -> Result<gpu_stage::BorrowedCudaMemory, BindError> {
+    // SAFETY: as for `host_view`; the Python layer also synchronised the tensor's stream before
+    // a send, so no queued kernel still writes it.
+    unsafe { dev.borrow_raw(spec.addr, spec.len) }
+        .map_err(|e| BindError::buffer(index, e.to_string()))
+}
+
+/// Sending end of an actor pair.
+pub struct SendChannel {
+    ring: Arc<StagingRing>,
+    link: SendLink,
+    host: Sender<HostDevice>,
+    host_device: HostDevice,
+    devices: CudaDevices,
+    cuda: Vec<(usize, Sender<CudaDevice>)>,
+    guard: Guard,
+    peer: String,
+}
+
+impl std::fmt::Debug for SendChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendChannel")
+            .field("peer", &self.peer)
+            .field("closed", &self.guard.closed)
+            .finish()
+    }
+}
+
+impl SendChannel {
+    /// Connects to a receiver listening at `addr`.
+    pub fn connect(
+        addr: &str,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+    ) -> Result<Self, BindError> {
+        abort.check()?;
+        let ring = make_ring(cfg)?;
+        let (link, tcp) = match cfg.transport {
+            TransportKind::Tcp => {
+                let t = TcpSender::connect_with_timeout(addr, cfg.connections, cfg.timeout)?;
+                let h = t.shutdown_handle()?;
+                (SendLink::Tcp(t), Some(h))
+            }
+            #[cfg(feature = "rdma")]
+            TransportKind::Rdma => (
+                SendLink::Rdma(gpu_stage::RdmaSender::connect(
+                    addr,
+                    &rdma_config(cfg),
+                    &ring,
+                )?),
+                None,
+            ),
+            #[cfg(not(feature = "rdma"))]
+            TransportKind::Rdma => return Err(no_rdma()),
+        };
+        abort.arm(&ring, tcp);
+        let host_device = HostDevice::new();
+        let host = Sender::with_ring(&host_device, Arc::clone(&ring))?;
+        Ok(SendChannel {
+            ring,
+            link,
+            host,
+            host_device,
+            devices: CudaDevices(Vec::new()),
+            cuda: Vec::new(),
+            guard: Guard {
+                abort,
+                closed: None,
+            },
+            peer: addr.to_string(),
+        })
+    }
+
+    /// The receiver's address.
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// Why the channel is closed, if it is.
+    pub fn closed(&self) -> Option<&str> {
+        self.guard.closed.as_deref()
+    }
+
+    /// Sends one object: the header for `tag`, then every non-empty buffer in order. Returns the
+    /// bytes sent (buffers only).
+    ///
+    /// The caller promises that each buffer's address and length describe live memory of the
+    /// stated device that nobody writes until this returns.
+    pub fn send(&mut self, tag: &str, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+        self.guard.enter()?;
+        let r = self.send_inner(tag, buffers);
+        let link = &mut self.link;
+        self.guard.leave(r, |why| match link {
+            SendLink::Tcp(t) => SendTransport::abort(t, why),
+            #[cfg(feature = "rdma")]
+            SendLink::Rdma(t) => SendTransport::abort(t, why),
+        })
+    }
+
+    fn send_inner(&mut self, tag: &str, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+        let header = Header::new(tag, buffers).encode();
+        let mem = self.host_device.upload(&header)?;
+        send_over(&mut self.host, &mem, &mut self.link)?;
+        let mut bytes = 0u64;
+        for (i, spec) in buffers.iter().enumerate() {
+            if spec.len == 0 {
+                continue;
+            }
+            let stats = match spec.place {
+                Place::Cpu => {
+                    let mem = host_view(i, spec)?;
+                    send_over(&mut self.host, &mem, &mut self.link)?
+                }
+                Place::Cuda(ordinal) => {
+                    let dev = self.devices.get(ordinal)?;
+                    let mem = cuda_view(i, &dev, spec)?;
+                    let ring = &self.ring;
+                    let sender = lane(&mut self.cuda, ordinal, || {
+                        Sender::with_ring(&dev, Arc::clone(ring))
+                    })?;
+                    send_over(sender, &mem, &mut self.link)?
+                }
+            };
+            bytes += stats.bytes;
+        }
+        Ok(bytes)
+    }
+}
+
+/// Listening socket for one peer; [`PairListener::accept`] makes the [`RecvChannel`].
+#[derive(Debug)]
+pub struct PairListener {
+    listener: TcpListener,
+}
+
+impl PairListener {
+    /// Binds `addr` (`0.0.0.0:0` picks a free port on every interface).
+    pub fn bind(addr: &str) -> Result<Self, BindError> {
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|e| BindError::env("bind address", addr, &e.to_string()))?
+            .collect();
+        let listener = TcpListener::bind(&addrs[..])
+            .map_err(|e| BindError::env("bind address", addr, &format!("cannot listen: {e}")))?;
+        Ok(PairListener { listener })
+    }
+
+    /// The bound address (the port is the one to publish).
+    pub fn local_addr(&self) -> Result<SocketAddr, BindError> {
+        self.listener.local_addr().map_err(|e| {
+            BindError::Transport(gpu_stage::TransportError::Io {
+                context: "reading the listener's address".into(),
+                source: e,
+            })
+        })
+    }
+
+    /// Waits (at most `cfg.timeout`, checking `abort` every 50 ms) for the sender, then sets the
+    /// channel up.
+    pub fn accept(
+        &self,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+    ) -> Result<RecvChannel, BindError> {
+        self.wait_for_peer(cfg.timeout, &abort)?;
+        let ring = make_ring(cfg)?;
+        let (link, tcp) = match cfg.transport {
+            TransportKind::Tcp => {
+                let t =
+                    TcpReceiver::accept_with_timeout(&self.listener, cfg.connections, cfg.timeout)?;
+                let h = t.shutdown_handle()?;
+                (RecvLink::Tcp(t), Some(h))
+            }
+            #[cfg(feature = "rdma")]
+            TransportKind::Rdma => (
+                RecvLink::Rdma(gpu_stage::RdmaReceiver::accept(
+                    &self.listener,
+                    &rdma_config(cfg),
+                    &ring,
+                )?),
+                None,
+            ),
+            #[cfg(not(feature = "rdma"))]
+            TransportKind::Rdma => return Err(no_rdma()),
+        };
+        abort.arm(&ring, tcp);
+        let host_device = HostDevice::new();
+        let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
+        Ok(RecvChannel {
+            ring,
+            link,
+            host,
+            host_device,
+            devices: CudaDevices(Vec::new()),
+            cuda: Vec::new(),
+            guard: Guard {
+                abort,
+                closed: None,
+            },
+        })
+    }
+
+    fn wait_for_peer(&self, timeout: Duration, abort: &AbortHandle) -> Result<(), BindError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            abort.check()?;
+            let mut pfd = libc::pollfd {
+                fd: self.listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the listener's open descriptor, which `self` keeps
+            // open for the duration of the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, 50) };
+            if n > 0 {
+                return Ok(());
+            }
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(BindError::Transport(gpu_stage::TransportError::Io {
+                        context: "waiting for the sender to connect".into(),
+                        source: e,
+                    }));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(BindError::Transport(gpu_stage::TransportError::Timeout {
+                    after: timeout,
+                    waiting_for: format!(
+                        "for the sender to connect to {}",
+                        self.local_addr()
+                            .map_or_else(|_| "?".into(), |a| a.to_string())
+                    ),
+                }));
+            }
+        }
+    }
+}
+
+/// Receiving end of an actor pair.
+pub struct RecvChannel {
+    ring: Arc<StagingRing>,
+    link: RecvLink,
+    host: Receiver<HostDevice>,
+    host_device: HostDevice,
+    devices: CudaDevices,
+    cuda: Vec<(usize, Receiver<CudaDevice>)>,
+    guard: Guard,
+}
+
+impl std::fmt::Debug for RecvChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvChannel")
+            .field("closed", &self.guard.closed)
+            .finish()
+    }
+}
+
+impl RecvChannel {
+    /// Why the channel is closed, if it is.
+    pub fn closed(&self) -> Option<&str> {
+        self.guard.closed.as_deref()
+    }
+
+    /// Receives one object into `buffers` after checking the sender's header against `tag` and
+    /// the buffers' sizes. Returns the bytes received.
+    ///
+    /// The caller promises that each buffer's address and length describe live, writable memory
+    /// of the stated device that nobody reads or writes until this returns.
+    pub fn recv(&mut self, tag: &str, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+        self.guard.enter()?;
+        let r = self.recv_inner(tag, buffers);
+        let link = &mut self.link;
+        // Tells the sender why (TCP: an ABORT frame) before the sockets close with the channel.
+        self.guard.leave(r, |why| match link {
+            RecvLink::Tcp(t) => RecvTransport::abort(t, why),
+            #[cfg(feature = "rdma")]
+            RecvLink::Rdma(t) => RecvTransport::abort(t, why),
+        })
+    }
+
+    fn recv_inner(&mut self, tag: &str, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+        let expected = Header::new(tag, buffers);
+        let mut mem = self.host_device.alloc_zeroed(HEADER_LEN)?;
+        let stats = recv_over(&mut self.host, &mut mem, &mut self.link)?;
+        if stats.bytes != HEADER_LEN as u64 {
+            return Err(BindError::Mismatch(format!(
+                "the peer's object header is {} bytes, expected {HEADER_LEN}",
+                stats.bytes
+            )));
+        }
+        Header::decode(mem.as_slice())?.check_against(&expected)?;
+        let mut bytes = 0u64;
+        for (i, spec) in buffers.iter().enumerate() {
+            if spec.len == 0 {
+                continue;
+            }
+            let stats = match spec.place {
+                Place::Cpu => {
+                    let mut mem = host_view(i, spec)?;
+                    recv_over(&mut self.host, &mut mem, &mut self.link)?
+                }
+                Place::Cuda(ordinal) => {
+                    let dev = self.devices.get(ordinal)?;
+                    let mut mem = cuda_view(i, &dev, spec)?;
+                    let ring = &self.ring;
+                    let receiver = lane(&mut self.cuda, ordinal, || {
+                        Receiver::with_ring(&dev, Arc::clone(ring))
+                    })?;
+                    recv_over(receiver, &mut mem, &mut self.link)?
+                }
+            };
+            if stats.bytes != spec.len as u64 {
+                return Err(BindError::buffer(
+                    i,
+                    format!(
+                        "the sender sent {} bytes into this {}-byte buffer",
+                        stats.bytes, spec.len
+                    ),
+                ));
+            }
+            bytes += stats.bytes;
+        }
+        Ok(bytes)
+    }
+}

@@ -1,0 +1,437 @@
+//! The `rdmakit_rdt._native` extension module (PyO3, abi3 for Python ≥ 3.10).
+//!
+//! Every blocking call releases the GIL (`Python::detach`) and runs inside `catch_unwind`, so a
+//! panic anywhere below becomes an `RdmakitError` naming it (and closes the channel) instead of
+//! crossing into the interpreter. Errors map to `RdmakitError` (a `RuntimeError`),
+//! `RdmakitTimeoutError` and `RdmakitAbortedError` (both subclasses of it), with the full cause
+//! in the message.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::buffer::BufferSpec;
+use crate::channel::{self, AbortHandle, PairListener};
+use crate::config::{ChannelConfig, RingBackend, TransportKind};
+use crate::error::{BindError, ErrorKind};
+
+create_exception!(
+    _native,
+    RdmakitError,
+    PyRuntimeError,
+    "A transfer or its setup failed; the message names the cause."
+);
+create_exception!(
+    _native,
+    RdmakitTimeoutError,
+    RdmakitError,
+    "A wait on the peer exceeded RDMAKIT_TIMEOUT_S."
+);
+create_exception!(
+    _native,
+    RdmakitAbortedError,
+    RdmakitError,
+    "The transfer was aborted (abort_transport or Abort.abort)."
+);
+
+fn to_py(e: BindError) -> PyErr {
+    let msg = e.to_string();
+    match e.kind() {
+        ErrorKind::Timeout => RdmakitTimeoutError::new_err(msg),
+        ErrorKind::Aborted => RdmakitAbortedError::new_err(msg),
+        ErrorKind::Invalid | ErrorKind::Other => RdmakitError::new_err(msg),
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Runs `f` without the GIL, catching panics.
+fn run<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> Result<T, BindError> + Send,
+) -> Result<T, BindError> {
+    py.detach(|| match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => Err(BindError::Panic(panic_message(p.as_ref()))),
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Settings: the environment (`RDMAKIT_*`, `NCCL_IB_HCA`, `NCCL_IB_GID_INDEX`), then keyword
+/// overrides by short name (`transport="tcp"`, `chunk="8MiB"`, `slots=16`, `tcp_connections=8`,
+/// `timeout_s=5`, `backend="host"`, `rdma_devices="erdma_0,erdma_1"`, `qps=4`, `gid_index=1`).
+#[pyclass(module = "rdmakit_rdt._native", name = "Config", frozen)]
+#[derive(Debug)]
+struct PyConfig {
+    inner: ChannelConfig,
+}
+
+const OVERRIDES: [(&str, &str); 9] = [
+    ("transport", "RDMAKIT_TRANSPORT"),
+    ("backend", "RDMAKIT_BACKEND"),
+    ("chunk", "RDMAKIT_CHUNK"),
+    ("slots", "RDMAKIT_SLOTS"),
+    ("tcp_connections", "RDMAKIT_TCP_CONNECTIONS"),
+    ("timeout_s", "RDMAKIT_TIMEOUT_S"),
+    ("rdma_devices", "RDMAKIT_RDMA_DEVICES"),
+    ("qps", "RDMAKIT_QPS"),
+    ("gid_index", "RDMAKIT_GID_INDEX"),
+];
+
+#[pymethods]
+impl PyConfig {
+    #[new]
+    #[pyo3(signature = (**overrides))]
+    fn new(overrides: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let mut given: Vec<(&'static str, String)> = Vec::new();
+        if let Some(d) = overrides {
+            for (k, v) in d.iter() {
+                let key: String = k.extract()?;
+                let var = OVERRIDES
+                    .iter()
+                    .find(|(short, _)| *short == key)
+                    .map(|(_, var)| *var)
+                    .ok_or_else(|| {
+                        RdmakitError::new_err(format!(
+                            "unknown setting {key:?}; known: {}",
+                            OVERRIDES.map(|(s, _)| s).join(", ")
+                        ))
+                    })?;
+                if !v.is_none() {
+                    given.push((var, v.str()?.to_string()));
+                }
+            }
+        }
+        let inner = ChannelConfig::from_lookup(|k| {
+            given
+                .iter()
+                .find(|(var, _)| *var == k)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(k).ok())
+        })
+        .map_err(to_py)?;
+        Ok(PyConfig { inner })
+    }
+
+    #[getter]
+    fn transport(&self) -> &'static str {
+        match self.inner.transport {
+            TransportKind::Tcp => "tcp",
+            TransportKind::Rdma => "rdma",
+        }
+    }
+    #[getter]
+    fn backend(&self) -> &'static str {
+        match self.inner.backend {
+            RingBackend::Auto => "auto",
+            RingBackend::Cuda => "cuda",
+            RingBackend::Host => "host",
+        }
+    }
+    #[getter]
+    fn chunk_bytes(&self) -> usize {
+        self.inner.ring.chunk_bytes
+    }
+    #[getter]
+    fn slots(&self) -> usize {
+        self.inner.ring.slots
+    }
+    #[getter]
+    fn tcp_connections(&self) -> usize {
+        self.inner.connections
+    }
+    #[getter]
+    fn timeout_s(&self) -> f64 {
+        self.inner.timeout.as_secs_f64()
+    }
+    #[getter]
+    fn rdma_devices(&self) -> Vec<String> {
+        self.inner.rdma_devices.clone()
+    }
+    #[getter]
+    fn qps(&self) -> usize {
+        self.inner.qps
+    }
+    #[getter]
+    fn gid_index(&self) -> u32 {
+        self.inner.gid_index
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Config(transport={:?}, backend={:?}, chunk_bytes={}, slots={}, tcp_connections={}, \
+             timeout_s={}, rdma_devices={:?}, qps={}, gid_index={})",
+            self.transport(),
+            self.backend(),
+            self.chunk_bytes(),
+            self.slots(),
+            self.tcp_connections(),
+            self.timeout_s(),
+            self.inner.rdma_devices,
+            self.qps(),
+            self.gid_index()
+        )
+    }
+}
+
+/// Aborts a pending accept or a running transfer from any thread.
+#[pyclass(module = "rdmakit_rdt._native", name = "Abort", frozen)]
+#[derive(Debug)]
+struct PyAbort {
+    inner: Arc<AbortHandle>,
+}
+
+#[pymethods]
+impl PyAbort {
+    #[new]
+    fn new() -> Self {
+        PyAbort {
+            inner: AbortHandle::new(),
+        }
+    }
+    /// Fires (idempotent): the transfer fails on both ends within milliseconds.
+    fn abort(&self, reason: &str) {
+        self.inner.abort(reason);
+    }
+    /// The reason, once fired.
+    #[getter]
+    fn reason(&self) -> Option<String> {
+        self.inner.reason()
+    }
+}
+
+type PyBuffer = (String, i64, u64, u64);
+
+fn specs(buffers: &[PyBuffer]) -> Result<Vec<BufferSpec>, BindError> {
+    buffers
+        .iter()
+        .enumerate()
+        .map(|(i, (dev, idx, addr, len))| BufferSpec::parse(i, dev, *idx, *addr, *len))
+        .collect()
+}
+
+/// Listening socket for one peer.
+#[pyclass(module = "rdmakit_rdt._native", name = "Listener", frozen)]
+#[derive(Debug)]
+struct PyListener {
+    inner: PairListener,
+}
+
+#[pymethods]
+impl PyListener {
+    #[new]
+    #[pyo3(signature = (bind = "0.0.0.0:0"))]
+    fn new(bind: &str) -> PyResult<Self> {
+        Ok(PyListener {
+            inner: PairListener::bind(bind).map_err(to_py)?,
+        })
+    }
+    /// The bound port.
+    #[getter]
+    fn port(&self) -> PyResult<u16> {
+        Ok(self.inner.local_addr().map_err(to_py)?.port())
+    }
+    /// Waits for the sender (GIL released) and returns the receiving channel.
+    fn accept(&self, py: Python<'_>, config: &PyConfig, abort: &PyAbort) -> PyResult<PyRecv> {
+        let handle = Arc::clone(&abort.inner);
+        let cfg = config.inner.clone();
+        let ch = run(py, || self.inner.accept(&cfg, Arc::clone(&handle))).map_err(to_py)?;
+        Ok(PyRecv(Held::new(ch, handle)))
+    }
+}
+
+/// What `SendChannel` and `RecvChannel` share: the channel behind a lock (a transfer holds it
+/// with the GIL released) and its abort handle (usable without the lock, from any thread).
+#[derive(Debug)]
+struct Held<T> {
+    inner: Mutex<Option<T>>,
+    abort: Arc<AbortHandle>,
+}
+
+trait Closable {
+    fn closed(&self) -> Option<&str>;
+}
+
+impl Closable for channel::SendChannel {
+    fn closed(&self) -> Option<&str> {
+        channel::SendChannel::closed(self)
+    }
+}
+
+impl Closable for channel::RecvChannel {
+    fn closed(&self) -> Option<&str> {
+        channel::RecvChannel::closed(self)
+    }
+}
+
+impl<T: Closable + Send> Held<T> {
+    fn new(ch: T, abort: Arc<AbortHandle>) -> Self {
+        Held {
+            inner: Mutex::new(Some(ch)),
+            abort,
+        }
+    }
+
+    /// Runs one transfer without the GIL; a caught panic drops the channel.
+    fn transfer(
+        &self,
+        py: Python<'_>,
+        buffers: &[PyBuffer],
+        f: impl FnOnce(&mut T, &[BufferSpec]) -> Result<u64, BindError> + Send,
+    ) -> PyResult<u64> {
+        let specs = specs(buffers).map_err(to_py)?;
+        let r = run(py, || match lock(&self.inner).as_mut() {
+            Some(ch) => f(ch, &specs),
+            None => Err(BindError::Closed("the channel was closed".into())),
+        });
+        if matches!(r, Err(BindError::Panic(_))) {
+            self.inner.clear_poison();
+            *lock(&self.inner) = None;
+        }
+        r.map_err(to_py)
+    }
+
+    fn closed(&self) -> Option<String> {
+        if let Some(r) = self.abort.reason() {
+            return Some(format!("aborted: {r}"));
+        }
+        match self.inner.try_lock() {
+            Ok(g) => match g.as_ref() {
+                Some(ch) => ch.closed().map(str::to_string),
+                None => Some("the channel was closed".into()),
+            },
+            // A transfer is running: the channel is in use, not closed.
+            Err(_) => None,
+        }
+    }
+
+    fn close(&self, py: Python<'_>) {
+        self.abort.abort("the channel was closed");
+        let _ = run(py, || {
+            lock(&self.inner).take();
+            Ok(())
+        });
+    }
+}
+
+/// Sending end of an actor pair.
+#[pyclass(module = "rdmakit_rdt._native", name = "SendChannel", frozen)]
+#[derive(Debug)]
+struct PySend(Held<channel::SendChannel>);
+
+#[pymethods]
+impl PySend {
+    /// Connects to `address` ("host:port"), GIL released.
+    #[staticmethod]
+    fn connect(
+        py: Python<'_>,
+        address: &str,
+        config: &PyConfig,
+        abort: &PyAbort,
+    ) -> PyResult<Self> {
+        let handle = Arc::clone(&abort.inner);
+        let cfg = config.inner.clone();
+        let ch = run(py, || {
+            channel::SendChannel::connect(address, &cfg, Arc::clone(&handle))
+        })
+        .map_err(to_py)?;
+        Ok(PySend(Held::new(ch, handle)))
+    }
+
+    /// Sends one object: `buffers` is a list of `(device, index, address, nbytes)`. The memory
+    /// must stay alive and unmodified until this returns (the caller keeps the arrays/tensors).
+    fn send(&self, py: Python<'_>, tag: &str, buffers: Vec<PyBuffer>) -> PyResult<u64> {
+        self.0
+            .transfer(py, &buffers, |ch, specs| ch.send(tag, specs))
+    }
+
+    /// Aborts the running transfer (callable from any thread while `send` runs).
+    fn abort(&self, reason: &str) {
+        self.0.abort.abort(reason);
+    }
+
+    /// Why the channel can no longer be used, or None.
+    #[getter]
+    fn closed(&self) -> Option<String> {
+        self.0.closed()
+    }
+
+    /// Closes the connections (aborting a running transfer first).
+    fn close(&self, py: Python<'_>) {
+        self.0.close(py);
+    }
+}
+
+/// Receiving end of an actor pair.
+#[pyclass(module = "rdmakit_rdt._native", name = "RecvChannel", frozen)]
+#[derive(Debug)]
+struct PyRecv(Held<channel::RecvChannel>);
+
+#[pymethods]
+impl PyRecv {
+    /// Receives one object into `buffers` (list of `(device, index, address, nbytes)`, writable,
+    /// kept alive and untouched by the caller until this returns).
+    fn recv(&self, py: Python<'_>, tag: &str, buffers: Vec<PyBuffer>) -> PyResult<u64> {
+        self.0
+            .transfer(py, &buffers, |ch, specs| ch.recv(tag, specs))
+    }
+
+    /// Aborts the running transfer (callable from any thread while `recv` runs).
+    fn abort(&self, reason: &str) {
+        self.0.abort.abort(reason);
+    }
+
+    /// Why the channel can no longer be used, or None.
+    #[getter]
+    fn closed(&self) -> Option<String> {
+        self.0.closed()
+    }
+
+    /// Closes the connections (aborting a running transfer first).
+    fn close(&self, py: Python<'_>) {
+        self.0.close(py);
+    }
+}
+
+/// True when a CUDA driver and at least one GPU are visible to this process.
+#[pyfunction]
+fn cuda_available() -> bool {
+    gpu_stage::cuda_driver_present() && gpu_stage::CudaDevice::count().is_ok_and(|n| n > 0)
+}
+
+/// True when this build has the RDMA transport.
+#[pyfunction]
+fn has_rdma() -> bool {
+    cfg!(feature = "rdma")
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyConfig>()?;
+    m.add_class::<PyAbort>()?;
+    m.add_class::<PyListener>()?;
+    m.add_class::<PySend>()?;
+    m.add_class::<PyRecv>()?;
+    m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(has_rdma, m)?)?;
+    m.add("RdmakitError", py.get_type::<RdmakitError>())?;
+    m.add("RdmakitTimeoutError", py.get_type::<RdmakitTimeoutError>())?;
+    m.add("RdmakitAbortedError", py.get_type::<RdmakitAbortedError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

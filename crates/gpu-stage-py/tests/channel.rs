@@ -1,0 +1,294 @@
+//! Two ends of a channel in one process (threads), TCP loopback, host memory.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use _native::buffer::{BufferSpec, Place};
+use _native::channel::{AbortHandle, PairListener, RecvChannel, SendChannel};
+use _native::config::{ChannelConfig, RingBackend, TransportKind};
+use _native::error::{BindError, ErrorKind};
+
+const MIB: usize = 1 << 20;
+
+fn cfg() -> ChannelConfig {
+    ChannelConfig {
+        backend: RingBackend::Host,
+        ring: gpu_stage::RingConfig::new(MIB, 4).expect("valid ring"),
+        connections: 3,
+        timeout: Duration::from_secs(5),
+        ..ChannelConfig::default()
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64 * 31 + u64::from(seed)) as u8)
+        .collect()
+}
+
+fn cpu(b: &[u8]) -> BufferSpec {
+    BufferSpec {
+        place: Place::Cpu,
+        addr: b.as_ptr() as u64,
+        len: b.len(),
+    }
+}
+
+/// A destination: the pointer comes from `&mut`, since the receiver writes through it.
+fn cpu_mut(b: &mut [u8]) -> BufferSpec {
+    BufferSpec {
+        place: Place::Cpu,
+        addr: b.as_mut_ptr() as u64,
+        len: b.len(),
+    }
+}
+
+/// A connected pair: the sender runs `f` on its own thread.
+fn pair<T: Send + 'static>(
+    cfg: ChannelConfig,
+    f: impl FnOnce(SendChannel) -> T + Send + 'static,
+) -> (RecvChannel, thread::JoinHandle<T>) {
+    let listener = PairListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let c2 = cfg.clone();
+    let h = thread::spawn(move || {
+        let ch = SendChannel::connect(&addr, &c2, AbortHandle::new()).expect("connect");
+        f(ch)
+    });
+    let rx = listener.accept(&cfg, AbortHandle::new()).expect("accept");
+    (rx, h)
+}
+
+#[test]
+fn many_objects_of_edge_sizes_over_one_channel() {
+    let sizes = [0, 1, MIB - 1, MIB, MIB + 1, 5 * MIB + 3];
+    let objects: Vec<Vec<Vec<u8>>> = (0..3u8)
+        .map(|o| {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| pattern(n, o * 10 + i as u8))
+                .collect()
+        })
+        .collect();
+    let sent = objects.clone();
+    let (mut rx, h) = pair(cfg(), move |mut tx| {
+        for (o, bufs) in sent.iter().enumerate() {
+            let specs: Vec<_> = bufs.iter().map(|b| cpu(b)).collect();
+            let n = tx.send(&format!("obj-{o}"), &specs).expect("send");
+            assert_eq!(n, bufs.iter().map(|b| b.len() as u64).sum::<u64>());
+        }
+    });
+    for (o, bufs) in objects.iter().enumerate() {
+        let mut dst: Vec<Vec<u8>> = bufs.iter().map(|b| vec![0xAA; b.len()]).collect();
+        let specs: Vec<_> = dst.iter_mut().map(|b| cpu_mut(b)).collect();
+        rx.recv(&format!("obj-{o}"), &specs).expect("recv");
+        assert_eq!(&dst, bufs, "object {o}");
+    }
+    h.join().expect("sender thread");
+}
+
+#[test]
+fn a_different_object_is_refused_before_any_byte_lands() {
+    let src = pattern(3 * MIB, 7);
+    let s2 = src.clone();
+    let (mut rx, h) = pair(cfg(), move |mut tx| tx.send("obj-A", &[cpu(&s2)]));
+    let mut dst = vec![0u8; src.len()];
+    let e = rx
+        .recv("obj-B", &[cpu_mut(&mut dst)])
+        .expect_err("tag differs");
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(
+        e.to_string().contains("\"obj-A\"") && e.to_string().contains("\"obj-B\""),
+        "{e}"
+    );
+    assert!(dst.iter().all(|&b| b == 0), "no byte was written");
+    // The sender learns it too (the receiver aborted the session), well within the timeout.
+    let se = h
+        .join()
+        .expect("sender thread")
+        .expect_err("sender must fail");
+    assert!(
+        matches!(se, BindError::Stage(_) | BindError::Transport(_)),
+        "{se:?}"
+    );
+    // The channel is closed for good.
+    assert!(rx.closed().is_some());
+    let e = rx.recv("obj-B", &[cpu_mut(&mut dst)]).expect_err("closed");
+    assert!(matches!(e, BindError::Closed(_)), "{e:?}");
+}
+
+#[test]
+fn a_size_mismatch_names_both_sides() {
+    let (mut rx, h) = pair(cfg(), |mut tx| {
+        let a = pattern(10, 1);
+        tx.send("o", &[cpu(&a)])
+    });
+    let mut dst = vec![0u8; 11];
+    let e = rx
+        .recv("o", &[cpu_mut(&mut dst)])
+        .expect_err("sizes differ")
+        .to_string();
+    assert!(
+        e.contains("1 buffers, 10 bytes") && e.contains("1 buffers, 11 bytes"),
+        "{e}"
+    );
+    assert!(h.join().expect("sender thread").is_err());
+}
+
+#[test]
+fn abort_ends_a_receive_that_waits_for_a_silent_sender() {
+    let listener = PairListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let c = cfg();
+    let c2 = c.clone();
+    // The sender connects and then sends nothing for longer than the test allows.
+    let h = thread::spawn(move || {
+        let ch = SendChannel::connect(&addr, &c2, AbortHandle::new()).expect("connect");
+        thread::sleep(Duration::from_secs(2));
+        drop(ch);
+    });
+    let abort = AbortHandle::new();
+    let mut rx = listener.accept(&c, Arc::clone(&abort)).expect("accept");
+    let a2 = Arc::clone(&abort);
+    let t = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(200));
+        a2.abort("test abort");
+    });
+    let mut dst = vec![0u8; MIB];
+    let start = Instant::now();
+    let e = rx.recv("o", &[cpu_mut(&mut dst)]).expect_err("aborted");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+    assert!(e.to_string().contains("test abort"), "{e}");
+    t.join().expect("abort thread");
+    h.join().expect("sender thread");
+}
+
+#[test]
+fn abort_ends_a_pending_accept_at_once() {
+    let listener = PairListener::bind("127.0.0.1:0").expect("bind");
+    let abort = AbortHandle::new();
+    let a2 = Arc::clone(&abort);
+    let t = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        a2.abort("nobody is coming");
+    });
+    let start = Instant::now();
+    let e = listener.accept(&cfg(), abort).expect_err("aborted");
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(e.kind(), ErrorKind::Aborted);
+    t.join().expect("abort thread");
+}
+
+#[test]
+fn accept_times_out_naming_the_address() {
+    let listener = PairListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let c = ChannelConfig {
+        timeout: Duration::from_millis(300),
+        ..cfg()
+    };
+    let e = listener
+        .accept(&c, AbortHandle::new())
+        .expect_err("timeout");
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    assert!(e.to_string().contains(&port.to_string()), "{e}");
+}
+
+#[test]
+fn a_sender_that_vanishes_mid_object_fails_the_receiver_quickly() {
+    let (mut rx, h) = pair(cfg(), |tx| {
+        // Connect, then go away without sending (the process-death case: sockets close).
+        drop(tx);
+    });
+    h.join().expect("sender thread");
+    let mut dst = vec![0u8; 4 * MIB];
+    let start = Instant::now();
+    let e = rx.recv("o", &[cpu_mut(&mut dst)]).expect_err("peer gone");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(e.kind(), ErrorKind::Other, "{e}");
+}
+
+#[test]
+fn aborting_the_sender_mid_transfer_fails_both_ends() {
+    // The receiver never reads (it is not called), so the sender blocks on a full ring / socket.
+    let listener = PairListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let c = cfg();
+    let abort = AbortHandle::new();
+    let a2 = Arc::clone(&abort);
+    let c2 = c.clone();
+    let h = thread::spawn(move || {
+        let mut tx = SendChannel::connect(&addr, &c2, a2).expect("connect");
+        let big = pattern(64 * MIB, 3);
+        let start = Instant::now();
+        let r = tx.send("o", &[cpu(&big)]);
+        (r, start.elapsed())
+    });
+    let _rx = listener.accept(&c, AbortHandle::new()).expect("accept");
+    thread::sleep(Duration::from_millis(300));
+    abort.abort("Ray aborted the transfer");
+    let (r, took) = h.join().expect("sender thread");
+    let e = r.expect_err("aborted");
+    assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+    assert!(e.to_string().contains("Ray aborted the transfer"), "{e}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn rdma_without_the_feature_says_how_to_get_it() {
+    if cfg!(feature = "rdma") {
+        eprintln!("skipped: built with the rdma feature (covered by the rxe tier)");
+        return;
+    }
+    let c = ChannelConfig {
+        transport: TransportKind::Rdma,
+        rdma_devices: vec!["rxe0".into()],
+        ..cfg()
+    };
+    let e = SendChannel::connect("127.0.0.1:1", &c, AbortHandle::new()).expect_err("no rdma");
+    assert!(e.to_string().contains("`rdma` feature"), "{e}");
+}
+
+#[test]
+fn cuda_buffers_without_a_driver_are_an_error_not_a_crash() {
+    if gpu_stage::cuda_driver_present() {
+        eprintln!("skipped: a CUDA driver is present (the GPU bench covers CUDA buffers)");
+        return;
+    }
+    let (mut rx, h) = pair(cfg(), |mut tx| {
+        let spec = BufferSpec {
+            place: Place::Cuda(0),
+            addr: 0x7000_0000,
+            len: 16,
+        };
+        tx.send("o", &[spec])
+    });
+    let mut dst = vec![0u8; 16];
+    let start = Instant::now();
+    let re = rx
+        .recv("o", &[cpu_mut(&mut dst)])
+        .expect_err("the sender aborts");
+    let e = h.join().expect("sender thread").expect_err("no driver");
+    assert!(e.to_string().contains("no CUDA driver"), "{e}");
+    // The receiver hears the sender's ABORT at once, not after the timeout.
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "took {:?}: {re}",
+        start.elapsed()
+    );
+}
