@@ -155,6 +155,150 @@ pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
     }
 }
 
+/// Where a listed profile comes from.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// Embedded in the binary (`scripts/vendors/` at build time).
+    BuiltIn,
+    /// `./scripts/vendors/*.rhai` in the working directory that is not byte-identical to the built-in of
+    /// the same name (a checkout's copy of a built-in is that built-in, not listed twice).
+    WorkingDir,
+    /// A file or folder given on the command line (`rdmakit profiles --path`).
+    Given,
+    /// The user's config folder: `$XDG_CONFIG_HOME/rdmakit/profiles` or `~/.config/rdmakit/profiles`.
+    UserConfig,
+}
+
+impl Origin {
+    /// How the listing names it.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Origin::BuiltIn => "built-in",
+            Origin::WorkingDir => "./scripts/vendors",
+            Origin::Given => "--path",
+            Origin::UserConfig => "user config",
+        }
+    }
+}
+
+/// One profile of [`list`]: where it is, and the profile or why it does not load.
+#[derive(Debug)]
+pub struct Listed {
+    /// Where it comes from.
+    pub origin: Origin,
+    /// The script file (`None` for built-ins); pass it as `--profile` to use the profile.
+    pub path: Option<PathBuf>,
+    /// The loaded profile, or the error that names the file and line.
+    pub profile: Result<Profile, ProfileError>,
+}
+
+/// Where [`list`] looks for user profiles besides the built-ins.
+#[derive(Clone, Debug, Default)]
+pub struct Search {
+    /// The working directory; its `scripts/vendors/` is searched.
+    pub working_dir: Option<PathBuf>,
+    /// Files or folders given by the user, in order.
+    pub given: Vec<PathBuf>,
+    /// The user's profile folder (see [`user_config_dir`]).
+    pub user_config: Option<PathBuf>,
+}
+
+impl Search {
+    /// The current directory, `given`, and the user config folder from the environment.
+    pub fn from_env(given: Vec<PathBuf>) -> Self {
+        Self {
+            working_dir: std::env::current_dir().ok(),
+            given,
+            user_config: user_config_dir(
+                std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+                std::env::var_os("HOME").as_deref(),
+            ),
+        }
+    }
+}
+
+/// `$XDG_CONFIG_HOME/rdmakit/profiles` when that variable is an absolute path (the XDG spec ignores a
+/// relative one), else `$HOME/.config/rdmakit/profiles`; `None` when neither is usable.
+pub fn user_config_dir(
+    xdg_config_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> Option<PathBuf> {
+    let base = match xdg_config_home.map(Path::new) {
+        Some(x) if x.is_absolute() => x.to_path_buf(),
+        _ => Path::new(home.filter(|h| !h.is_empty())?).join(".config"),
+    };
+    Some(base.join("rdmakit").join("profiles"))
+}
+
+/// Every profile: the built-ins, then `./scripts/vendors/*.rhai` of the working directory, the given files
+/// and folders, and the user config folder (each folder's `*.rhai` in name order). Folders that do not
+/// exist are skipped; a given path that does not exist, and a script that does not load, are listed with
+/// their error.
+pub fn list(search: &Search) -> Vec<Listed> {
+    let mut out: Vec<Listed> = BUILTIN_NAMES
+        .iter()
+        .map(|n| Listed {
+            origin: Origin::BuiltIn,
+            path: None,
+            profile: load_builtin(n),
+        })
+        .collect();
+    // `shown` is the path as listed (what the user passes as --profile); `path` is where it is read.
+    let add = |origin: Origin, path: &Path, shown: PathBuf, out: &mut Vec<Listed>| {
+        out.push(Listed {
+            origin,
+            path: Some(shown),
+            profile: load_file(path),
+        });
+    };
+    if let Some(wd) = &search.working_dir {
+        for path in rhai_files(&wd.join("scripts").join("vendors")) {
+            let same_as_builtin = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(builtin_source)
+                .is_some_and(|b| std::fs::read_to_string(&path).is_ok_and(|t| t == b));
+            if !same_as_builtin {
+                // Shown relative to the working directory, as the user would type it.
+                let shown = path
+                    .strip_prefix(wd)
+                    .map(|p| Path::new(".").join(p))
+                    .unwrap_or_else(|_| path.clone());
+                add(Origin::WorkingDir, &path, shown, &mut out);
+            }
+        }
+    }
+    for given in &search.given {
+        if given.is_dir() {
+            for path in rhai_files(given) {
+                add(Origin::Given, &path, path.clone(), &mut out);
+            }
+        } else {
+            add(Origin::Given, given, given.clone(), &mut out);
+        }
+    }
+    if let Some(dir) = &search.user_config {
+        for path in rhai_files(dir) {
+            add(Origin::UserConfig, &path, path.clone(), &mut out);
+        }
+    }
+    out
+}
+
+/// `*.rhai` files directly in `dir`, sorted; none when `dir` cannot be read.
+fn rhai_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "rhai") && p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
 /// Evaluates profile script text. `file` names the script in errors; `import_dir` enables `import` of
 /// modules from that directory (`None`: imports are refused).
 pub fn load_source(
@@ -383,5 +527,117 @@ mod tests {
         let e = load_file(&dir.path().join("missing.rhai")).unwrap_err();
         assert!(matches!(e, ProfileError::Io { .. }), "{e:?}");
         assert!(e.to_string().contains("missing.rhai"));
+    }
+
+    #[test]
+    fn list_marks_builtins_and_each_kind_of_user_profile() {
+        let named = |n: &str| erdma_with("name: \"aliyun-erdma\"", &format!("name: \"{n}\""));
+        let wd = tempfile::tempdir().unwrap();
+        let vendors = wd.path().join("scripts/vendors");
+        std::fs::create_dir_all(&vendors).unwrap();
+        // A checkout's copy of a built-in is that built-in; an edited one is the user's.
+        std::fs::write(
+            vendors.join("aliyun-erdma.rhai"),
+            builtin_source("aliyun-erdma").unwrap(),
+        )
+        .unwrap();
+        std::fs::write(vendors.join("mellanox-ib.rhai"), named("my-mlx")).unwrap();
+        std::fs::write(vendors.join("notes.txt"), "not a profile").unwrap();
+        let given = tempfile::tempdir().unwrap();
+        std::fs::write(given.path().join("b.rhai"), named("given-b")).unwrap();
+        std::fs::write(given.path().join("a.rhai"), named("given-a")).unwrap();
+        let file = given.path().join("single.rhai.txt");
+        std::fs::write(&file, named("given-file")).unwrap();
+        let config = tempfile::tempdir().unwrap();
+        std::fs::write(config.path().join("broken.rhai"), "#{ name: ").unwrap();
+        std::fs::write(config.path().join("mine.rhai"), named("from-config")).unwrap();
+
+        let listed = list(&Search {
+            working_dir: Some(wd.path().to_path_buf()),
+            given: vec![given.path().to_path_buf(), file.clone()],
+            user_config: Some(config.path().to_path_buf()),
+        });
+        let rows: Vec<(Origin, String)> = listed
+            .iter()
+            .map(|l| {
+                let what = match &l.profile {
+                    Ok(p) => p.name.clone(),
+                    Err(e) => format!("error: {e}"),
+                };
+                (l.origin.clone(), what)
+            })
+            .collect();
+        let mut want: Vec<(Origin, String)> = BUILTIN_NAMES
+            .iter()
+            .map(|n| (Origin::BuiltIn, (*n).to_owned()))
+            .collect();
+        want.extend([
+            (Origin::WorkingDir, "my-mlx".to_owned()),
+            (Origin::Given, "given-a".to_owned()),
+            (Origin::Given, "given-b".to_owned()),
+            (Origin::Given, "given-file".to_owned()),
+        ]);
+        assert_eq!(rows[..want.len()], want[..], "{rows:#?}");
+        assert_eq!(rows.len(), want.len() + 2, "{rows:#?}");
+        let (origin, broken) = &rows[want.len()];
+        assert_eq!(*origin, Origin::UserConfig);
+        assert!(
+            broken.starts_with("error: ") && broken.contains("broken.rhai"),
+            "{broken}"
+        );
+        assert_eq!(
+            rows[want.len() + 1],
+            (Origin::UserConfig, "from-config".to_owned())
+        );
+        // Paths are what the user passes as --profile; the working directory's is relative to it.
+        assert_eq!(
+            listed[want.len() - 4].path.as_deref(),
+            Some(Path::new("./scripts/vendors/mellanox-ib.rhai"))
+        );
+        assert!(listed[0].path.is_none());
+    }
+
+    #[test]
+    fn list_without_user_folders_is_the_builtins_and_a_missing_given_path_is_an_error() {
+        let nowhere = tempfile::tempdir().unwrap();
+        let listed = list(&Search {
+            working_dir: Some(nowhere.path().to_path_buf()),
+            given: vec![nowhere.path().join("gone.rhai")],
+            user_config: Some(nowhere.path().join("no-such-dir")),
+        });
+        assert_eq!(listed.len(), BUILTIN_NAMES.len() + 1);
+        assert!(
+            listed[..BUILTIN_NAMES.len()]
+                .iter()
+                .all(|l| l.origin == Origin::BuiltIn && l.profile.is_ok())
+        );
+        let last = &listed[BUILTIN_NAMES.len()];
+        assert!(
+            matches!(last.profile, Err(ProfileError::Io { .. })),
+            "{last:?}"
+        );
+    }
+
+    #[test]
+    fn user_config_dir_follows_xdg_then_home() {
+        use std::ffi::OsStr;
+        let p = |x: Option<&str>, h: Option<&str>| {
+            user_config_dir(x.map(OsStr::new), h.map(OsStr::new))
+        };
+        assert_eq!(
+            p(Some("/x"), Some("/home/u")),
+            Some(PathBuf::from("/x/rdmakit/profiles"))
+        );
+        // A relative XDG_CONFIG_HOME is ignored, as the spec says.
+        assert_eq!(
+            p(Some("rel"), Some("/home/u")),
+            Some(PathBuf::from("/home/u/.config/rdmakit/profiles"))
+        );
+        assert_eq!(
+            p(None, Some("/home/u")),
+            Some(PathBuf::from("/home/u/.config/rdmakit/profiles"))
+        );
+        assert_eq!(p(None, None), None);
+        assert_eq!(p(Some(""), Some("")), None);
     }
 }

@@ -133,6 +133,96 @@ fn profiles_lists_the_builtins() {
 }
 
 #[test]
+fn profiles_lists_user_profiles_marked_with_where_they_come_from() {
+    let ws = common::workspace();
+    let erdma = std::fs::read_to_string(ws.join("scripts/vendors/aliyun-erdma.rhai")).unwrap();
+    let named = |n: &str| erdma.replacen("name: \"aliyun-erdma\"", &format!("name: \"{n}\""), 1);
+    let wd = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(wd.path().join("scripts/vendors")).unwrap();
+    std::fs::write(
+        wd.path().join("scripts/vendors/local.rhai"),
+        named("local-erdma"),
+    )
+    .unwrap();
+    let xdg = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(xdg.path().join("rdmakit/profiles")).unwrap();
+    std::fs::write(
+        xdg.path().join("rdmakit/profiles/mine.rhai"),
+        named("xdg-erdma"),
+    )
+    .unwrap();
+    let given = wd.path().join("given.rhai");
+    std::fs::write(&given, named("given-erdma")).unwrap();
+    let run = |json: bool| {
+        let mut c = Command::cargo_bin("rdmakit").unwrap();
+        c.current_dir(wd.path())
+            .env("XDG_CONFIG_HOME", xdg.path())
+            .args(["profiles", "--path"])
+            .arg(&given);
+        if json {
+            c.arg("--json");
+        }
+        c.output().unwrap()
+    };
+    let o = run(true);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows: Vec<(String, String, String)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap_or("-").to_owned();
+            (s("name"), s("origin"), s("path"))
+        })
+        .collect();
+    let row = |n: &str, o: &str, p: &str| (n.to_owned(), o.to_owned(), p.to_owned());
+    assert_eq!(rows[0], row("aliyun-erdma", "built-in", "-"), "{rows:#?}");
+    let mine = xdg.path().join("rdmakit/profiles/mine.rhai");
+    assert_eq!(
+        rows[rows.len() - 3..],
+        [
+            row("local-erdma", "working-dir", "./scripts/vendors/local.rhai"),
+            row("given-erdma", "given", &given.display().to_string()),
+            row("xdg-erdma", "user-config", &mine.display().to_string()),
+        ],
+        "{rows:#?}"
+    );
+    assert_eq!(
+        rows.iter().filter(|r| r.1 == "built-in").count(),
+        5,
+        "{rows:#?}"
+    );
+
+    // The table says where each one comes from and shows the path to pass as --profile.
+    let o = run(false);
+    assert_eq!(o.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "built-in",
+        "./scripts/vendors",
+        "user config",
+        "--path",
+        "xdg-erdma (",
+    ] {
+        assert!(table.contains(want), "`{want}` not in:\n{table}");
+    }
+
+    // A user profile that does not load is listed, named with its line on stderr, and exit 2.
+    std::fs::write(xdg.path().join("rdmakit/profiles/broken.rhai"), "#{ name: ").unwrap();
+    let o = run(false);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("broken.rhai:1"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("does not load"));
+}
+
+#[test]
 fn doctor_reads_stdin_and_reports_findings_with_exit_1() {
     let log = "worker-0:41:88 [0] misc/ibvwrap.cc:130 NCCL WARN Call to ibv_create_qp failed with error Unknown error -12\n";
     rdmakit()

@@ -110,9 +110,16 @@ Exit codes: 0 no problem found (positive findings such as NET/IB in use are show
     /// Benchmark gpu-stage: staged GPU -> host -> transport -> host -> GPU transfers (in-process, TCP,
     /// RDMA; server and client roles across two nodes) and the pinned-copy ceiling.
     Bench(bench::BenchArgs),
-    /// List vendor profiles, or show one.
+    /// List vendor profiles (built-in and the user's), or show one.
+    ///
+    /// The list holds the built-ins, then user profiles: `./scripts/vendors/*.rhai` in the working directory
+    /// (files identical to a built-in are that built-in), each `--path`, and every `*.rhai` in
+    /// `$XDG_CONFIG_HOME/rdmakit/profiles` (default `~/.config/rdmakit/profiles`). Each row says where it
+    /// comes from; a user profile is used by its path (`--profile <path>`). Exit 2 when a listed script
+    /// does not load (the error names the file and line).
     #[command(after_help = "Examples:
   rdmakit profiles
+  rdmakit profiles --path ./vendors        # also list every .rhai in ./vendors
   rdmakit profiles aliyun-erdma --json
   rdmakit profiles ./my-vendor.rhai       # check a new vendor's profile file")]
     Profiles(tools::ProfilesArgs),
