@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""The README benchmark tables, generated from the committed results in bench/results/.
+
+Usage: bench/tables.py [--check] [--root DIR]
+
+Every block between `<!-- bench-tables:begin NAME -->` and `<!-- bench-tables:end NAME -->` in the files
+below is replaced by what NAME's generator makes from the JSON; nothing else in the file is touched.
+Without --check the files are rewritten; with --check nothing is written and the exit status is 1, with a
+diff, when a file differs from what the JSON gives (a hand-edited figure, or a result committed without
+regenerating), 0 when they agree. `tests/tests/bench_tables.rs` runs the check in `cargo test`.
+
+Figures: GiB/s medians for the H200 runs (gpu-stage-summary.json's `ratios`, the ratio by medians);
+Gb/s best and mean of the alternating rounds for the soft-RoCE runs (each file's own `ratio` = best / best
+and `ratio_mean`).
+"""
+
+import argparse
+import decimal
+import difflib
+import json
+import os
+import re
+import statistics
+import sys
+
+RESULTS = "bench/results"
+
+
+def load(root, rel):
+    with open(os.path.join(root, RESULTS, rel), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def fixed(x, places):
+    """`x` to `places` decimals, halves rounded up, from its shortest decimal form: the JSON's 0.865 is
+    0.87 (binary floating point would make it 0.86)."""
+    q = decimal.Decimal(1).scaleb(-places)
+    return str(decimal.Decimal(repr(x)).quantize(q, rounding=decimal.ROUND_HALF_UP))
+
+
+def gbps(x):
+    """Gb/s as perftest prints them: 2 decimals, a third when it carries information (0.119, 0.12)."""
+    s = fixed(x, 3)
+    return s[:-1] if s.endswith("0") else s
+
+
+def ratio(x, places=2):
+    return f"{fixed(x, places)}×"
+
+
+def span(values, fmt=ratio):
+    lo, hi = min(values), max(values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo).rstrip('×')}–{fmt(hi)}"
+
+
+def summary_ratio(summary, ours, peer_prefix):
+    for r in summary["ratios"]:
+        if r["ours"] == ours and r["peer"].startswith(peer_prefix):
+            return r
+    raise KeyError(f"no ratio {ours} vs {peer_prefix}* in the summary")
+
+
+# ---------------------------------------------------------------- soft-RoCE RDMA transport runs
+def qps_of_perftest(cmd):
+    m = re.search(r"-q (\d+)", cmd)
+    return int(m.group(1)) if m else 1
+
+
+def rdma_rows(root):
+    """One row per (run, config) of gpu-stage-rdma-rxe.json, in file order."""
+    d = load(root, "gpu-stage-rdma-rxe.json")
+    rows = []
+    for i, run in enumerate(d["runs"], 1):
+        configs = run.get("configs") or [run]
+        for c in configs:
+            rounds = c["rounds"]
+            rows.append({
+                "run": i,
+                "qps": c["qps"],
+                "slots": c["slots"],
+                "peer_qps": qps_of_perftest(c["perftest_cmd"]),
+                "timed": run.get("timed_iterations_per_round"),
+                "ours": rounds["gpu_stage_rdma_gbps"],
+                "peer": rounds["perftest_gbps"],
+                "ratio": c.get("ratio"),
+                "ratio_mean": c.get("ratio_mean"),
+                "target": run.get("target_ratio", d.get("target_ratio", 0.9)),
+            })
+    return rows
+
+
+def like_for_like(rows, qps):
+    return [r for r in rows if r["qps"] == qps and r["peer_qps"] == qps and r["ratio"] is not None]
+
+
+def rdma_runs_table(root):
+    out = ["| configuration | ours (Gb/s) | `ib_write_bw` (Gb/s) | ratio best / mean | target 0.9× |",
+           "| --- | --- | --- | --- | --- |"]
+    for r in rdma_rows(root):
+        if r["peer_qps"] != r["qps"]:
+            what = f"ours {r['qps']} QPs vs perftest's default {r['peer_qps']} QP (run {r['run']})"
+            met = "(not like for like)"
+        else:
+            what = f"{r['qps']} QP{'s' if r['qps'] > 1 else ''} each"
+            if r["slots"] != 8:
+                what += f", {r['slots']} slots"
+            extra = [f"run {r['run']}"]
+            if r["timed"] and r["timed"] != 2:
+                extra.append(f"{r['timed']} timed iteration{'s' if r['timed'] > 1 else ''}")
+            if len(r["ours"]) == 1:
+                extra.append("one round")
+            what += f" ({', '.join(extra)})"
+            met = "✔" if r["ratio"] is not None and r["ratio"] >= r["target"] else "✘"
+        ours = ", ".join(gbps(x) for x in r["ours"])
+        peer = ", ".join(gbps(x) for x in r["peer"])
+        rt = f"{ratio(r['ratio'])} / {ratio(r['ratio_mean'])}" if r["ratio"] is not None else "–"
+        out.append(f"| {what} | {ours} | {peer} | {rt} | {met} |")
+    return "\n".join(out)
+
+
+def rdma_summary(root):
+    rows = rdma_rows(root)
+    parts = []
+    for qps in (1, 2):
+        lf = like_for_like(rows, qps)
+        if not lf:
+            continue
+        met = sum(r["ratio"] >= r["target"] for r in lf)
+        parts.append(
+            f"{qps} QP{'s' if qps > 1 else ''} each: {span([r['ratio'] for r in lf])} best, "
+            f"{span([r['ratio_mean'] for r in lf])} mean, at or above 0.9× in {met} of {len(lf)}"
+        )
+    n = len({r["run"] for r in rows})
+    return (f"Across the like-for-like configurations of all {n} runs (the table above): "
+            + "; ".join(parts) + ".")
+
+
+# ---------------------------------------------------------------- top README summary
+def readme_summary(root):
+    chained = load(root, "gpu-stage-chained/gpu-stage-summary.json")
+    inproc = summary_ratio(chained, "inprocess", "pinned_d2h")
+    naive = summary_ratio(chained, "inprocess", "naive_cpu_to_cuda1")
+    tcp = summary_ratio(chained, "tcp", "nccl_socket_sendrecv")
+    earlier = [summary_ratio(load(root, f), "inprocess", "pinned_d2h")["ratio_median"]
+               for f in ("gpu-stage-summary.json", "gpu-stage-rerun-after-lane-refactor/gpu-stage-summary.json")]
+    gib = lambda x: f"{fixed(x, 2)} GiB/s"  # noqa: E731
+    rows = rdma_rows(root)
+    one, two = like_for_like(rows, 1), like_for_like(rows, 2)
+    quiet = load(root, "erdma-write-bw-rxe-quiet.json")
+    loaded = load(root, "erdma-write-bw-rxe.json")
+
+    def wbw(d):
+        # Best and mean from the rounds themselves (the file's own figures are already rounded to 4 places).
+        ours, peer = d["rounds"]["erdma_verbs_gbps"], d["rounds"]["perftest_gbps"]
+        return (f"{fixed(max(ours), 3)} Gb/s best, {fixed(statistics.mean(ours), 3)} mean",
+                f"{fixed(max(peer), 3)} best, {fixed(statistics.mean(peer), 3)} mean",
+                f"{ratio(d['ratio'])} best, {ratio(d['ratio_mean'])} mean", f"≥ {d['target_ratio']:.2f}×")
+
+    def met(lf):
+        return sum(r["ratio"] >= r["target"] for r in lf)
+
+    out = [
+        "| benchmark (same-run peer) | ours | peer | ratio | target |",
+        "| --- | --- | --- | --- | --- |",
+        f"| gpu-stage GPU0 → host → GPU1, 512 MiB, H200 pair, event-chained stage (`bench/results/gpu-stage-chained/`) "
+        f"| {gib(inproc['ours_gib_s_median'])} | pinned D2H alone {gib(inproc['peer_gib_s_median'])} "
+        f"| {ratio(inproc['ratio_median'], 3)} (earlier threaded stage: {' and '.join(ratio(x, 3) for x in earlier)}) "
+        f"| ≥ {inproc['target']:.2f}× |",
+        f"| same | {gib(naive['ours_gib_s_median'])} | `tensor.cpu().to(\"cuda:1\")` {gib(naive['peer_gib_s_median'])} "
+        f"| {ratio(naive['ratio_median'], 1)} | ≥ {naive['target']:.0f}× |",
+        f"| gpu-stage two processes over TCP loopback, 512 MiB, same run | {gib(tcp['ours_gib_s_median'])} "
+        f"| NCCL sockets (P2P/SHM/IB off) {gib(tcp['peer_gib_s_median'])} | {ratio(tcp['ratio_median'])} "
+        f"| ≥ {tcp['target']:.0f}× |",
+        "| gpu-stage over RDMA (WRITE_WITH_IMM into the peer's ring, credits), 64 MiB in 4 MiB chunks, host backend, "
+        f"rxe in a TCG VM, {len({r['run'] for r in rows})} runs (`bench/results/gpu-stage-rdma-rxe.json`) "
+        f"| 1 QP: {span([max(r['ours']) for r in one], gbps)} Gb/s best per run; "
+        f"2 QPs: {span([max(r['ours']) for r in two], gbps)} "
+        f"| `ib_write_bw -s 4194304` with the same QP count: {span([max(r['peer']) for r in one], gbps)} (`-q 1`); "
+        f"{span([max(r['peer']) for r in two], gbps)} (`-q 2`) "
+        f"| 1 QP: {span([r['ratio'] for r in one])} best, ≥ 0.9× in {met(one)} of {len(one)}; "
+        f"2 QPs: {span([r['ratio'] for r in two])}, ≥ 0.9× in {met(two)} of {len(two)} (see crates/gpu-stage/README.md) "
+        "| ≥ 0.90× |",
+        "| erdma-verbs RDMA WRITE, 1 MiB, rxe in a TCG VM, quiet host (`bench/results/erdma-write-bw-rxe-quiet.json`) "
+        "| {} | `ib_write_bw -d rxe0 -x 1`: {} | {} | {} |".format(*wbw(quiet)),
+        "| same, host loaded by parallel builds (`bench/results/erdma-write-bw-rxe.json`) | {} | {} | {} | {} |".format(
+            *wbw(loaded)),
+    ]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- driver
+# file -> block name -> generator
+BLOCKS = {
+    "README.md": {"summary": readme_summary},
+    "crates/gpu-stage/README.md": {"rdma-rxe-runs": rdma_runs_table, "rdma-rxe-summary": rdma_summary},
+}
+
+
+def render(root, rel, text):
+    for name, gen in BLOCKS[rel].items():
+        begin = f"<!-- bench-tables:begin {name} -->"
+        end = f"<!-- bench-tables:end {name} -->"
+        if text.count(begin) != 1 or text.count(end) != 1:
+            raise SystemExit(f"bench/tables.py: {rel} needs exactly one `{begin}` and one `{end}` line")
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{begin}\n{gen(root)}\n{end}{tail}"
+    return text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when a file drifted")
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    help="repository root (default: the one this script is in)")
+    a = ap.parse_args()
+    drifted = []
+    for rel in BLOCKS:
+        path = os.path.join(a.root, rel)
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+        new = render(a.root, rel, old)
+        if new == old:
+            continue
+        if a.check:
+            drifted.append(rel)
+            sys.stdout.writelines(difflib.unified_diff(
+                old.splitlines(True), new.splitlines(True), f"{rel} (committed)", f"{rel} (from {RESULTS}/)"))
+        else:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+            print(f"bench/tables.py: rewrote {rel}")
+    if drifted:
+        print(f"bench/tables.py: {', '.join(drifted)} differ from {RESULTS}/; run `python3 bench/tables.py` "
+              "and commit the result", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
