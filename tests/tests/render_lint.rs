@@ -1,9 +1,9 @@
 //! Rendered bundles pass the RDMA linter: no error-severity finding for any built-in profile, and the
 //! warnings that remain are listed here on purpose.
 
-use k8s_render::lint::{LintOptions, lint};
+use k8s_render::lint::{LintOptions, is_dockerfile, lint, lint_dockerfile};
 use k8s_render::manifest::{Severity, parse_str};
-use k8s_render::{FileKind, RdmaAttachment, Values, render_all};
+use k8s_render::{FileKind, System, Values, render, render_all};
 use rdmakit::profiles::{builtin_names, load_builtin};
 
 #[test]
@@ -11,23 +11,14 @@ fn rendered_bundles_have_no_lint_errors() {
     let mut linted = 0;
     for name in builtin_names() {
         let profile = load_builtin(name).unwrap();
-        let extra = match &profile.rdma {
-            RdmaAttachment::DevicePlugin { resources } => resources.keys().cloned().collect(),
-            RdmaAttachment::Dra(_) => Vec::new(),
-        };
         let bundle = render_all(&profile, &Values::default()).unwrap();
         for file in bundle
             .files()
             .iter()
             .filter(|f| f.kind == FileKind::Manifest)
         {
-            let options = LintOptions {
-                rdma_nodes: None,
-                device_pattern: Some(profile.devices.name_pattern.clone()),
-                // nccl-tests with NCCL_SHM_DISABLE=1 is a benchmark by design.
-                benchmark: file.path == "mpi-job.yaml",
-                extra_rdma_resources: extra.clone(),
-            };
+            // nccl-tests with NCCL_SHM_DISABLE=1 is a benchmark by design.
+            let options = LintOptions::for_profile(&profile, None, file.path == "mpi-job.yaml");
             let docs = parse_str(&file.path, &file.contents).unwrap();
             let findings = lint(&docs, &options);
             let errors: Vec<String> = findings
@@ -45,4 +36,47 @@ fn rendered_bundles_have_no_lint_errors() {
         }
     }
     assert!(linted >= 30, "only {linted} documents linted");
+}
+
+/// Every profile's rendered Dockerfile is recognised as one and passes the Dockerfile rules with
+/// that profile's options (packages, APT source, NCCL pin); with another vendor's packages it does not.
+#[test]
+fn rendered_dockerfiles_pass_the_dockerfile_rules() {
+    for name in builtin_names() {
+        let profile = load_builtin(name).unwrap();
+        let bundle = render(System::Image, &profile, &Values::default()).unwrap();
+        let file = bundle.get("Dockerfile").expect("Dockerfile rendered");
+        assert!(is_dockerfile(&file.path, &file.contents));
+        let findings = lint_dockerfile(
+            &file.path,
+            &file.contents,
+            &LintOptions::for_profile(&profile, None, false),
+        );
+        assert!(
+            findings.is_empty(),
+            "{name}:\n{}",
+            findings
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    // The mlx5 image (distribution packages, no vendor source) linted for eRDMA.
+    let mlx = render(
+        System::Image,
+        &load_builtin("mellanox-ib").unwrap(),
+        &Values::default(),
+    )
+    .unwrap();
+    let erdma = LintOptions::for_profile(&load_builtin("aliyun-erdma").unwrap(), None, false);
+    let file = mlx.get("Dockerfile").expect("Dockerfile");
+    let rules: Vec<&str> = lint_dockerfile(&file.path, &file.contents, &erdma)
+        .iter()
+        .map(|f| f.rule)
+        .collect();
+    assert!(
+        rules.contains(&"dockerfile-apt-without-vendor-source"),
+        "{rules:?}"
+    );
 }

@@ -69,6 +69,7 @@ pub mod manifest;
 mod pods;
 pub mod profile;
 mod render;
+pub mod sarif;
 pub mod system;
 pub mod validate;
 pub mod values;

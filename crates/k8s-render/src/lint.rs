@@ -22,6 +22,10 @@ use serde_json::{Map, Value};
 
 use crate::manifest::{Document, FieldPath, PathSeg, Severity};
 
+#[path = "lint_dockerfile.rs"]
+mod dockerfile;
+pub use dockerfile::{is_dockerfile, lint_dockerfile};
+
 /// What the linter knows about the target cluster and run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct LintOptions {
@@ -36,6 +40,38 @@ pub struct LintOptions {
     /// Extended resource names to treat as RDMA devices beyond the built-in ones
     /// (`aliyun/erdma`, `rdma/*`, `vke.volcengine.com/infiniband-rdma`, `mellanox.com/*`, ...).
     pub extra_rdma_resources: Vec<String>,
+    /// The profile's RDMA userspace packages; a Dockerfile must install each of them
+    /// (`dockerfile-missing-rdma-userspace`). Empty: libibverbs1 and ibverbs-providers.
+    #[serde(default)]
+    pub userspace_packages: Vec<String>,
+    /// The profile's vendor APT repository (`http://mirrors.cloud.aliyuncs.com/erdma/apt/...`); a
+    /// Dockerfile that installs RDMA packages must add it (`dockerfile-apt-without-vendor-source`).
+    #[serde(default)]
+    pub apt_source: Option<String>,
+}
+
+impl LintOptions {
+    /// Options for manifests and Dockerfiles of `profile`: its device pattern, its device-plugin
+    /// resources, its userspace packages and APT source. `rdma_nodes` and `benchmark` as given.
+    pub fn for_profile(profile: &crate::Profile, rdma_nodes: Option<u32>, benchmark: bool) -> Self {
+        LintOptions {
+            rdma_nodes,
+            device_pattern: Some(profile.devices.name_pattern.clone()),
+            benchmark,
+            extra_rdma_resources: match &profile.rdma {
+                crate::RdmaAttachment::DevicePlugin { resources } => {
+                    resources.keys().cloned().collect()
+                }
+                crate::RdmaAttachment::Dra(_) => Vec::new(),
+            },
+            userspace_packages: profile.userspace.packages.clone(),
+            apt_source: profile
+                .userspace
+                .apt_source
+                .as_ref()
+                .map(|a| a.repo.clone()),
+        }
+    }
 }
 
 /// A lint rule: stable id, default severity, and why it matters.
@@ -122,6 +158,15 @@ rules! {
     RDT_GROUP = "rdt-missing-collective-group", Error,
         "Ray RDT over NCCL without create_collective_group",
         "The NCCL tensor transport needs an explicit collective group (ray.experimental.collective.create_collective_group) between sender and receiver; without it the transfer cannot start.";
+    DOCKERFILE_USERSPACE = "dockerfile-missing-rdma-userspace", Error,
+        "Dockerfile installs no (or not all) RDMA userspace packages",
+        "Base images such as rayproject/ray-llm ship no ibverbs provider for the vendor's NIC (no erdma provider), so the container sees no RDMA device and NCCL silently uses TCP; the image must install libibverbs1, ibverbs-providers and librdmacm1 (from the vendor's source where it has one).";
+    DOCKERFILE_APT_SOURCE = "dockerfile-apt-without-vendor-source", Error,
+        "Dockerfile installs RDMA packages without the vendor's APT source",
+        "The distribution's ibverbs-providers lacks the vendor's provider (Alibaba's erdma provider comes from mirrors.cloud.aliyuncs.com/erdma): without the vendor source apt installs a provider that finds no device.";
+    GLOO_CPU = "rdt-gloo-cpu-transport", Warning,
+        "Ray RDT with tensor_transport=\"gloo\" for GPU tensors",
+        "GLOO is a CPU transport: every GPU tensor is copied to host memory and sent over TCP, so nothing goes over RDMA; use tensor_transport=\"nccl\" on RDMA fabrics.";
     SOCKET_IFNAME = "nccl-socket-ifname-unset", Info,
         "NCCL over RDMA without NCCL_SOCKET_IFNAME",
         "NCCL bootstraps and falls back over a TCP interface it picks itself; on hosts with several interfaces (docker0, lo, secondary NICs) it can pick one the peer cannot reach.";
@@ -130,6 +175,32 @@ rules! {
 /// Every rule the linter applies.
 pub fn rules() -> Vec<Rule> {
     ALL_RULES.iter().map(|r| **r).collect()
+}
+
+/// The rule with id `id`, if there is one.
+pub fn rule(id: &str) -> Option<Rule> {
+    ALL_RULES.iter().find(|r| r.id == id).map(|r| **r)
+}
+
+/// What `rdmakit lint --explain RULE` prints: id, default severity, what the rule finds and why
+/// it breaks RDMA. An unknown id gets the list of rule ids (closest first when one is close).
+pub fn explain(id: &str) -> Result<String, String> {
+    match rule(id.trim()) {
+        Some(r) => Ok(format!(
+            "{} ({})\n  finds: {}\n  why: {}\n  fix: each finding names the field and the change for that manifest",
+            r.id, r.severity, r.summary, r.why
+        )),
+        None => {
+            let ids: Vec<&str> = ALL_RULES.iter().map(|r| r.id).collect();
+            let hint = crate::validate::suggest(id.trim(), ids.iter().copied())
+                .map(|s| format!(" (did you mean {s}?)"))
+                .unwrap_or_default();
+            Err(format!(
+                "unknown lint rule `{id}`{hint}; rules: {}",
+                ids.join(", ")
+            ))
+        }
+    }
 }
 
 /// One lint finding.
@@ -328,6 +399,19 @@ fn text_rules(
         let backend = c.get(1).map_or("", |m| m.as_str()).to_ascii_lowercase();
         let at = c.get(0).map_or(0, |m| m.start());
         first_transport.get_or_insert((backend.clone(), at));
+        if backend == "gloo" {
+            hits.push((
+                (
+                    GLOO_CPU,
+                    Severity::Warning,
+                    "uses tensor_transport=\"gloo\": GPU tensors go through host memory and TCP"
+                        .to_owned(),
+                    "use @ray.method(tensor_transport=\"nccl\") with a NCCL collective group"
+                        .to_owned(),
+                ),
+                at,
+            ));
+        }
         if erdma && backend == "nixl" {
             hits.push((
                 (
