@@ -128,9 +128,13 @@ impl ChannelConfig {
         if let Some(v) = get("RDMAKIT_SLOTS") {
             c.ring.slots = parse_count("RDMAKIT_SLOTS", &v)?;
         }
-        c.ring
-            .validate()
-            .map_err(|e| BindError::env("RDMAKIT_CHUNK/RDMAKIT_SLOTS", "", &e.to_string()))?;
+        c.ring.validate().map_err(|e| {
+            BindError::env(
+                "RDMAKIT_CHUNK / RDMAKIT_SLOTS",
+                &format!("{} / {}", c.ring.chunk_bytes, c.ring.slots),
+                &e.to_string(),
+            )
+        })?;
         if let Some(v) = get("RDMAKIT_TCP_CONNECTIONS") {
             c.connections = parse_count("RDMAKIT_TCP_CONNECTIONS", &v)?;
             if c.connections == 0 || c.connections > gpu_stage::transport::tcp::MAX_CONNECTIONS {

@@ -20,19 +20,19 @@ use crate::config::{ChannelConfig, RingBackend, TransportKind};
 use crate::error::{BindError, ErrorKind};
 
 create_exception!(
-    _native,
+    rdmakit_rdt._native,
     RdmakitError,
     PyRuntimeError,
     "A transfer or its setup failed; the message names the cause."
 );
 create_exception!(
-    _native,
+    rdmakit_rdt._native,
     RdmakitTimeoutError,
     RdmakitError,
     "A wait on the peer exceeded RDMAKIT_TIMEOUT_S."
 );
 create_exception!(
-    _native,
+    rdmakit_rdt._native,
     RdmakitAbortedError,
     RdmakitError,
     "The transfer was aborted (abort_transport or Abort.abort)."

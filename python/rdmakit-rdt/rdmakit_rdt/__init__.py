@@ -1,0 +1,115 @@
+"""rdmakit-rdt: gpu-stage as a Ray Direct Transport backend.
+
+    import rdmakit_rdt
+    rdmakit_rdt.register()            # before creating the actors, in the driver
+    @ray.remote(num_gpus=1, enable_tensor_transport=True)
+    class Producer:
+        @ray.method(tensor_transport="RDMAKIT")
+        def make(self): return torch.ones(1 << 27, device="cuda")
+
+The native layer (``rdmakit_rdt._native``: ``Listener``, ``SendChannel``, ``RecvChannel``,
+``Config``, ``Abort``) works without Ray: see ``send``/``recv`` below and the README.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from . import _native
+from ._native import (
+    Abort,
+    Config,
+    Listener,
+    RdmakitAbortedError,
+    RdmakitError,
+    RdmakitTimeoutError,
+    RecvChannel,
+    SendChannel,
+    cuda_available,
+    has_rdma,
+)
+from .buffers import describe_all, synchronize_cuda
+
+__version__ = _native.__version__
+
+__all__ = [
+    "Abort",
+    "Config",
+    "Listener",
+    "RdmakitAbortedError",
+    "RdmakitError",
+    "RdmakitTimeoutError",
+    "RecvChannel",
+    "SendChannel",
+    "configure",
+    "cuda_available",
+    "has_rdma",
+    "recv",
+    "register",
+    "send",
+    "stats",
+]
+
+_NAMES = ("RDMAKIT", "RDMAKIT_NUMPY")
+
+
+def register(name: str = "RDMAKIT", data_type: Optional[type] = None) -> str:
+    """Registers the transport with Ray for devices ``["cuda", "cpu"]`` and returns its name.
+
+    ``RDMAKIT`` carries torch tensors (``data_type`` defaults to ``torch.Tensor``, or to
+    ``numpy.ndarray`` when torch is not installed); ``RDMAKIT_NUMPY`` carries numpy arrays. Call it
+    in the driver before creating the actors; calling it again for a registered name is a no-op.
+    """
+    from ray.experimental.rdt import util as rdt_util  # noqa: PLC0415 (Ray is optional)
+
+    from .transport import RdmakitNumpyTransport, RdmakitTensorTransport  # noqa: PLC0415
+
+    name = name.upper()
+    if name not in _NAMES:
+        raise ValueError(f"unknown transport name {name!r}; expected one of {_NAMES}")
+    if data_type is None:
+        if name == "RDMAKIT":
+            try:
+                import torch  # noqa: PLC0415
+
+                data_type = torch.Tensor
+            except ImportError:
+                import numpy as np  # noqa: PLC0415
+
+                data_type = np.ndarray
+        else:
+            import numpy as np  # noqa: PLC0415
+
+            data_type = np.ndarray
+    cls = RdmakitTensorTransport if name == "RDMAKIT" else RdmakitNumpyTransport
+    rdt_util._ensure_default_transports_registered()
+    if name in rdt_util.transport_manager_info:
+        return name
+    rdt_util.register_tensor_transport(name, ["cuda", "cpu"], cls, data_type)
+    return name
+
+
+def configure(**overrides: Any) -> None:
+    """Settings for this process that win over the environment (see ``Config``)."""
+    from .transport import configure as _configure  # noqa: PLC0415
+
+    _configure(**overrides)
+
+
+def stats() -> dict:
+    """This process's counters: channels opened, objects and bytes sent/received."""
+    from .transport import stats as _stats  # noqa: PLC0415
+
+    return _stats()
+
+
+def send(channel: SendChannel, tag: str, tensors: Sequence[Any]) -> int:
+    """Sends tensors/arrays as one object over a native channel (no Ray); returns bytes sent."""
+    specs = describe_all(tensors)
+    synchronize_cuda(tensors)
+    return channel.send(tag, specs)
+
+
+def recv(channel: RecvChannel, tag: str, buffers: Sequence[Any]) -> int:
+    """Receives one object into pre-allocated tensors/arrays (no Ray); returns bytes received."""
+    return channel.recv(tag, describe_all(buffers, writable=True))
