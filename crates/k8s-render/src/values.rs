@@ -542,31 +542,52 @@ impl Values {
         Ok(())
     }
 
-    /// RayCluster name.
+    /// The profile's value default for an optional key the user left unset (so callers that
+    /// did not apply [`Values::with_profile_defaults`] still name what rendering names).
+    fn profile_default(&self, profile: &Profile, key: &str) -> Option<String> {
+        if self.is_set(key) {
+            return None;
+        }
+        profile
+            .values
+            .get(key)
+            .and_then(setting_text)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// RayCluster name: the value, else the profile's default, else `ray-{short_name}-cluster`.
     pub fn cluster_name_for(&self, profile: &Profile) -> String {
         self.cluster_name
             .clone()
+            .or_else(|| self.profile_default(profile, "cluster_name"))
             .unwrap_or_else(|| format!("ray-{}-cluster", profile.short_name))
     }
 
-    /// Ray worker group name.
+    /// Ray worker group name: the value, else the profile's default, else `gpu-{short_name}`.
     pub fn worker_group_for(&self, profile: &Profile) -> String {
         self.worker_group
             .clone()
+            .or_else(|| self.profile_default(profile, "worker_group"))
             .unwrap_or_else(|| format!("gpu-{}", profile.short_name))
     }
 
-    /// MPIJob name.
+    /// MPIJob name: the value, else the profile's default, else `nccl-test-{short_name}`.
     pub fn mpijob_name_for(&self, profile: &Profile) -> String {
         self.mpijob_name
             .clone()
+            .or_else(|| self.profile_default(profile, "mpijob_name"))
             .unwrap_or_else(|| format!("nccl-test-{}", profile.short_name))
     }
 
-    /// The derived image: `{registry}/{image_name}:{tag of base_image}-{short_name}`.
+    /// The image: the value, else the profile's default, else the derived
+    /// `{registry}/{image_name}:{tag of base_image}-{short_name}`.
     pub fn image_for(&self, profile: &Profile) -> String {
-        if let Some(image) = &self.image {
-            return image.clone();
+        if let Some(image) = self
+            .image
+            .clone()
+            .or_else(|| self.profile_default(profile, "image"))
+        {
+            return image;
         }
         let tag = image_tag(&self.base_image).unwrap_or("latest");
         format!(
@@ -582,6 +603,7 @@ impl Values {
     pub fn nccl_version_for(&self, profile: &Profile) -> Option<String> {
         self.nccl_version
             .clone()
+            .or_else(|| self.profile_default(profile, "nccl_version"))
             .or_else(|| profile.nccl.pin.clone())
     }
 
