@@ -48,6 +48,9 @@ pub struct LintOptions {
     /// Dockerfile that installs RDMA packages must add it (`dockerfile-apt-without-vendor-source`).
     #[serde(default)]
     pub apt_source: Option<String>,
+    /// The profile's `NCCL_IB_GID_INDEX`; enables `nccl-gid-index-mismatch`.
+    #[serde(default)]
+    pub gid_index: Option<u32>,
 }
 
 impl LintOptions {
@@ -70,6 +73,7 @@ impl LintOptions {
                 .apt_source
                 .as_ref()
                 .map(|a| a.repo.clone()),
+            gid_index: profile.nccl.gid_index,
         }
     }
 }
@@ -167,6 +171,21 @@ rules! {
     GLOO_CPU = "rdt-gloo-cpu-transport", Warning,
         "Ray RDT with tensor_transport=\"gloo\" for GPU tensors",
         "GLOO is a CPU transport: every GPU tensor is copied to host memory and sent over TCP, so nothing goes over RDMA; use tensor_transport=\"nccl\" on RDMA fabrics.";
+    UCX_ALL = "ucx-net-devices-all", Warning,
+        "UCX_NET_DEVICES=all",
+        "With all devices UCX also uses TCP and Ethernet interfaces and may pick one for the bulk transfer; name the RDMA port (UCX_NET_DEVICES=mlx5_0:1) so a missing device fails loudly instead of running over TCP.";
+    SOCKET_IFNAME_NOTHING = "nccl-socket-ifname-excludes-nothing", Warning,
+        "NCCL_SOCKET_IFNAME that selects or excludes nothing",
+        "An empty value or a bare ^ leaves the interface choice to NCCL, which may bootstrap over docker0, lo or a CNI bridge the peer cannot reach; the job then hangs at init.";
+    MESH_SIDECAR = "service-mesh-sidecar-on-nccl-pod", Error,
+        "A service-mesh sidecar (Istio, Linkerd) injected into an NCCL pod",
+        "The mesh proxy intercepts the pod's TCP traffic: NCCL's bootstrap and socket connections to the peer's ephemeral ports are redirected and fail or hang (ncclInternalError / socket timeouts).";
+    GID_INDEX = "nccl-gid-index-mismatch", Error,
+        "NCCL_IB_GID_INDEX differs from the profile's GID index",
+        "The GID index selects the RoCE/eRDMA address NCCL uses; a wrong index picks an address the peer cannot route to (eRDMA needs its profile's index) and the QPs never connect.";
+    EXPANDABLE_SEGMENTS = "pytorch-expandable-segments-rdma", Warning,
+        "PyTorch expandable_segments on a pod that registers memory for RDMA",
+        "expandable_segments maps CUDA memory in pieces that can move and grow; memory registered with the NIC (NCCL user buffers, RDT tensors) then stops matching its registration, giving registration failures or NCCL falling back to copies.";
     SOCKET_IFNAME = "nccl-socket-ifname-unset", Info,
         "NCCL over RDMA without NCCL_SOCKET_IFNAME",
         "NCCL bootstraps and falls back over a TCP interface it picks itself; on hosts with several interfaces (docker0, lo, secondary NICs) it can pick one the peer cannot reach.";
@@ -856,6 +875,8 @@ fn lint_pod(cx: &mut Ctx<'_>, pod: &PodSite<'_>, erdma_doc: bool) {
     let pod_has_any_claim = !claims.is_empty();
     let role = pod.role();
 
+    lint_mesh_sidecar(cx, pod, &role);
+
     // hostNetwork needs ClusterFirstWithHostNet to resolve cluster names.
     if host_network {
         let dns = pod.spec.get("dnsPolicy").and_then(Value::as_str);
@@ -1158,6 +1179,72 @@ fn lint_nccl_env(
             "set NCCL_IB_DISABLE=0 (or remove it); keep =1 only for a deliberate TCP comparison run",
         );
     }
+    if let Some(e) = c.env_value("UCX_NET_DEVICES")
+        && e.value.as_deref().map(str::trim) == Some("all")
+    {
+        cx.hit(
+            UCX_ALL,
+            e.path.clone(),
+            format!(
+                "container {:?} ({role}) sets UCX_NET_DEVICES=all{}",
+                c.name,
+                origin(e)
+            ),
+            "name the RDMA port, e.g. UCX_NET_DEVICES=mlx5_0:1 (`ibv_devinfo` lists the ports)",
+        );
+    }
+    if let Some(e) = c.env_value("NCCL_SOCKET_IFNAME")
+        && matches!(
+            e.value.as_deref().map(str::trim),
+            Some("" | "^" | "=" | "^=")
+        )
+    {
+        cx.hit(
+            SOCKET_IFNAME_NOTHING,
+            e.path.clone(),
+            format!(
+                "container {:?} ({role}) sets NCCL_SOCKET_IFNAME={:?}{}, which selects no interface",
+                c.name,
+                e.value.as_deref().unwrap_or(""),
+                origin(e)
+            ),
+            "name the interface (NCCL_SOCKET_IFNAME=eth0) or exclude real ones (^lo,docker0)",
+        );
+    }
+    if let (Some(want), Some(e)) = (options.gid_index, c.env_value("NCCL_IB_GID_INDEX"))
+        && let Some(v) = e.value.as_deref()
+        && v.trim().parse::<u32>().ok() != Some(want)
+    {
+        cx.hit(
+            GID_INDEX,
+            e.path.clone(),
+            format!(
+                "container {:?} ({role}) sets NCCL_IB_GID_INDEX={v}{}, the profile uses {want}",
+                c.name,
+                origin(e)
+            ),
+            format!("set NCCL_IB_GID_INDEX={want} (or remove it and let the profile's env set it)"),
+        );
+    }
+    if pod_rdma
+        && let Some(e) = c.env_value("PYTORCH_CUDA_ALLOC_CONF")
+        && e.value.as_deref().is_some_and(|v| {
+            v.replace(' ', "")
+                .to_ascii_lowercase()
+                .contains("expandable_segments:true")
+        })
+    {
+        cx.hit(
+            EXPANDABLE_SEGMENTS,
+            e.path.clone(),
+            format!(
+                "container {:?} ({role}) enables expandable_segments in PYTORCH_CUDA_ALLOC_CONF on an RDMA pod{}",
+                c.name,
+                origin(e)
+            ),
+            "remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF on pods that move tensors over RDMA",
+        );
+    }
     if erdma_doc && let Some(e) = c.env.iter().find(|e| e.name.starts_with("UCX_")) {
         cx.emit(
             NIXL_ERDMA,
@@ -1166,6 +1253,57 @@ fn lint_nccl_env(
             format!("container {:?} ({role}) configures UCX ({}) on eRDMA", c.name, e.name),
             "stock UCX cannot use eRDMA (no UD, no SRQ); use NCCL, or a UCX rebuilt with the eRDMA patch",
         );
+    }
+}
+
+/// A service-mesh sidecar on a pod that runs NCCL: injection asked for in the pod template's (or
+/// Pod's) labels or annotations, or a proxy container already in the spec.
+fn lint_mesh_sidecar(cx: &mut Ctx<'_>, pod: &PodSite<'_>, role: &str) {
+    if !pod.containers.iter().any(Container::has_nccl_env) {
+        return;
+    }
+    let meta_path = match &pod.holder {
+        Some((hp, _)) => hp.key("template").key("metadata"),
+        None => pod
+            .path
+            .parent()
+            .unwrap_or_else(FieldPath::root)
+            .key("metadata"),
+    };
+    let meta = meta_path.lookup(&cx.doc.value);
+    for section in ["labels", "annotations"] {
+        for key in ["sidecar.istio.io/inject", "linkerd.io/inject"] {
+            let Some(v) = meta
+                .and_then(|m| m.get(section))
+                .and_then(|m| m.get(key))
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            if matches!(v, "true" | "enabled") {
+                let off = if key.starts_with("linkerd") {
+                    "disabled"
+                } else {
+                    "false"
+                };
+                cx.hit(
+                    MESH_SIDECAR,
+                    meta_path.key(section).key(key),
+                    format!("{role} asks for a mesh sidecar ({key}: {v:?}) on a pod that runs NCCL"),
+                    format!("set {key}: \"{off}\" on NCCL pods (or exclude their namespace from injection)"),
+                );
+            }
+        }
+    }
+    for c in &pod.containers {
+        if matches!(c.name.as_str(), "istio-proxy" | "linkerd-proxy") {
+            cx.hit(
+                MESH_SIDECAR,
+                c.path.clone(),
+                format!("{role} runs the mesh proxy container {:?} beside NCCL", c.name),
+                "remove the proxy from NCCL pods: disable injection for them (sidecar.istio.io/inject: \"false\")",
+            );
+        }
     }
 }
 

@@ -722,3 +722,150 @@ fn bad_nccl_pin_is_a_warning_on_other_vendors() {
     );
     assert_eq!(f[0].severity, Severity::Error);
 }
+
+/// One finding of `rule`, on the path given, with the severity given.
+fn only(findings: &[Finding], rule: &str, path: &str, severity: Severity) {
+    let hits = with_rule(findings, rule);
+    assert_eq!(hits.len(), 1, "{findings:#?}");
+    assert_eq!(
+        (hits[0].path.to_string().as_str(), hits[0].severity),
+        (path, severity),
+        "{}",
+        hits[0]
+    );
+}
+
+#[test]
+fn ucx_all_devices_and_a_socket_ifname_that_selects_nothing() {
+    let f = run(
+        &broken(
+            "    - {name: NCCL_IB_DISABLE, value: \"0\"}",
+            "    - {name: NCCL_IB_DISABLE, value: \"0\"}\n    - {name: UCX_NET_DEVICES, value: all}",
+        ),
+        &LintOptions::default(),
+    );
+    only(
+        &f,
+        "ucx-net-devices-all",
+        "spec.containers[0].env[3].value",
+        Severity::Warning,
+    );
+    let f = run(&broken("value: eth0}", "value: \"^\"}"), &erdma());
+    only(
+        &f,
+        "nccl-socket-ifname-excludes-nothing",
+        "spec.containers[0].env[1].value",
+        Severity::Warning,
+    );
+    assert!(
+        with_rule(
+            &run(GOOD_POD, &erdma()),
+            "nccl-socket-ifname-excludes-nothing"
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn mesh_sidecar_on_an_nccl_pod() {
+    let f = run(
+        &broken(
+            "  name: nccl-check-0",
+            "  name: nccl-check-0\n  annotations: {sidecar.istio.io/inject: \"true\"}",
+        ),
+        &erdma(),
+    );
+    only(
+        &f,
+        "service-mesh-sidecar-on-nccl-pod",
+        r#"metadata.annotations["sidecar.istio.io/inject"]"#,
+        Severity::Error,
+    );
+    assert!(
+        f.iter()
+            .any(|x| x.fix.contains("sidecar.istio.io/inject: \"false\""))
+    );
+    // Opted out: nothing.
+    let f = run(
+        &broken(
+            "  name: nccl-check-0",
+            "  name: nccl-check-0\n  labels: {sidecar.istio.io/inject: \"false\"}",
+        ),
+        &erdma(),
+    );
+    assert!(with_rule(&f, "service-mesh-sidecar-on-nccl-pod").is_empty());
+    // A proxy container already injected into a worker group's template.
+    let docs = fixture("ray-cluster-erdma.yaml");
+    let mut v = docs[0].value.clone();
+    let containers = v
+        .pointer_mut("/spec/workerGroupSpecs/0/template/spec/containers")
+        .and_then(|c| c.as_array_mut())
+        .expect("worker containers");
+    let proxy_index = containers.len();
+    containers.push(serde_json::json!({"name": "istio-proxy", "image": "istio/proxyv2"}));
+    let doc = manifest::Document::from_value("rc.yaml", 0, v).expect("doc");
+    let f = lint::lint(&[doc], &erdma());
+    only(
+        &f,
+        "service-mesh-sidecar-on-nccl-pod",
+        &format!("spec.workerGroupSpecs[0].template.spec.containers[{proxy_index}]"),
+        Severity::Error,
+    );
+}
+
+#[test]
+fn gid_index_other_than_the_profiles() {
+    let options = LintOptions {
+        gid_index: Some(1),
+        ..erdma()
+    };
+    let with_gid = |v: &str| {
+        broken(
+            "    - {name: NCCL_IB_DISABLE, value: \"0\"}",
+            &format!(
+                "    - {{name: NCCL_IB_DISABLE, value: \"0\"}}\n    - {{name: NCCL_IB_GID_INDEX, value: \"{v}\"}}"
+            ),
+        )
+    };
+    let f = run(&with_gid("3"), &options);
+    only(
+        &f,
+        "nccl-gid-index-mismatch",
+        "spec.containers[0].env[3].value",
+        Severity::Error,
+    );
+    assert!(f.iter().any(|x| x.fix.contains("NCCL_IB_GID_INDEX=1")));
+    assert!(with_rule(&run(&with_gid("1"), &options), "nccl-gid-index-mismatch").is_empty());
+    assert!(
+        with_rule(&run(&with_gid("3"), &erdma()), "nccl-gid-index-mismatch").is_empty(),
+        "no profile index: no rule"
+    );
+}
+
+#[test]
+fn expandable_segments_on_an_rdma_pod() {
+    let yaml = broken(
+        "    - {name: NCCL_IB_DISABLE, value: \"0\"}",
+        "    - {name: NCCL_IB_DISABLE, value: \"0\"}\n    - {name: PYTORCH_CUDA_ALLOC_CONF, value: \"expandable_segments:True\"}",
+    );
+    only(
+        &run(&yaml, &erdma()),
+        "pytorch-expandable-segments-rdma",
+        "spec.containers[0].env[3].value",
+        Severity::Warning,
+    );
+    let no_rdma = yaml.replace(", aliyun/erdma: 1", "");
+    assert!(with_rule(&run(&no_rdma, &erdma()), "pytorch-expandable-segments-rdma").is_empty());
+}
+
+#[test]
+fn gloo_tensor_transport_is_a_cpu_path() {
+    let program = "import ray\n@ray.remote(num_gpus=1, enable_tensor_transport=True)\nclass P:\n    @ray.method(tensor_transport=\"gloo\")\n    def send(self): ...\n";
+    let f = lint::lint_text("demo.py", program, &erdma());
+    let hits = with_rule(&f, "rdt-gloo-cpu-transport");
+    assert_eq!(hits.len(), 1, "{f:#?}");
+    assert_eq!(
+        (hits[0].line, hits[0].severity),
+        (Some(4), Severity::Warning)
+    );
+}
