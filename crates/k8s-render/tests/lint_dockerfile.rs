@@ -176,3 +176,16 @@ fn every_rule_is_explained() {
     let e = lint::explain("rdma-missing-ipc-lok").unwrap_err();
     assert!(e.contains("did you mean rdma-missing-ipc-lock?"), "{e}");
 }
+
+#[test]
+fn the_readme_rule_table_lists_every_rule() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README readable");
+    for r in lint::rules() {
+        assert!(
+            readme.contains(&format!("| `{}` |", r.id)),
+            "README.md's rule table lacks `{}`",
+            r.id
+        );
+    }
+}
