@@ -508,84 +508,148 @@ fn parse_bytes(source: &str, bytes: &[u8]) -> Result<Vec<Document>, ManifestErro
 /// # Ok::<(), k8s_render::manifest::ManifestError>(())
 /// ```
 pub fn parse_str(source: &str, text: &str) -> Result<Vec<Document>, ManifestError> {
+    documents(source, text).collect()
+}
+
+/// The documents of a YAML stream one at a time, so a caller that validates or lints each and
+/// drops it holds one document's tree at a time (`parse_str` collects them all). After an
+/// error the iterator ends.
+///
+/// ```
+/// let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n";
+/// let names: Vec<String> = k8s_render::manifest::documents("ns.yaml", text)
+///     .map(|d| d.map(|d| d.label()))
+///     .collect::<Result<_, _>>()?;
+/// assert_eq!(names, ["Namespace a", "Namespace b"]);
+/// # Ok::<(), k8s_render::manifest::ManifestError>(())
+/// ```
+pub fn documents(source: &str, text: &str) -> Documents {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut docs = Vec::new();
-    for chunk in split_documents(text) {
-        if !chunk.has_content() {
-            continue;
-        }
-        let index = docs.len();
-        let line_offset = chunk.first_line - 1;
-        let node = parse_chunk(&chunk.text).map_err(|e| {
-            let loc = e.location().unwrap_or(Location::UNKNOWN);
-            let message = e.render_with_options(serde_saphyr::render_options! {
-                snippets: serde_saphyr::SnippetMode::Off,
-            });
-            ManifestError::Yaml {
-                source_name: source.to_owned(),
-                doc: index,
-                line: if loc.line() > 0 {
-                    loc.line() + line_offset
-                } else {
-                    chunk.first_line
-                },
-                column: loc.column().max(1),
-                message: strip_location_suffix(&message),
-            }
-        })?;
-        let Some(node) = node else { continue };
-        let mut positions = BTreeMap::new();
-        let mut dups = Vec::new();
-        let value = node.into_value(
-            FieldPath::root(),
-            None,
-            line_offset,
-            &mut Sink {
-                positions: &mut positions,
-                duplicates: &mut dups,
-            },
-        );
-        if value.is_null() {
-            continue;
-        }
-        // `kubectl get -o yaml` prints a `List` whose items are the objects: check each item.
-        if let Some(items) = list_items(&value) {
-            for (i, item) in items.iter().enumerate() {
-                let prefix = FieldPath::root().key("items").index(i);
-                let sub: BTreeMap<FieldPath, Position> = positions
-                    .iter()
-                    .filter_map(|(p, pos)| p.strip_prefix(&prefix).map(|rest| (rest, *pos)))
-                    .collect();
-                let line = sub.get(&FieldPath::root()).map(|p| p.line);
-                let item_dups = dups
-                    .iter()
-                    .filter_map(|d| {
-                        d.path
-                            .strip_prefix(&prefix)
-                            .map(|path| DuplicateKey { path, ..d.clone() })
-                    })
-                    .collect();
-                docs.push(Document::build(
-                    source.to_owned(),
-                    docs.len(),
-                    line,
-                    item.clone(),
-                    sub,
-                    item_dups,
-                )?);
-            }
-            continue;
-        }
-        let start = chunk.first_content_line();
-        docs.push(Document::build(
-            source.to_owned(),
-            index,
-            Some(start),
-            value,
-            positions,
-            dups,
-        )?);
+    Documents {
+        source: source.to_owned(),
+        chunks: split_documents(text).into_iter(),
+        emitted: 0,
+        pending: std::collections::VecDeque::new(),
+        failed: false,
     }
+}
+
+/// Iterator over the documents of a stream; see [`documents`].
+#[derive(Debug)]
+pub struct Documents {
+    source: String,
+    chunks: std::vec::IntoIter<Chunk>,
+    emitted: usize,
+    pending: std::collections::VecDeque<Document>,
+    failed: bool,
+}
+
+impl Iterator for Documents {
+    type Item = Result<Document, ManifestError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(d) = self.pending.pop_front() {
+                self.emitted += 1;
+                return Some(Ok(d));
+            }
+            if self.failed {
+                return None;
+            }
+            let chunk = self.chunks.next()?;
+            match chunk_documents(&self.source, &chunk, self.emitted) {
+                Ok(docs) => self.pending.extend(docs),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// The documents of one `---` chunk: none (empty or null), one, or the items of a `List`.
+/// `first` is the index the first of them gets.
+fn chunk_documents(
+    source: &str,
+    chunk: &Chunk,
+    first: usize,
+) -> Result<Vec<Document>, ManifestError> {
+    let mut docs: Vec<Document> = Vec::new();
+    if !chunk.has_content() {
+        return Ok(docs);
+    }
+    let index = first;
+    let line_offset = chunk.first_line - 1;
+    let node = parse_chunk(&chunk.text).map_err(|e| {
+        let loc = e.location().unwrap_or(Location::UNKNOWN);
+        let message = e.render_with_options(serde_saphyr::render_options! {
+            snippets: serde_saphyr::SnippetMode::Off,
+        });
+        ManifestError::Yaml {
+            source_name: source.to_owned(),
+            doc: index,
+            line: if loc.line() > 0 {
+                loc.line() + line_offset
+            } else {
+                chunk.first_line
+            },
+            column: loc.column().max(1),
+            message: strip_location_suffix(&message),
+        }
+    })?;
+    let Some(node) = node else { return Ok(docs) };
+    let mut positions = BTreeMap::new();
+    let mut dups = Vec::new();
+    let value = node.into_value(
+        FieldPath::root(),
+        None,
+        line_offset,
+        &mut Sink {
+            positions: &mut positions,
+            duplicates: &mut dups,
+        },
+    );
+    if value.is_null() {
+        return Ok(docs);
+    }
+    // `kubectl get -o yaml` prints a `List` whose items are the objects: check each item.
+    if let Some(items) = list_items(&value) {
+        for (i, item) in items.iter().enumerate() {
+            let prefix = FieldPath::root().key("items").index(i);
+            let sub: BTreeMap<FieldPath, Position> = positions
+                .iter()
+                .filter_map(|(p, pos)| p.strip_prefix(&prefix).map(|rest| (rest, *pos)))
+                .collect();
+            let line = sub.get(&FieldPath::root()).map(|p| p.line);
+            let item_dups = dups
+                .iter()
+                .filter_map(|d| {
+                    d.path
+                        .strip_prefix(&prefix)
+                        .map(|path| DuplicateKey { path, ..d.clone() })
+                })
+                .collect();
+            docs.push(Document::build(
+                source.to_owned(),
+                first + docs.len(),
+                line,
+                item.clone(),
+                sub,
+                item_dups,
+            )?);
+        }
+        return Ok(docs);
+    }
+    let start = chunk.first_content_line();
+    docs.push(Document::build(
+        source.to_owned(),
+        index,
+        Some(start),
+        value,
+        positions,
+        dups,
+    )?);
     Ok(docs)
 }
 
@@ -625,6 +689,7 @@ fn parse_chunk(text: &str) -> Result<Option<Node>, serde_saphyr::Error> {
         .map(|n| n.map(Node::from))
 }
 
+#[derive(Debug)]
 struct Chunk {
     first_line: u64,
     text: String,
