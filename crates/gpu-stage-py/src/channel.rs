@@ -173,13 +173,13 @@ fn no_rdma() -> BindError {
 enum SendLink {
     Tcp(TcpSender),
     #[cfg(feature = "rdma")]
-    Rdma(gpu_stage::RdmaSender),
+    Rdma(Box<gpu_stage::RdmaSender>),
 }
 
 enum RecvLink {
     Tcp(TcpReceiver),
     #[cfg(feature = "rdma")]
-    Rdma(gpu_stage::RdmaReceiver),
+    Rdma(Box<gpu_stage::RdmaReceiver>),
 }
 
 fn send_over<D: Device>(
@@ -190,7 +190,7 @@ fn send_over<D: Device>(
     match link {
         SendLink::Tcp(t) => sender.send(mem, t),
         #[cfg(feature = "rdma")]
-        SendLink::Rdma(t) => sender.send(mem, t),
+        SendLink::Rdma(t) => sender.send(mem, t.as_mut()),
     }
 }
 
@@ -202,7 +202,7 @@ fn recv_over<D: Device>(
     match link {
         RecvLink::Tcp(t) => receiver.recv(mem, t),
         #[cfg(feature = "rdma")]
-        RecvLink::Rdma(t) => receiver.recv(mem, t),
+        RecvLink::Rdma(t) => receiver.recv(mem, t.as_mut()),
     }
 }
 
@@ -296,11 +296,11 @@ impl SendChannel {
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => (
-                SendLink::Rdma(gpu_stage::RdmaSender::connect(
+                SendLink::Rdma(Box::new(gpu_stage::RdmaSender::connect(
                     addr,
                     &rdma_config(cfg),
                     &ring,
-                )?),
+                )?)),
                 None,
             ),
             #[cfg(not(feature = "rdma"))]
@@ -346,7 +346,7 @@ impl SendChannel {
         self.guard.leave(r, |why| match link {
             SendLink::Tcp(t) => SendTransport::abort(t, why),
             #[cfg(feature = "rdma")]
-            SendLink::Rdma(t) => SendTransport::abort(t, why),
+            SendLink::Rdma(t) => SendTransport::abort(t.as_mut(), why),
         })
     }
 
@@ -426,11 +426,11 @@ impl PairListener {
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => (
-                RecvLink::Rdma(gpu_stage::RdmaReceiver::accept(
+                RecvLink::Rdma(Box::new(gpu_stage::RdmaReceiver::accept(
                     &self.listener,
                     &rdma_config(cfg),
                     &ring,
-                )?),
+                )?)),
                 None,
             ),
             #[cfg(not(feature = "rdma"))]
@@ -529,7 +529,7 @@ impl RecvChannel {
         self.guard.leave(r, |why| match link {
             RecvLink::Tcp(t) => RecvTransport::abort(t, why),
             #[cfg(feature = "rdma")]
-            RecvLink::Rdma(t) => RecvTransport::abort(t, why),
+            RecvLink::Rdma(t) => RecvTransport::abort(t.as_mut(), why),
         })
     }
 

@@ -287,19 +287,25 @@ class RdmakitTensorTransport(TensorTransportManager):
         meta, comm = tensor_transport_metadata, communicator_metadata
         src = comm.src_actor_id
         self._refuse_if_aborted(obj_id)
-        out = target_buffers if target_buffers is not None else _allocate(meta)
-        specs = describe_all(out, writable=True)
-        for i, (spec, n) in enumerate(zip(specs, meta.nbytes)):
-            if spec[3] != n:
-                raise ValueError(
-                    f"target buffer {i} of object {obj_id} has {spec[3]} bytes, the object's "
-                    f"tensor {i} has {n}"
-                )
         abort = _native.Abort()
         key = ("recv", src)
         with _STATE.lock:
             _STATE.active[key] = (obj_id, abort)
         try:
+            # Inside the try: a bad buffer also closes the channel, so the sender fails at once.
+            out = target_buffers if target_buffers is not None else _allocate(meta)
+            specs = describe_all(out, writable=True)
+            if len(specs) != len(meta.nbytes):
+                raise ValueError(
+                    f"{len(specs)} target buffers for object {obj_id}, which has "
+                    f"{len(meta.nbytes)} tensors"
+                )
+            for i, (spec, n) in enumerate(zip(specs, meta.nbytes)):
+                if spec[3] != n:
+                    raise ValueError(
+                        f"target buffer {i} of object {obj_id} has {spec[3]} bytes, the object's "
+                        f"tensor {i} has {n}"
+                    )
             ch = self._recv_channel(comm, abort)
             got = ch.recv(meta.obj_id or obj_id, specs)
             with _STATE.lock:

@@ -131,3 +131,65 @@ def test_a_dead_sender_makes_the_receiver_raise_within_the_timeout(cluster):
     # The consumer survives and still works with a new producer.
     p2 = Producer.remote()
     assert ray.get(c.check_big.remote(p2.big.remote(MIB, 9))) == [(MIB, 9, 9)]
+
+
+@ray.remote(num_cpus=0, enable_tensor_transport=True)
+class Aborter:
+    """Runs the transport's own entry points inside an actor, to time abort_transport."""
+
+    def abort_during(self, role: str, peer_id: str):
+        import threading
+
+        from rdmakit_rdt.transport import (
+            RdmakitCommunicatorMetadata,
+            RdmakitTensorTransport,
+            RdmakitTransportMetadata,
+        )
+
+        me = ray.get_runtime_context().get_actor_id()
+        t = RdmakitTensorTransport()
+        meta = RdmakitTransportMetadata(
+            tensor_meta=[((4,), np.dtype(np.uint8))], tensor_device="cpu", obj_id="obj-x",
+            nbytes=[4], kind="numpy",
+        )
+        if role == "recv":  # waits in accept for a sender that never comes
+            comm = RdmakitCommunicatorMetadata(src_actor_id=peer_id, dst_actor_id=me)
+            work = lambda: t.recv_multiple_tensors("obj-x", meta, comm)  # noqa: E731
+        else:  # waits for a receiver that never listens
+            comm = RdmakitCommunicatorMetadata(src_actor_id=me, dst_actor_id=peer_id)
+            work = lambda: t.send_multiple_tensors([np.zeros(4, np.uint8)], meta, comm)  # noqa: E731
+        out = {}
+
+        def run():
+            try:
+                work()
+                out["error"] = None
+            except Exception as e:  # noqa: BLE001 (the test inspects it)
+                out["error"] = f"{type(e).__name__}: {e}"
+
+        th = threading.Thread(target=run)
+        th.start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        t.abort_transport("obj-x", comm)
+        th.join(timeout=30)
+        took = time.monotonic() - start
+        # An abort for an object that has not started yet is remembered and refuses it.
+        t.abort_transport("obj-y", comm)
+        meta.obj_id = "obj-y"  # the sender knows its object from the metadata
+        try:
+            t.recv_multiple_tensors("obj-y", meta, comm) if role == "recv" else \
+                t.send_multiple_tensors([np.zeros(4, np.uint8)], meta, comm)
+            early = None
+        except Exception as e:  # noqa: BLE001
+            early = f"{type(e).__name__}: {e}"
+        return out.get("error", "still running"), took, early
+
+
+@pytest.mark.parametrize("role", ["recv", "send"])
+def test_abort_transport_ends_a_waiting_transfer_at_once(cluster, role):
+    a = Aborter.remote()
+    err, took, early = ray.get(a.abort_during.remote(role, "ff" * 16), timeout=60)
+    assert err is not None and "RdmakitAbortedError" in err and "obj-x" in err, err
+    assert took < 1.0, f"abort took {took:.2f}s"
+    assert early is not None and "obj-y" in early, early

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Fills .whl/rdt-gpu/ (git-ignored) with what bench/rdt/run_gpu.sh needs on a GPU machine that has
+# torch but no Ray and no network (Python 3.12): the rdmakit-rdt wheel, Ray 2.60's cp312 wheel with
+# its Java jar and source maps removed (79 MB -> 45 MB, to fit a 64 MiB carry), the Ray
+# dependencies that image lacks, and a stripped gpu-stage stage_bench. Run on an x86-64 machine
+# with network access, from anywhere in the repo.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+dir="$root/.whl/rdt-gpu"
+venv="$root/target/py/venv"
+mkdir -p "$dir"
+plat=(--only-binary=:all: --no-deps --python-version 3.12 --implementation cp
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+python3 -m pip download -q "${plat[@]}" -d "$tmp" ray==2.60.0
+python3 -m pip download -q "${plat[@]}" -d "$dir" jsonschema jsonschema-specifications referencing rpds-py
+python3 - "$tmp"/ray-2.60.0-*.whl "$dir" <<'PY'
+import os, sys, zipfile
+src, out = sys.argv[1], sys.argv[2]
+dst = os.path.join(out, os.path.basename(src))
+drop = lambda n: n.startswith("ray/jars/") or n.endswith(".js.map")  # Java workers, dashboard maps
+with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zo:
+    for info in zi.infolist():
+        if drop(info.filename):
+            continue
+        data = zi.read(info.filename)
+        if info.filename.endswith(".dist-info/RECORD"):
+            data = ("\n".join(l for l in data.decode().splitlines() if not drop(l.split(",")[0])) + "\n").encode()
+        zo.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+PY
+
+# The rdmakit-rdt wheel (abi3: any CPython >= 3.10) and stage_bench.
+if [[ ! -x "$venv/bin/maturin" ]]; then
+  python3 -m venv "$venv" && "$venv/bin/pip" install -q "maturin>=1.7,<2"
+fi
+rm -f "$dir"/rdmakit_rdt-*.whl
+(cd "$root/python/rdmakit-rdt" && "$venv/bin/maturin" build --release -o "$dir" -i "$venv/bin/python")
+(cd "$root" && cargo build --release -p gpu-stage --example stage_bench)
+strip -o "$dir/stage_bench" "$root/target/release/examples/stage_bench"
+du -sh "$dir"
+ls -la "$dir"
