@@ -28,6 +28,9 @@ fi
 echo "== installing test dependencies (maturin, numpy, pytest, ray==$ray_version)"
 "$venv/bin/pip" install -q "maturin>=1.7,<2" numpy pytest "ray==$ray_version"
 
+echo "== clippy on the PyO3 layer (the workspace's clippy builds the crate without it)"
+(cd "$root" && PYO3_PYTHON="$venv/bin/python" cargo clippy -q -p gpu-stage-py --features python --all-targets -- -D warnings)
+
 echo "== building the wheel"
 rm -f "$wheels"/rdmakit_rdt-*.whl
 (cd "$here" && "$venv/bin/maturin" build --release -o "$wheels" -i "$venv/bin/python")

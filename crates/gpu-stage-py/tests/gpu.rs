@@ -1,0 +1,91 @@
+//! GPU tier of the binding: CUDA buffers given by address (as torch's `data_ptr()` gives them)
+//! through a TCP channel, and the driver-side pointer checks. Ignored by default (CI has no GPU,
+//! so they show as ignored); on a GPU machine:
+//! `cargo test --release -p gpu-stage-py --test gpu -- --ignored` (or the binary built with
+//! `--no-run`, carried, and run with `--ignored`).
+#![allow(clippy::unwrap_used)]
+
+use std::thread;
+
+use _native::buffer::{BufferSpec, Place};
+use _native::channel::{AbortHandle, PairListener, SendChannel};
+use _native::config::{ChannelConfig, RingBackend};
+use cudarc::driver::{CudaSlice, DevicePtr};
+use gpu_stage::checksum::pattern;
+use gpu_stage::{CudaDevice, Device, MIB, cuda_driver_present};
+
+fn gpu() -> CudaDevice {
+    assert!(
+        cuda_driver_present(),
+        "GPU tier requested (--ignored) but there is no CUDA driver"
+    );
+    CudaDevice::new(0).unwrap()
+}
+
+fn addr(dev: &CudaDevice, s: &CudaSlice<u8>) -> u64 {
+    let (p, _sync) = s.device_ptr(dev.util_stream());
+    p
+}
+
+#[test]
+#[ignore = "GPU tier: needs a CUDA driver"]
+fn cuda_buffers_by_address_cross_a_tcp_channel_intact() {
+    let dev = gpu();
+    let cfg = ChannelConfig {
+        backend: RingBackend::Cuda,
+        ..ChannelConfig::default()
+    };
+    for len in [1, 4 * MIB - 1, 4 * MIB + 1, 512 * MIB] {
+        let data = pattern(len, len as u64);
+        let src = dev.upload(&data).unwrap();
+        let dst = dev.alloc_zeroed(len).unwrap();
+        let spec = |p| BufferSpec {
+            place: Place::Cuda(0),
+            addr: p,
+            len,
+        };
+        let (s, d) = (spec(addr(&dev, &src)), spec(addr(&dev, &dst)));
+        let listener = PairListener::bind("127.0.0.1:0").unwrap();
+        let a = listener.local_addr().unwrap().to_string();
+        let c2 = cfg.clone();
+        let h = thread::spawn(move || {
+            SendChannel::connect(&a, &c2, AbortHandle::new())
+                .unwrap()
+                .send("o", &[s])
+                .unwrap()
+        });
+        let got = listener
+            .accept(&cfg, AbortHandle::new())
+            .unwrap()
+            .recv("o", &[d])
+            .unwrap();
+        assert_eq!(h.join().unwrap(), len as u64);
+        assert_eq!(got, len as u64);
+        assert!(dev.download(&dst).unwrap() == data, "{len} bytes differ");
+    }
+}
+
+#[test]
+#[ignore = "GPU tier: needs a CUDA driver"]
+fn borrow_raw_refuses_what_the_driver_says_is_wrong() {
+    let dev = gpu();
+    let mem = dev.alloc_zeroed(MIB).unwrap();
+    let p = addr(&dev, &mem);
+    // SAFETY (all three): the checks refuse before anything is read or written.
+    let past = unsafe { dev.borrow_raw(p, MIB + 1) }
+        .unwrap_err()
+        .to_string();
+    assert!(past.contains("outside"), "{past}");
+    let host = [0u8; 64];
+    let h = unsafe { dev.borrow_raw(host.as_ptr() as u64, 64) }
+        .unwrap_err()
+        .to_string();
+    assert!(
+        h.contains("not CUDA device memory") || h.contains("cuPointerGetAttribute"),
+        "{h}"
+    );
+    assert!(unsafe { dev.borrow_raw(0, 1) }.is_err());
+    // Inside the allocation is fine, at an offset too.
+    let ok = unsafe { dev.borrow_raw(p + 4096, MIB - 4096) }.unwrap();
+    assert_eq!(ok.len(), MIB - 4096);
+}
