@@ -80,3 +80,18 @@ fn rendered_dockerfiles_pass_the_dockerfile_rules() {
         "{rules:?}"
     );
 }
+
+/// The rendered Ray programs (RDT demo, NCCL check) pass the text rules: receiver with
+/// enable_tensor_transport, a collective group, no ray.get of an RDT ref, no GLOO/NIXL.
+#[test]
+fn rendered_programs_pass_the_text_rules() {
+    for name in builtin_names() {
+        let profile = load_builtin(name).unwrap();
+        let bundle = render_all(&profile, &Values::default()).unwrap();
+        let options = LintOptions::for_profile(&profile, None, false);
+        for file in bundle.files().iter().filter(|f| f.kind == FileKind::Python) {
+            let findings = k8s_render::lint::lint_text(&file.path, &file.contents, &options);
+            assert!(findings.is_empty(), "{name}: {}: {findings:#?}", file.path);
+        }
+    }
+}

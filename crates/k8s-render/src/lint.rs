@@ -186,6 +186,9 @@ rules! {
     EXPANDABLE_SEGMENTS = "pytorch-expandable-segments-rdma", Warning,
         "PyTorch expandable_segments on a pod that registers memory for RDMA",
         "expandable_segments maps CUDA memory in pieces that can move and grow; memory registered with the NIC (NCCL user buffers, RDT tensors) then stops matching its registration, giving registration failures or NCCL falling back to copies.";
+    RDT_DRIVER_GET = "rdt-ray-get-copies-through-object-store", Warning,
+        "ray.get on the result of an RDT (tensor_transport) method",
+        "ray.get of an RDT reference in the driver or a non-GPU process falls back to the object store: the tensor is copied to host memory and serialised, which is the path RDT exists to avoid; pass the reference to the receiving actor instead.";
     SOCKET_IFNAME = "nccl-socket-ifname-unset", Info,
         "NCCL over RDMA without NCCL_SOCKET_IFNAME",
         "NCCL bootstraps and falls back over a TCP interface it picks itself; on hosts with several interfaces (docker0, lo, secondary NICs) it can pick one the peer cannot reach.";
@@ -443,6 +446,7 @@ fn text_rules(
             ));
         }
     }
+    hits.extend(rdt_ray_get(text));
     if let Some((backend, at)) = first_transport {
         let enabled = cached(&ENABLE, r"enable_tensor_transport\s*=\s*True")
             .is_some_and(|r| r.is_match(text));
@@ -464,6 +468,64 @@ fn text_rules(
                     Severity::Error,
                     "uses tensor_transport=\"nccl\" without create_collective_group".to_owned(),
                     "call ray.experimental.collective.create_collective_group([producer, consumer], backend=\"nccl\") before the first transfer".to_owned(),
+                ),
+                at,
+            ));
+        }
+    }
+    hits
+}
+
+/// `ray.get` on what a `tensor_transport` method returns: directly
+/// (`ray.get(p.send.remote())`) or through a variable (`ref = p.send.remote()` ... `ray.get(ref)`).
+fn rdt_ray_get(text: &str) -> Vec<(TextHit, usize)> {
+    static METHOD: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(method_re) = cached(
+        &METHOD,
+        r#"@ray\.method\([^)]*tensor_transport\s*=\s*["'][A-Za-z]+["'][^)]*\)\s*\n\s*def\s+([A-Za-z_][A-Za-z0-9_]*)"#,
+    ) else {
+        return Vec::new();
+    };
+    let methods: Vec<&str> = method_re
+        .captures_iter(text)
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .collect();
+    let mut hits = Vec::new();
+    for m in methods {
+        let escaped = regex::escape(m);
+        let direct = Regex::new(&format!(
+            r"ray\.get\(\s*\[?\s*[A-Za-z_][A-Za-z0-9_.\[\]]*\.{escaped}\.remote\("
+        ));
+        let assigned = Regex::new(&format!(
+            r"(?m)^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*[A-Za-z_][A-Za-z0-9_.\[\]]*\.{escaped}\.remote\("
+        ));
+        let mut at_of = Vec::new();
+        if let Ok(re) = direct {
+            at_of.extend(re.find_iter(text).map(|x| x.start()));
+        }
+        if let Ok(re) = assigned {
+            for c in re.captures_iter(text) {
+                let (Some(var), Some(whole)) = (c.get(1), c.get(0)) else {
+                    continue;
+                };
+                let get = Regex::new(&format!(
+                    r"ray\.get\(\s*\[?\s*{}\b",
+                    regex::escape(var.as_str())
+                ));
+                if let Ok(get) = get
+                    && let Some(g) = get.find_at(text, whole.end())
+                {
+                    at_of.push(g.start());
+                }
+            }
+        }
+        for at in at_of {
+            hits.push((
+                (
+                    RDT_DRIVER_GET,
+                    Severity::Warning,
+                    format!("calls ray.get on the result of RDT method {m}(): the tensor is copied through the object store"),
+                    format!("pass the reference from {m}.remote() to the consuming actor's method (consumer.consume.remote(ref)) and ray.get only its small result"),
                 ),
                 at,
             ));

@@ -869,3 +869,24 @@ fn gloo_tensor_transport_is_a_cpu_path() {
         (Some(4), Severity::Warning)
     );
 }
+
+#[test]
+fn ray_get_of_an_rdt_ref_copies_through_the_object_store() {
+    let program = "import ray\n@ray.remote(num_gpus=1, enable_tensor_transport=True)\nclass P:\n    @ray.method(tensor_transport=\"nccl\")\n    def make(self):\n        ...\nref = p.make.remote()\nt = ray.get(ref)\nu = ray.get(p.make.remote())\n";
+    let f = lint::lint_text("demo.py", program, &erdma());
+    let mut lines: Vec<Option<u64>> = with_rule(&f, "rdt-ray-get-copies-through-object-store")
+        .iter()
+        .map(|x| x.line)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, [Some(8), Some(9)], "{f:#?}");
+    // Passing the ref to the receiver is the RDT path: nothing.
+    let good = "@ray.method(tensor_transport=\"nccl\")\ndef make(self):\n    ...\nref = p.make.remote()\nok = ray.get(c.consume.remote(ref))\n";
+    assert!(
+        with_rule(
+            &lint::lint_text("demo.py", good, &erdma()),
+            "rdt-ray-get-copies-through-object-store"
+        )
+        .is_empty()
+    );
+}
