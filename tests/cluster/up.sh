@@ -50,8 +50,9 @@ options:
   etcdBinary: $bin/etcd
   kwokControllerBinary: $bin/kwok
   enableCRDs: [ClusterExec, ClusterLogs]
-  kubeControllerManagerNodeMonitorPeriodMilliseconds: 1000
-  kubeControllerManagerNodeMonitorGracePeriodMilliseconds: 10000
+  # KWOK renews each node's lease every quarter of this (10 s), well inside the controller-manager's 40 s
+  # grace period: nodes do not flap NotReady under load.
+  nodeLeaseDurationSeconds: 40
 componentsPatches:
 - name: kube-apiserver
   extraArgs:
@@ -111,6 +112,7 @@ echo $! >"$out/mpi-operator.pid"
 echo "up.sh: creating the simulated nodes, DRANET and its ResourceSlices"
 k apply -f "$here/fixtures/nodes.yaml" >/dev/null
 k apply -f "$here/fixtures/dranet.yaml" >/dev/null
+k apply -f "$here/fixtures/storage.yaml" >/dev/null
 k wait --for condition=Ready --timeout=30s node -l type=kwok >/dev/null
 k -n kube-system rollout status daemonset/dranet --timeout=120s >/dev/null
 

@@ -1,0 +1,319 @@
+//! Access to the running control-plane tier (tests/cluster/up.sh): kubectl, the rdmakit binary, and test
+//! namespaces whose pods the node emulator answers with a chosen node kind and faults.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn out() -> PathBuf {
+    repo().join("target/cluster")
+}
+
+/// Panics with the way to start the tier when it is not up (these tests are `#[ignore]`d otherwise).
+pub fn kubeconfig() -> PathBuf {
+    let k = out().join("kubeconfig");
+    assert!(
+        k.is_file(),
+        "the control-plane tier is not up ({} missing): run `make cluster-test`, or tests/cluster/build.sh && tests/cluster/up.sh",
+        k.display()
+    );
+    k
+}
+
+pub fn kubectl_path() -> PathBuf {
+    out().join("bin/kubectl")
+}
+
+fn emu_state() -> PathBuf {
+    out().join("emu-state")
+}
+
+pub fn rdmakit_path() -> PathBuf {
+    let p = repo().join("target/debug/rdmakit");
+    assert!(
+        p.is_file(),
+        "{} missing: cargo build -p rdmakit",
+        p.display()
+    );
+    p
+}
+
+/// kubectl with the tier's kubeconfig; returns the whole output.
+pub fn kubectl(args: &[&str]) -> Output {
+    kubectl_in(args, None)
+}
+
+pub fn kubectl_in(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut c = Command::new(kubectl_path());
+    c.args(args)
+        .env("KUBECONFIG", kubeconfig())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = c.spawn().expect("kubectl runs");
+    if let Some(s) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin piped")
+            .write_all(s.as_bytes())
+            .expect("kubectl stdin");
+    }
+    child.wait_with_output().expect("kubectl finishes")
+}
+
+/// kubectl that must succeed; returns stdout.
+pub fn kubectl_ok(args: &[&str]) -> String {
+    let o = kubectl(args);
+    assert!(
+        o.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn apply_yaml(yaml: &str) {
+    let o = kubectl_in(&["apply", "-f", "-"], Some(yaml));
+    assert!(
+        o.status.success(),
+        "kubectl apply failed: {}\n{yaml}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+pub fn get_json(args: &[&str]) -> Value {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json"]);
+    serde_json::from_str(&kubectl_ok(&a)).expect("kubectl -o json")
+}
+
+/// Polls `f` until it returns Some or `limit` passes.
+pub fn eventually<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// What the emulated pods of a namespace are (tests/cluster/emulator/node-emulator).
+#[derive(Clone, Copy)]
+pub enum Kind {
+    Erdma,
+    Mlx5,
+}
+
+/// A test namespace: its ClusterExec (pod exec goes to the emulator with EMU_NS), the emulator's node kind
+/// and faults, a PersistentVolume pre-bound to BuildKit's cache claim (no disk CSI driver runs here) and
+/// docker-registry Secrets for the erdma workflow. Dropping it deletes all of that.
+pub struct Ns {
+    pub name: String,
+    pub out: PathBuf,
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+impl Ns {
+    pub fn new(prefix: &str, kind: Kind) -> Ns {
+        let name = format!(
+            "{prefix}-{}-{}",
+            std::process::id() % 10000,
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        );
+        let dir = emu_state().join("ns").join(&name);
+        std::fs::create_dir_all(&dir).expect("emulator state dir");
+        let kind = match kind {
+            Kind::Erdma => "erdma",
+            Kind::Mlx5 => "mlx5",
+        };
+        std::fs::write(dir.join("kind"), kind).expect("kind file");
+        kubectl_ok(&["create", "namespace", &name]);
+        apply_yaml(&format!(
+            "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterExec\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchNamespaces: [{name}]\n  execs:\n  - local:\n      envs:\n      - name: EMU_NS\n        value: {name}\n---\napiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {name}-buildkit-cache\nspec:\n  capacity: {{storage: 200Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: alicloud-disk-essd\n  persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: {name}, name: buildkit-cache}}\n  hostPath: {{path: /var/lib/rdmakit-test/{name}}}\n"
+        ));
+        for (secret, server, user) in [
+            ("acr-pull", "registry.cn-beijing.aliyuncs.com", "puller"),
+            ("acr-push", "registry.example.com", "pusher"),
+        ] {
+            kubectl_ok(&[
+                "-n",
+                &name,
+                "create",
+                "secret",
+                "docker-registry",
+                secret,
+                &format!("--docker-server={server}"),
+                &format!("--docker-username={user}"),
+                "--docker-password=not-a-real-password",
+            ]);
+        }
+        let out = repo().join("target/cluster/runs").join(&name);
+        let _ = std::fs::remove_dir_all(&out);
+        Ns { name, out }
+    }
+
+    /// Switches emulator faults on for this namespace (tests/cluster/emulator/node-emulator FAULTS).
+    pub fn faults(&self, faults: &[&str]) {
+        std::fs::write(
+            emu_state().join("ns").join(&self.name).join("faults"),
+            faults.join("\n"),
+        )
+        .expect("faults file");
+    }
+
+    /// `rdmakit run WORKFLOW -n NS --out OUT ARGS...` (live, not dry-run).
+    pub fn run(&self, workflow: &str, args: &[&str]) -> Run {
+        self.run_in(workflow, &self.out, args)
+    }
+
+    pub fn run_in(&self, workflow: &str, out: &Path, args: &[&str]) -> Run {
+        let o = Command::new(rdmakit_path())
+            .args(["run", workflow, "-n", &self.name, "--out"])
+            .arg(out)
+            .args(args)
+            .env("KUBECONFIG", kubeconfig())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("rdmakit runs");
+        let report = std::fs::read_to_string(out.join("report.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null);
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            report,
+        }
+    }
+
+    /// Everything of the run's own left in the namespace (the harness's Secrets and the default
+    /// ServiceAccount/ConfigMap are not the run's), plus the cluster-scoped objects rdmakit labels as its own.
+    pub fn leftovers(&self) -> Vec<String> {
+        let kinds = "pods,deployments,statefulsets,services,persistentvolumeclaims,secrets,configmaps,jobs,rayclusters.ray.io,mpijobs.kubeflow.org,resourceclaims.resource.k8s.io,resourceclaimtemplates.resource.k8s.io";
+        let mut left: Vec<String> = kubectl_ok(&["-n", &self.name, "get", kinds, "-o", "name"])
+            .lines()
+            .filter(|l| {
+                !matches!(
+                    *l,
+                    "secret/acr-pull" | "secret/acr-push" | "configmap/kube-root-ca.crt"
+                )
+            })
+            .map(str::to_owned)
+            .collect();
+        // Pods a deleted owner is still terminating are gone in a moment: wait for them, not for the rest.
+        if left.iter().all(|l| l.starts_with("pod/")) && !left.is_empty() {
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(30) {
+                left = kubectl_ok(&["-n", &self.name, "get", "pods", "-o", "name"])
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+                if left.is_empty() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+        left
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"]);
+        let _ = kubectl(&["delete", "clusterexec.kwok.x-k8s.io", &self.name]);
+        let _ = kubectl(&["delete", "pv", &format!("{}-buildkit-cache", self.name)]);
+        let _ = std::fs::remove_dir_all(emu_state().join("ns").join(&self.name));
+    }
+}
+
+/// One `rdmakit run`: exit code, output and the report it wrote.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub report: Value,
+}
+
+impl Run {
+    pub fn verdict(&self) -> &str {
+        self.report["verdict"].as_str().unwrap_or("<no report>")
+    }
+
+    /// Names and details of the checks with `status`.
+    pub fn checks(&self, status: &str) -> Vec<String> {
+        self.report["checks"]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .filter(|c| c["status"] == status)
+                    .map(|c| {
+                        format!(
+                            "{}: {}",
+                            c["name"].as_str().unwrap_or(""),
+                            c["detail"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn text(&self) -> String {
+        format!(
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}\nfailed checks: {:#?}",
+            self.code,
+            self.stdout,
+            self.stderr,
+            self.checks("fail")
+        )
+    }
+
+    /// Asserts a PASS with exit 0.
+    pub fn assert_pass(&self) {
+        assert!(
+            self.code == 0 && self.verdict() == "pass",
+            "expected PASS:\n{}",
+            self.text()
+        );
+    }
+
+    /// Asserts a FAIL (exit 1) whose failed checks mention every needle.
+    pub fn assert_fail_naming(&self, needles: &[&str]) {
+        assert!(
+            self.code == 1 && self.verdict() == "fail",
+            "expected FAIL (exit 1):\n{}",
+            self.text()
+        );
+        let failed = self.checks("fail").join("\n");
+        for n in needles {
+            assert!(
+                failed.contains(n),
+                "no failed check names {n:?}:\n{}",
+                self.text()
+            );
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Each workflow's `plan.sh` (written by `rdmakit run --dry-run`), run by the real kubectl against the tier in
+//! a fresh namespace: exit 0 on the healthy cluster, non-zero on a fault.
+
+use std::process::Command;
+
+use super::harness::{Kind, Ns, kubeconfig, kubectl_path, rdmakit_path};
+
+/// Writes the plan with `rdmakit run --dry-run -n NS` and runs it with the tier's kubectl first on PATH.
+fn run_plan(ns: &Ns, workflow: &str, args: &[&str]) -> (i32, String) {
+    let dir = ns.out.join("plan");
+    let o = Command::new(rdmakit_path())
+        .args(["run", workflow, "--dry-run", "-n", &ns.name, "--out"])
+        .arg(&dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "dry-run of {workflow} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let bin = kubectl_path().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("bash")
+        .arg(dir.join("plan.sh"))
+        .env("KUBECONFIG", kubeconfig())
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code().unwrap_or(-1), text)
+}
+
+fn assert_plan_passes(ns: &Ns, workflow: &str, args: &[&str]) {
+    let (code, text) = run_plan(ns, workflow, args);
+    assert_eq!(
+        code, 0,
+        "{workflow}'s plan.sh failed against the real cluster:\n{text}"
+    );
+    let left = ns.leftovers();
+    assert!(left.is_empty(), "{workflow}'s plan.sh left {left:?}");
+}
+
+const ERDMA: &[&str] = &[
+    "--set",
+    "pull_secret_source=acr-pull",
+    "--set",
+    "push_secret_source=acr-push",
+];
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn erdma_ray_rdt_plan_runs_under_kubectl_and_fails_on_the_known_bad_nccl() {
+    let ns = Ns::new("plan-erdma", Kind::Erdma);
+    assert_plan_passes(&ns, "erdma-ray-rdt", ERDMA);
+    let bad = Ns::new("plan-erdma-bad", Kind::Erdma);
+    bad.faults(&["nccl-2.28.9"]);
+    let (code, text) = run_plan(&bad, "erdma-ray-rdt", ERDMA);
+    assert_ne!(code, 0, "plan.sh passed on NCCL 2.28.9:\n{text}");
+    assert!(
+        text.contains("SIGSEGV") || text.contains("2.28.9"),
+        "{text}"
+    );
+    let left = bad.leftovers();
+    assert!(
+        left.is_empty(),
+        "the failed plan.sh left {left:?} (its trap must clean up)"
+    );
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn dranet_nccl_tests_plan_runs_under_kubectl() {
+    let ns = Ns::new("plan-dranet", Kind::Erdma);
+    assert_plan_passes(&ns, "dranet-nccl-tests", &[]);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn shared_device_raycluster_plan_runs_under_kubectl() {
+    let ns = Ns::new("plan-shared", Kind::Mlx5);
+    assert_plan_passes(&ns, "shared-device-raycluster", &[]);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn vke_ib_pod_plan_runs_under_kubectl() {
+    let ns = Ns::new("plan-vke", Kind::Mlx5);
+    assert_plan_passes(&ns, "vke-ib-pod", &[]);
+}

@@ -1,0 +1,166 @@
+//! The four workflows live: PASS on the healthy cluster, FAIL naming the cause on each fault, a second run on
+//! the used cluster passes, and nothing of a run's own is left behind.
+
+use super::harness::{Kind, Ns, kubectl, kubectl_ok};
+
+const ERDMA: &[&str] = &[
+    "--set",
+    "pull_secret_source=acr-pull",
+    "--set",
+    "push_secret_source=acr-push",
+];
+
+/// Patches a node's capacity and allocatable for one test; puts the old values back on drop.
+struct NodePatch {
+    node: String,
+    restore: String,
+}
+
+impl NodePatch {
+    fn remove_resource(node: &str, resource: &str) -> NodePatch {
+        let esc = resource.replace('/', "~1");
+        let cap = kubectl_ok(&[
+            "get",
+            "node",
+            node,
+            "-o",
+            &format!(
+                "jsonpath={{.status.capacity.{}}}",
+                resource.replace('.', "\\.")
+            ),
+        ]);
+        assert!(!cap.is_empty(), "{node} has no {resource} to remove");
+        let patch = format!(
+            r#"[{{"op":"remove","path":"/status/capacity/{esc}"}},{{"op":"remove","path":"/status/allocatable/{esc}"}}]"#
+        );
+        kubectl_ok(&[
+            "patch",
+            "node",
+            node,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            &patch,
+        ]);
+        NodePatch {
+            node: node.into(),
+            restore: format!(
+                r#"[{{"op":"add","path":"/status/capacity/{esc}","value":"{cap}"}},{{"op":"add","path":"/status/allocatable/{esc}","value":"{cap}"}}]"#
+            ),
+        }
+    }
+}
+
+impl Drop for NodePatch {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "patch",
+            "node",
+            &self.node,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            &self.restore,
+        ]);
+    }
+}
+
+fn assert_clean(ns: &Ns) {
+    let left = ns.leftovers();
+    assert!(
+        left.is_empty(),
+        "the run left objects behind in {}: {left:?}",
+        ns.name
+    );
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn erdma_ray_rdt_passes_live_then_again_on_the_used_cluster_and_cleans_up() {
+    let ns = Ns::new("erdma", Kind::Erdma);
+    let r = ns.run("erdma-ray-rdt", ERDMA);
+    r.assert_pass();
+    assert!(
+        r.stdout.contains("NCCL all_reduce over eRDMA: results OK")
+            || r.report.to_string().contains("results OK"),
+        "{}",
+        r.text()
+    );
+    assert_clean(&ns);
+    let again = ns.run("erdma-ray-rdt", ERDMA);
+    again.assert_pass();
+    assert_clean(&ns);
+}
+
+/// Each fault the emulator can stage fails the workflow with its cause named, and the failed run still
+/// deletes what it created (the next test's hostNetwork workers need the ports).
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn erdma_ray_rdt_fails_naming_each_fault_and_cleans_up() {
+    for (fault, needles) in [
+        ("memlock-64k", &["RLIMIT_MEMLOCK", "LimitMEMLOCK"][..]),
+        ("nccl-2.28.9", &["2.28.9", "2.30.7"][..]),
+        ("net-socket", &["NET/Socket"][..]),
+        ("port-down", &["PORT_DOWN"][..]),
+        ("flat-counters", &["counters"][..]),
+    ] {
+        let ns = Ns::new("erdma-fault", Kind::Erdma);
+        ns.faults(&[fault]);
+        let r = ns.run("erdma-ray-rdt", ERDMA);
+        r.assert_fail_naming(needles);
+        assert_clean(&ns);
+    }
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn erdma_ray_rdt_fails_when_a_gpu_node_lacks_the_erdma_resource() {
+    let _patch = NodePatch::remove_resource("cn-beijing.10.0.5.76", "aliyun/erdma");
+    let ns = Ns::new("erdma-node", Kind::Erdma);
+    let r = ns.run("erdma-ray-rdt", ERDMA);
+    r.assert_fail_naming(&["cn-beijing.10.0.5.76", "aliyun/erdma"]);
+    assert_clean(&ns);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn dranet_nccl_tests_passes_live_with_claims_allocated_by_the_scheduler() {
+    let ns = Ns::new("dranet", Kind::Erdma);
+    let r = ns.run("dranet-nccl-tests", &[]);
+    r.assert_pass();
+    assert_clean(&ns);
+    let again = ns.run("dranet-nccl-tests", &[]);
+    again.assert_pass();
+    assert_clean(&ns);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn shared_device_raycluster_passes_live_then_fails_without_device_b() {
+    let ns = Ns::new("shared", Kind::Mlx5);
+    ns.run("shared-device-raycluster", &[]).assert_pass();
+    assert_clean(&ns);
+    let _patches: Vec<NodePatch> = ["gpu-node-0", "gpu-node-1", "gpu-node-2"]
+        .iter()
+        .map(|n| NodePatch::remove_resource(n, "rdma/rdma_shared_device_b"))
+        .collect();
+    let r = ns.run("shared-device-raycluster", &[]);
+    r.assert_fail_naming(&["rdma/rdma_shared_device_b"]);
+    assert_clean(&ns);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn vke_ib_pod_passes_live_then_fails_without_the_topology_mount() {
+    let ns = Ns::new("vke", Kind::Mlx5);
+    ns.run("vke-ib-pod", &[]).assert_pass();
+    assert_clean(&ns);
+    ns.faults(&["no-topology-mount"]);
+    ns.run("vke-ib-pod", &[])
+        .assert_fail_naming(&["/var/run/nvidia-topologyd"]);
+    assert_clean(&ns);
+    ns.faults(&["memlock-64k"]);
+    ns.run("vke-ib-pod", &[])
+        .assert_fail_naming(&["RLIMIT_MEMLOCK"]);
+    assert_clean(&ns);
+}
