@@ -137,7 +137,10 @@ fn check_container(
             let declared = if volumes.is_empty() {
                 "the pod declares no volumes".to_owned()
             } else {
-                format!("declared: {}", volumes.join(", "))
+                let hint = suggest(mount, volumes.iter().copied())
+                    .map(|v| format!("; did you mean {v:?}?"))
+                    .unwrap_or_default();
+                format!("declared: {}{hint}", volumes.join(", "))
             };
             out.push(error(
                 cpath.key("volumeMounts").index(i).key("name"),

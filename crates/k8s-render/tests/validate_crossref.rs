@@ -53,7 +53,7 @@ fn volume_mount_naming_no_volume() {
         "spec.containers[0].volumeMounts[0].name",
         ViolationKind::InvalidValue,
         Severity::Error,
-        "volumeMount \"dshm\" names no volume of the pod (declared: shm)",
+        "volumeMount \"dshm\" names no volume of the pod (declared: shm; did you mean \"shm\"?)",
     );
     assert_eq!(v.line, Some(9));
 }
