@@ -150,18 +150,18 @@ pub fn lint_dockerfile(source: &str, text: &str, options: &LintOptions) -> Vec<F
         .collect::<Vec<_>>()
         .join("\n");
     let has_good_pin = good_nccl_pin(&code);
+    let ins = instructions(text);
     for ((rule, severity, message, fix), at) in
         text_rules(&code, erdma, other_vendor(options), has_good_pin)
     {
         let line = code[..at].matches('\n').count() as u64 + 1;
-        let keyword = instructions(text)
-            .into_iter()
+        let keyword = ins
+            .iter()
             .rev()
             .find(|i| i.line <= line)
-            .map_or_else(|| "text".to_owned(), |i| i.keyword);
-        out.push(finding(rule, severity, &keyword, line, message, fix));
+            .map_or("text", |i| i.keyword.as_str());
+        out.push(finding(rule, severity, keyword, line, message, fix));
     }
-    let ins = instructions(text);
     for from in ins.iter().filter(|i| i.keyword == "FROM") {
         let image = from.args.split_whitespace().find(|w| !w.starts_with("--"));
         if let Some(image) = image
