@@ -22,9 +22,16 @@ use serde_json::{Map, Value};
 
 use crate::manifest::{Document, FieldPath, PathSeg, Severity};
 
+#[path = "lint_rules.rs"]
+mod catalog;
 #[path = "lint_dockerfile.rs"]
 mod dockerfile;
+#[path = "lint_text.rs"]
+mod text;
+use catalog::*;
 pub use dockerfile::{is_dockerfile, lint_dockerfile};
+pub use text::lint_text;
+use text::{good_nccl_pin, other_vendor, text_rules};
 
 /// What the linter knows about the target cluster and run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -89,109 +96,6 @@ pub struct Rule {
     pub summary: &'static str,
     /// Why it breaks RDMA.
     pub why: &'static str,
-}
-
-macro_rules! rules {
-    ($( $konst:ident = $id:literal, $sev:ident, $summary:literal, $why:literal; )*) => {
-        $( const $konst: &Rule = &Rule { id: $id, severity: Severity::$sev, summary: $summary, why: $why }; )*
-        const ALL_RULES: &[&Rule] = &[ $( $konst ),* ];
-    };
-}
-
-rules! {
-    RAY_HEAD_NUM_GPUS = "ray-head-num-gpus", Error,
-        "Ray head without a GPU limit does not set rayStartParams num-gpus: \"0\"",
-        "A head container without a GPU limit still sees every GPU of its node; Ray advertises them, so GPU actors can land on the head pod, which has no RDMA device, and NCCL falls back to TCP or fails.";
-    RAY_START_PARAMS_STRING = "ray-start-params-not-string", Error,
-        "rayStartParams value is not a string",
-        "The RayCluster CRD declares rayStartParams as a map of strings; the API server rejects numbers and booleans (num-gpus: 0 must be written num-gpus: \"0\").";
-    MISSING_IPC_LOCK = "rdma-missing-ipc-lock", Error,
-        "RDMA container without the IPC_LOCK capability",
-        "ibverbs pins (locks) memory for every registered buffer and queue pair; without CAP_IPC_LOCK the registrations fail (ibv_reg_mr/ibv_create_qp ENOMEM, NCCL 'Call to ibv_create_qp failed') and NCCL drops to TCP.";
-    HOST_NETWORK_DNS = "host-network-dns-policy", Error,
-        "hostNetwork: true without dnsPolicy: ClusterFirstWithHostNet",
-        "With hostNetwork the default DNS policy resolves through the node, so cluster names such as the Ray head service do not resolve and workers cannot join.";
-    REPLICAS_EXCEED_NODES = "host-network-replicas-exceed-nodes", Error,
-        "hostNetwork group has more replicas than RDMA nodes",
-        "Pods on the host network bind the node's ports, so at most one such pod runs per node; replicas beyond the RDMA node count stay Pending or crash on port conflicts.";
-    NO_SPREAD = "host-network-no-spread", Warning,
-        "hostNetwork group with several replicas and no one-per-node guarantee",
-        "Two host-network pods on one node collide on ports (Ray, NCCL bootstrap); without required pod anti-affinity on kubernetes.io/hostname (or a DoNotSchedule topology spread) the scheduler may co-locate them.";
-    HCA_WITHOUT_RDMA = "nccl-ib-hca-without-rdma", Error,
-        "NCCL_IB_HCA is set but the pod requests no RDMA resource or claim",
-        "Without an RDMA device plugin resource or DRA claim the container has no /dev/infiniband device, so NCCL finds no HCA and silently uses sockets.";
-    HCA_MISMATCH = "nccl-ib-hca-mismatch", Error,
-        "NCCL_IB_HCA does not match the profile's RDMA device names",
-        "NCCL selects HCAs by name prefix; a value for another vendor's devices (mlx5 on an eRDMA node, or a typo) matches nothing and NCCL falls back to TCP without an error.";
-    SHM_DISABLED = "nccl-shm-disabled", Warning,
-        "NCCL_SHM_DISABLE=1 outside a benchmark",
-        "Disabling shared memory forces intra-node traffic through the NIC; useful to benchmark RDMA, but it slows production multi-GPU workloads.";
-    IB_DISABLED = "nccl-ib-disabled", Error,
-        "NCCL_IB_DISABLE=1 left set",
-        "NCCL_IB_DISABLE=1 turns the RDMA transport off: the job still succeeds but all traffic goes over TCP sockets and the RDMA counters stay at zero.";
-    BAD_NCCL = "nccl-known-bad-version", Error,
-        "NCCL 2.28.7 or 2.28.9 pinned",
-        "NCCL 2.28.7 and 2.28.9 segfault in ncclNetInit() while probing eRDMA devices (SIGSEGV in every NCCL job); 2.28.3, 2.29.7 and 2.30.7 work.";
-    TORCH_NCCL = "torch-bundled-bad-nccl", Warning,
-        "torch 2.11 installed without an explicit NCCL pin",
-        "torch 2.11 bundles NCCL 2.28.9, which segfaults in ncclNetInit() on eRDMA; pin a good nvidia-nccl wheel after installing torch.";
-    NO_DEV_SHM = "nccl-missing-dev-shm", Warning,
-        "NCCL pod without a memory-backed /dev/shm",
-        "Container runtimes give /dev/shm 64 MiB; NCCL's shared-memory and proxy buffers exceed it ('failed to extend /dev/shm', bus errors) unless /dev/shm is an emptyDir with medium: Memory or the pod uses hostIPC.";
-    PRIVILEGED = "privileged-instead-of-ipc-lock", Warning,
-        "RDMA container runs privileged",
-        "RDMA needs only the IPC_LOCK capability plus the device from the device plugin or DRA claim; privileged mode exposes every host device and hides a missing device request.";
-    VKE_MGPU = "vke-mgpu-with-rdma", Error,
-        "Volcengine mGPU resource together with RDMA",
-        "On VKE a pod cannot use the mGPU and RDMA device plugins at the same time; the pod fails to start or gets no RDMA device.";
-    VKE_TOPOLOGY = "vke-missing-topology-mount", Warning,
-        "vke.volcengine.com/infiniband-rdma without the /var/run/nvidia-topologyd mount",
-        "On non-bare-metal VKE instances NCCL reads the real PCIe/NIC topology from virtualTopology.xml in /var/run/nvidia-topologyd; without it NCCL picks a poor GPU-NIC pairing.";
-    NIXL_ERDMA = "ucx-nixl-on-erdma", Error,
-        "UCX/NIXL tensor transport on eRDMA",
-        "eRDMA has no UD queue pairs and no SRQ: stock UCX fails (uct_iface_open(ud_verbs/erdma_0:1) failed, ibv_create_srq() Operation not supported). Use tensor_transport=\"nccl\", or a UCX built with Alibaba's eRDMA patch.";
-    REQUEST_LIMIT = "rdma-request-limit-mismatch", Error,
-        "Extended resource (RDMA/GPU) in requests but not limits, or with different values",
-        "Extended resources cannot be overcommitted: the API server rejects a request without an equal limit, so the pod is never created.";
-    DRA_CLAIM = "dra-claim-mismatch", Error,
-        "DRA claim declared but not used by any container, or used but not declared",
-        "A pod-level resourceClaim that no container lists in resources.claims allocates the RDMA device but injects it into no container; a container claim without a pod-level entry is rejected by the API server.";
-    RDT_RECEIVER = "rdt-receiver-missing-enable-tensor-transport", Error,
-        "Ray RDT program without enable_tensor_transport=True on the receiving actor",
-        "Only actors declared with enable_tensor_transport=True get the background thread that receives RDT tensors; otherwise the receive queues behind consume(), which waits for the tensor, and fails with 'not found in RDT object store after 60.0s'.";
-    RDT_GROUP = "rdt-missing-collective-group", Error,
-        "Ray RDT over NCCL without create_collective_group",
-        "The NCCL tensor transport needs an explicit collective group (ray.experimental.collective.create_collective_group) between sender and receiver; without it the transfer cannot start.";
-    DOCKERFILE_USERSPACE = "dockerfile-missing-rdma-userspace", Error,
-        "Dockerfile installs no (or not all) RDMA userspace packages",
-        "Base images such as rayproject/ray-llm ship no ibverbs provider for the vendor's NIC (no erdma provider), so the container sees no RDMA device and NCCL silently uses TCP; the image must install libibverbs1, ibverbs-providers and librdmacm1 (from the vendor's source where it has one).";
-    DOCKERFILE_APT_SOURCE = "dockerfile-apt-without-vendor-source", Error,
-        "Dockerfile installs RDMA packages without the vendor's APT source",
-        "The distribution's ibverbs-providers lacks the vendor's provider (Alibaba's erdma provider comes from mirrors.cloud.aliyuncs.com/erdma): without the vendor source apt installs a provider that finds no device.";
-    GLOO_CPU = "rdt-gloo-cpu-transport", Warning,
-        "Ray RDT with tensor_transport=\"gloo\" for GPU tensors",
-        "GLOO is a CPU transport: every GPU tensor is copied to host memory and sent over TCP, so nothing goes over RDMA; use tensor_transport=\"nccl\" on RDMA fabrics.";
-    UCX_ALL = "ucx-net-devices-all", Warning,
-        "UCX_NET_DEVICES=all",
-        "With all devices UCX also uses TCP and Ethernet interfaces and may pick one for the bulk transfer; name the RDMA port (UCX_NET_DEVICES=mlx5_0:1) so a missing device fails loudly instead of running over TCP.";
-    SOCKET_IFNAME_NOTHING = "nccl-socket-ifname-excludes-nothing", Warning,
-        "NCCL_SOCKET_IFNAME that selects or excludes nothing",
-        "An empty value or a bare ^ leaves the interface choice to NCCL, which may bootstrap over docker0, lo or a CNI bridge the peer cannot reach; the job then hangs at init.";
-    MESH_SIDECAR = "service-mesh-sidecar-on-nccl-pod", Error,
-        "A service-mesh sidecar (Istio, Linkerd) injected into an NCCL pod",
-        "The mesh proxy intercepts the pod's TCP traffic: NCCL's bootstrap and socket connections to the peer's ephemeral ports are redirected and fail or hang (ncclInternalError / socket timeouts).";
-    GID_INDEX = "nccl-gid-index-mismatch", Error,
-        "NCCL_IB_GID_INDEX differs from the profile's GID index",
-        "The GID index selects the RoCE/eRDMA address NCCL uses; a wrong index picks an address the peer cannot route to (eRDMA needs its profile's index) and the QPs never connect.";
-    EXPANDABLE_SEGMENTS = "pytorch-expandable-segments-rdma", Warning,
-        "PyTorch expandable_segments on a pod that registers memory for RDMA",
-        "expandable_segments maps CUDA memory in pieces that can move and grow; memory registered with the NIC (NCCL user buffers, RDT tensors) then stops matching its registration, giving registration failures or NCCL falling back to copies.";
-    RDT_DRIVER_GET = "rdt-ray-get-copies-through-object-store", Warning,
-        "ray.get on the result of an RDT (tensor_transport) method",
-        "ray.get of an RDT reference in the driver or a non-GPU process falls back to the object store: the tensor is copied to host memory and serialised, which is the path RDT exists to avoid; pass the reference to the receiving actor instead.";
-    SOCKET_IFNAME = "nccl-socket-ifname-unset", Info,
-        "NCCL over RDMA without NCCL_SOCKET_IFNAME",
-        "NCCL bootstraps and falls back over a TCP interface it picks itself; on hosts with several interfaces (docker0, lo, secondary NICs) it can pick one the peer cannot reach.";
 }
 
 /// Every rule the linter applies.
@@ -301,237 +205,6 @@ fn sort(findings: &mut [Finding]) {
         (&a.source, a.doc, &a.path, a.rule, &a.message)
             .cmp(&(&b.source, b.doc, &b.path, b.rule, &b.message))
     });
-}
-
-/// Lints plain text that is not a manifest (a Dockerfile, a shell or Python script) for the
-/// rules that apply to text: known-bad NCCL pins, torch's bundled NCCL, NIXL on eRDMA, and the
-/// Ray RDT requirements (receiver with `enable_tensor_transport=True`, NCCL collective group).
-/// Findings have the root path and the line of the match.
-pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let erdma = options
-        .device_pattern
-        .as_deref()
-        .is_some_and(|p| p.contains("erdma"));
-    let has_good_pin = good_nccl_pin(text);
-    for ((rule, severity, message, fix), at) in
-        text_rules(text, erdma, other_vendor(options), has_good_pin)
-    {
-        let line = text[..at].matches('\n').count() as u64 + 1;
-        out.push(Finding {
-            rule: rule.id,
-            severity,
-            source: source.to_owned(),
-            doc: 0,
-            object: "text".to_owned(),
-            path: FieldPath::root(),
-            line: Some(line),
-            message,
-            why: rule.why,
-            fix,
-        });
-    }
-    sort(&mut out);
-    out
-}
-
-type TextHit = (&'static Rule, Severity, String, String);
-
-fn other_vendor(options: &LintOptions) -> bool {
-    options
-        .device_pattern
-        .as_deref()
-        .is_some_and(|p| !p.contains("erdma"))
-}
-
-fn bad_nccl_re() -> Option<&'static Regex> {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(r"(?i)(nccl[a-z0-9_.\-]*?(?:==|=|:|-|_|\s)?v?)(2\.28\.[79])(?:[^0-9]|$)").ok()
-    })
-    .as_ref()
-}
-
-fn good_nccl_pin(text: &str) -> bool {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
-    RE.get_or_init(|| Regex::new(r"(?i)nvidia-nccl-cu1[0-9]\s*==\s*\d").ok())
-        .as_ref()
-        .is_some_and(|r| r.is_match(text))
-}
-
-fn cached(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
-    cell.get_or_init(|| Regex::new(pattern).ok()).as_ref()
-}
-
-/// Rules that look at free text (strings in manifests, Dockerfiles, Ray programs). Each hit
-/// carries the byte offset of the match, so callers can turn it into a line.
-///
-/// `other_vendor` is true when the profile's devices are known not to be eRDMA: the NCCL
-/// segfault is eRDMA-specific, so a bad pin is then only a warning.
-fn text_rules(
-    text: &str,
-    erdma: bool,
-    other_vendor: bool,
-    has_good_pin: bool,
-) -> Vec<(TextHit, usize)> {
-    let pin_severity = if other_vendor && !erdma {
-        Severity::Warning
-    } else {
-        Severity::Error
-    };
-    let mut hits = Vec::new();
-    if let Some(re) = bad_nccl_re() {
-        for c in re.captures_iter(text) {
-            let version = c.get(2).map_or("", |m| m.as_str());
-            let whole = c.get(0);
-            let matched = whole.map_or("", |m| m.as_str()).trim_end();
-            hits.push((
-                (
-                    BAD_NCCL,
-                    pin_severity,
-                    format!("pins NCCL {version} ({matched:?})"),
-                    "pin a working NCCL, e.g. `pip install nvidia-nccl-cu13==2.30.7` (or 2.29.7 / 2.28.3), after installing torch".to_owned(),
-                ),
-                whole.map_or(0, |m| m.start()),
-            ));
-        }
-    }
-    static TORCH: OnceLock<Option<Regex>> = OnceLock::new();
-    if !has_good_pin && let Some(re) = cached(&TORCH, r"(?i)\btorch\s*==\s*2\.11(\.\d+)?\b") {
-        for m in re.find_iter(text) {
-            hits.push((
-                (
-                    TORCH_NCCL,
-                    if other_vendor && !erdma { Severity::Info } else { Severity::Warning },
-                    format!("installs {}, whose bundled NCCL is 2.28.9", m.as_str()),
-                    "also install `nvidia-nccl-cu13==2.30.7` (after torch) so the bundled 2.28.9 is replaced".to_owned(),
-                ),
-                m.start(),
-            ));
-        }
-    }
-    static TRANSPORT: OnceLock<Option<Regex>> = OnceLock::new();
-    static ENABLE: OnceLock<Option<Regex>> = OnceLock::new();
-    let Some(transport_re) = cached(&TRANSPORT, r#"tensor_transport\s*=\s*["']([A-Za-z]+)["']"#)
-    else {
-        return hits;
-    };
-    let mut first_transport = None;
-    for c in transport_re.captures_iter(text) {
-        let backend = c.get(1).map_or("", |m| m.as_str()).to_ascii_lowercase();
-        let at = c.get(0).map_or(0, |m| m.start());
-        first_transport.get_or_insert((backend.clone(), at));
-        if backend == "gloo" {
-            hits.push((
-                (
-                    GLOO_CPU,
-                    Severity::Warning,
-                    "uses tensor_transport=\"gloo\": GPU tensors go through host memory and TCP"
-                        .to_owned(),
-                    "use @ray.method(tensor_transport=\"nccl\") with a NCCL collective group"
-                        .to_owned(),
-                ),
-                at,
-            ));
-        }
-        if erdma && backend == "nixl" {
-            hits.push((
-                (
-                    NIXL_ERDMA,
-                    Severity::Error,
-                    "uses tensor_transport=\"nixl\" on eRDMA".to_owned(),
-                    "use @ray.method(tensor_transport=\"nccl\") (and enable_tensor_transport=True on the receiver)".to_owned(),
-                ),
-                at,
-            ));
-        }
-    }
-    hits.extend(rdt_ray_get(text));
-    if let Some((backend, at)) = first_transport {
-        let enabled = cached(&ENABLE, r"enable_tensor_transport\s*=\s*True")
-            .is_some_and(|r| r.is_match(text));
-        if !enabled {
-            hits.push((
-                (
-                    RDT_RECEIVER,
-                    Severity::Error,
-                    format!("uses tensor_transport=\"{backend}\" but no actor sets enable_tensor_transport=True"),
-                    "declare the receiving actor with @ray.remote(num_gpus=1, enable_tensor_transport=True)".to_owned(),
-                ),
-                at,
-            ));
-        }
-        if backend == "nccl" && !text.contains("create_collective_group") {
-            hits.push((
-                (
-                    RDT_GROUP,
-                    Severity::Error,
-                    "uses tensor_transport=\"nccl\" without create_collective_group".to_owned(),
-                    "call ray.experimental.collective.create_collective_group([producer, consumer], backend=\"nccl\") before the first transfer".to_owned(),
-                ),
-                at,
-            ));
-        }
-    }
-    hits
-}
-
-/// `ray.get` on what a `tensor_transport` method returns: directly
-/// (`ray.get(p.send.remote())`) or through a variable (`ref = p.send.remote()` ... `ray.get(ref)`).
-fn rdt_ray_get(text: &str) -> Vec<(TextHit, usize)> {
-    static METHOD: OnceLock<Option<Regex>> = OnceLock::new();
-    let Some(method_re) = cached(
-        &METHOD,
-        r#"@ray\.method\([^)]*tensor_transport\s*=\s*["'][A-Za-z]+["'][^)]*\)\s*\n\s*def\s+([A-Za-z_][A-Za-z0-9_]*)"#,
-    ) else {
-        return Vec::new();
-    };
-    let methods: Vec<&str> = method_re
-        .captures_iter(text)
-        .filter_map(|c| c.get(1).map(|m| m.as_str()))
-        .collect();
-    let mut hits = Vec::new();
-    for m in methods {
-        let escaped = regex::escape(m);
-        let direct = Regex::new(&format!(
-            r"ray\.get\(\s*\[?\s*[A-Za-z_][A-Za-z0-9_.\[\]]*\.{escaped}\.remote\("
-        ));
-        let assigned = Regex::new(&format!(
-            r"(?m)^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*[A-Za-z_][A-Za-z0-9_.\[\]]*\.{escaped}\.remote\("
-        ));
-        let mut at_of = Vec::new();
-        if let Ok(re) = direct {
-            at_of.extend(re.find_iter(text).map(|x| x.start()));
-        }
-        if let Ok(re) = assigned {
-            for c in re.captures_iter(text) {
-                let (Some(var), Some(whole)) = (c.get(1), c.get(0)) else {
-                    continue;
-                };
-                let get = Regex::new(&format!(
-                    r"ray\.get\(\s*\[?\s*{}\b",
-                    regex::escape(var.as_str())
-                ));
-                if let Ok(get) = get
-                    && let Some(g) = get.find_at(text, whole.end())
-                {
-                    at_of.push(g.start());
-                }
-            }
-        }
-        for at in at_of {
-            hits.push((
-                (
-                    RDT_DRIVER_GET,
-                    Severity::Warning,
-                    format!("calls ray.get on the result of RDT method {m}(): the tensor is copied through the object store"),
-                    format!("pass the reference from {m}.remote() to the consuming actor's method (consumer.consume.remote(ref)) and ray.get only its small result"),
-                ),
-                at,
-            ));
-        }
-    }
-    hits
 }
 
 /// An environment variable as the container sees it.
@@ -1526,7 +1199,7 @@ mod tests {
 
     #[test]
     fn bad_nccl_regex() {
-        let re = bad_nccl_re().expect("regex compiles");
+        let re = text::bad_nccl_re().expect("regex compiles");
         assert!(re.is_match("pip install nvidia-nccl-cu13==2.28.9"));
         assert!(re.is_match("nvidia-nccl-cu12==2.28.7 torch"));
         assert!(re.is_match("apt-get install libnccl2=2.28.9-1+cuda13.0"));
