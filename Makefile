@@ -8,15 +8,15 @@ BUILD_PKGS := libibverbs-dev librdmacm-dev libclang-dev clang pkg-config
 # Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).
 VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static file rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2 kmod udev
 
-.PHONY: demo test deps test-deps fmt-check clippy unit vm-test build fuzz clean
+.PHONY: demo test deps test-deps fmt-check clippy unit py-test cluster-test cluster-up cluster-down vm-test build fuzz clean
 
 ## demo: the eRDMA Ray RDT workflow in dry-run (no cluster): bundle under out/, plan printed.
 demo: deps
 	$(CARGO) build -p rdmakit
 	./target/debug/rdmakit run scripts/workflows/erdma-ray-rdt.rhai --dry-run --out $(OUT)/erdma-ray-rdt
 
-## test: format, lints, unit + snapshot tests, then the soft-RoCE VM tier.
-test: deps test-deps fmt-check clippy unit vm-test
+## test: format, lints, unit + snapshot tests, the Ray RDT package, the control-plane tier, the soft-RoCE VM tier.
+test: deps test-deps fmt-check clippy unit py-test cluster-test vm-test
 
 build:
 	$(CARGO) build --workspace --all-targets
@@ -29,6 +29,24 @@ clippy:
 
 unit:
 	$(CARGO) test --workspace
+
+# The rdmakit_rdt Python package (maturin wheel, pytest, Ray actors on CPU): python/rdmakit-rdt/README.md.
+py-test:
+	python/rdmakit-rdt/test.sh
+
+# The control-plane tier (tests/cluster/README.md): real kube-apiserver, scheduler, controllers, KubeRay and the
+# MPI Operator built from their pinned Go modules (cached after the first build), KWOK nodes, the node emulator.
+cluster-test:
+	tests/cluster/run.sh
+
+## cluster-up: start the control-plane tier and leave it running (KUBECONFIG=target/cluster/kubeconfig).
+cluster-up:
+	tests/cluster/build.sh
+	tests/cluster/up.sh
+
+## cluster-down: stop it.
+cluster-down:
+	tests/cluster/down.sh
 
 # The bandwidth suites compare our release-built write_bw and stage_bench (RDMA transport) with perftest
 # inside the VM; rdmakit's own binary (built with the workspace tests) runs the bench-command suite.

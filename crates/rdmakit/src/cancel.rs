@@ -28,6 +28,11 @@ impl Cancel {
         self.0.notify.notify_waiters();
     }
 
+    /// Clears a cancellation so that cleanup after Ctrl-C can still talk to the cluster.
+    pub fn clear(&self) {
+        self.0.flag.store(false, Ordering::SeqCst);
+    }
+
     /// True once cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.0.flag.load(Ordering::SeqCst)

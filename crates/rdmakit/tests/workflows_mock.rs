@@ -1152,7 +1152,7 @@ fn shared_device_raycluster_passes_with_both_shared_devices() {
     let apply = r
         .seen
         .iter()
-        .find(|s| s.method == "PATCH" && s.uri.contains("/rayclusters/ray-rdma-cluster"))
+        .find(|s| s.method == "PATCH" && s.uri.contains("/rayclusters/raycluster-kuberay"))
         .expect("RayCluster applied");
     for res in [
         "rdma/rdma_shared_device_a",
@@ -1205,5 +1205,5 @@ fn shared_device_raycluster_fails_when_nodes_lack_a_shared_device() {
         "{}",
         fails[0]
     );
-    assert!(deleted(&r.seen, "/rayclusters/ray-rdma-cluster"));
+    assert!(deleted(&r.seen, "/rayclusters/raycluster-kuberay"));
 }

@@ -31,6 +31,21 @@ pub fn kubectl_path() -> PathBuf {
     out().join("bin/kubectl")
 }
 
+fn emulator_log(name: &str) -> PathBuf {
+    repo().join("tests/cluster/emulator/logs").join(name)
+}
+
+/// KWOK serves container logs from files in the CRI log format the kubelet reads
+/// (`<RFC 3339 time> stdout F <line>`).
+fn write_cri_log(src: &Path, dst: &Path) {
+    let text = std::fs::read_to_string(src).expect("emulator log");
+    let cri: String = text
+        .lines()
+        .map(|l| format!("2026-07-01T12:50:02.117000000Z stdout F {l}\n"))
+        .collect();
+    std::fs::write(dst, cri).expect("container log");
+}
+
 fn emu_state() -> PathBuf {
     out().join("emu-state")
 }
@@ -148,8 +163,12 @@ impl Ns {
         };
         std::fs::write(dir.join("kind"), kind).expect("kind file");
         kubectl_ok(&["create", "namespace", &name]);
+        // Container logs (the MPIJob launcher's nccl-tests output) come from a file the test can change.
+        let log = dir.join("container.log");
+        write_cri_log(&emulator_log("launcher-ok.log"), &log);
         apply_yaml(&format!(
-            "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterExec\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchNamespaces: [{name}]\n  execs:\n  - local:\n      envs:\n      - name: EMU_NS\n        value: {name}\n---\napiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {name}-buildkit-cache\nspec:\n  capacity: {{storage: 200Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: alicloud-disk-essd\n  persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: {name}, name: buildkit-cache}}\n  hostPath: {{path: /var/lib/rdmakit-test/{name}}}\n"
+            "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterExec\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchNamespaces: [{name}]\n  execs:\n  - local:\n      envs:\n      - name: EMU_NS\n        value: {name}\n---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchNamespaces: [{name}]\n  logs:\n  - logsFile: {}\n",
+            log.display()
         ));
         for (secret, server, user) in [
             ("acr-pull", "registry.cn-beijing.aliyuncs.com", "puller"),
@@ -169,7 +188,33 @@ impl Ns {
         }
         let out = repo().join("target/cluster/runs").join(&name);
         let _ = std::fs::remove_dir_all(&out);
-        Ns { name, out }
+        let ns = Ns { name, out };
+        ns.provision_disk();
+        ns
+    }
+
+    /// What ACK's disk plugin does for BuildKit's cache claim: a fresh PersistentVolume pre-bound to it. A
+    /// volume released by an earlier run's deleted claim is replaced (Retain keeps it Released for good).
+    pub fn provision_disk(&self) {
+        let pv = format!("{}-buildkit-cache", self.name);
+        let phase = kubectl(&["get", "pv", &pv, "-o", "jsonpath={.status.phase}"]);
+        let phase = String::from_utf8_lossy(&phase.stdout).into_owned();
+        if phase == "Bound" || phase == "Available" {
+            return;
+        }
+        let _ = kubectl(&["delete", "pv", &pv, "--ignore-not-found", "--wait=true"]);
+        apply_yaml(&format!(
+            "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {pv}\nspec:\n  capacity: {{storage: 200Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: alicloud-disk-essd\n  persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: {ns}, name: buildkit-cache}}\n  hostPath: {{path: /var/lib/rdmakit-test/{ns}}}\n",
+            ns = self.name
+        ));
+    }
+
+    /// Sets what every container log in this namespace reads (a file under tests/cluster/emulator/logs/).
+    pub fn container_log(&self, name: &str) {
+        write_cri_log(
+            &emulator_log(name),
+            &emu_state().join("ns").join(&self.name).join("container.log"),
+        );
     }
 
     /// Switches emulator faults on for this namespace (tests/cluster/emulator/node-emulator FAULTS).
@@ -187,6 +232,7 @@ impl Ns {
     }
 
     pub fn run_in(&self, workflow: &str, out: &Path, args: &[&str]) -> Run {
+        self.provision_disk();
         let o = Command::new(rdmakit_path())
             .args(["run", workflow, "-n", &self.name, "--out"])
             .arg(out)
@@ -244,6 +290,7 @@ impl Drop for Ns {
     fn drop(&mut self) {
         let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"]);
         let _ = kubectl(&["delete", "clusterexec.kwok.x-k8s.io", &self.name]);
+        let _ = kubectl(&["delete", "clusterlogs.kwok.x-k8s.io", &self.name]);
         let _ = kubectl(&["delete", "pv", &format!("{}-buildkit-cache", self.name)]);
         let _ = std::fs::remove_dir_all(emu_state().join("ns").join(&self.name));
     }

@@ -1,7 +1,7 @@
 //! The four workflows live: PASS on the healthy cluster, FAIL naming the cause on each fault, a second run on
 //! the used cluster passes, and nothing of a run's own is left behind.
 
-use super::harness::{Kind, Ns, kubectl, kubectl_ok};
+use super::harness::{Kind, Ns, kubectl, kubectl_ok, repo};
 
 const ERDMA: &[&str] = &[
     "--set",
@@ -19,16 +19,8 @@ struct NodePatch {
 impl NodePatch {
     fn remove_resource(node: &str, resource: &str) -> NodePatch {
         let esc = resource.replace('/', "~1");
-        let cap = kubectl_ok(&[
-            "get",
-            "node",
-            node,
-            "-o",
-            &format!(
-                "jsonpath={{.status.capacity.{}}}",
-                resource.replace('.', "\\.")
-            ),
-        ]);
+        let n = super::harness::get_json(&["node", node]);
+        let cap = n["status"]["capacity"][resource].as_str().unwrap_or("").to_owned();
         assert!(!cap.is_empty(), "{node} has no {resource} to remove");
         let patch = format!(
             r#"[{{"op":"remove","path":"/status/capacity/{esc}"}},{{"op":"remove","path":"/status/allocatable/{esc}"}}]"#
@@ -138,13 +130,14 @@ fn dranet_nccl_tests_passes_live_with_claims_allocated_by_the_scheduler() {
 #[ignore = "control-plane tier: make cluster-test"]
 fn shared_device_raycluster_passes_live_then_fails_without_device_b() {
     let ns = Ns::new("shared", Kind::Mlx5);
-    ns.run("shared-device-raycluster", &[]).assert_pass();
+    // cleanup=true: by default the workflow leaves the RayCluster running for the user.
+    ns.run("shared-device-raycluster", &["--set", "cleanup=true"]).assert_pass();
     assert_clean(&ns);
     let _patches: Vec<NodePatch> = ["gpu-node-0", "gpu-node-1", "gpu-node-2"]
         .iter()
         .map(|n| NodePatch::remove_resource(n, "rdma/rdma_shared_device_b"))
         .collect();
-    let r = ns.run("shared-device-raycluster", &[]);
+    let r = ns.run("shared-device-raycluster", &["--set", "cleanup=true"]);
     r.assert_fail_naming(&["rdma/rdma_shared_device_b"]);
     assert_clean(&ns);
 }
@@ -162,5 +155,43 @@ fn vke_ib_pod_passes_live_then_fails_without_the_topology_mount() {
     ns.faults(&["memlock-64k"]);
     ns.run("vke-ib-pod", &[])
         .assert_fail_naming(&["RLIMIT_MEMLOCK"]);
+    assert_clean(&ns);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn dranet_nccl_tests_fails_on_a_net_socket_launcher_log() {
+    let ns = Ns::new("dranet-fault", Kind::Erdma);
+    ns.container_log("launcher-net-socket.log");
+    ns.run("dranet-nccl-tests", &[])
+        .assert_fail_naming(&["NET/Socket"]);
+    assert_clean(&ns);
+}
+
+/// Puts DRANET's healthy ResourceSlices back on drop.
+struct SliceFault;
+
+impl SliceFault {
+    fn without_erdma_attribute() -> SliceFault {
+        let f = repo().join("tests/cluster/fixtures/fault-slice-without-erdma.yaml");
+        kubectl_ok(&["apply", "-f", f.to_str().unwrap()]);
+        SliceFault
+    }
+}
+
+impl Drop for SliceFault {
+    fn drop(&mut self) {
+        let f = repo().join("tests/cluster/fixtures/dranet.yaml");
+        let _ = kubectl(&["apply", "-f", f.to_str().unwrap()]);
+    }
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn dranet_nccl_tests_fails_when_a_slice_lacks_the_attribute_the_device_class_selects() {
+    let _fault = SliceFault::without_erdma_attribute();
+    let ns = Ns::new("dranet-slice", Kind::Erdma);
+    ns.run("dranet-nccl-tests", &[])
+        .assert_fail_naming(&["cn-hangzhou.172.16.0.22/erdma_0 lacks", "alibaba.dra.net/erdma"]);
     assert_clean(&ns);
 }

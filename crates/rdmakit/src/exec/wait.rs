@@ -35,15 +35,12 @@ pub fn condition_true(o: &Value, cond: &str) -> bool {
         })
 }
 
-/// A waiting reason on a container that will not fix itself.
+/// A waiting reason on a container that the kubelet has given up retrying quickly. `ErrImagePull` and
+/// `CreateContainerConfigError` are not here: the kubelet retries them (a registry hiccup, a Secret created a
+/// moment later), so they are shown as progress (see [`pod_pending_reason`]) and end the wait only at its
+/// deadline, named in the timeout message.
 fn pod_fatal_reason(pod: &Value) -> Option<String> {
-    const FATAL: [&str; 5] = [
-        "CrashLoopBackOff",
-        "ImagePullBackOff",
-        "ErrImagePull",
-        "CreateContainerConfigError",
-        "InvalidImageName",
-    ];
+    const FATAL: [&str; 3] = ["CrashLoopBackOff", "ImagePullBackOff", "InvalidImageName"];
     let statuses = pod
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)?;
@@ -65,6 +62,39 @@ fn pod_fatal_reason(pod: &Value) -> Option<String> {
     })
 }
 
+/// Why a pod is not Ready yet, as the cluster says it: the scheduler's message for an unschedulable pod,
+/// or a container's waiting reason (`ErrImagePull`, `ContainerCreating`...).
+fn pod_pending_reason(pod: &Value) -> Option<String> {
+    if condition_true(pod, "Ready") {
+        return None;
+    }
+    let unschedulable = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c.get("type").and_then(Value::as_str) == Some("PodScheduled")
+                    && c.get("status").and_then(Value::as_str) == Some("False")
+            })
+        });
+    if let Some(c) = unschedulable {
+        let reason = c.get("reason").and_then(Value::as_str).unwrap_or("Unschedulable");
+        let msg = c.get("message").and_then(Value::as_str).unwrap_or("");
+        return Some(format!("{} {reason}: {msg}", name_of(pod)).trim_end().to_owned());
+    }
+    let waiting = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .and_then(|ss| ss.iter().find_map(|s| s.pointer("/state/waiting")));
+    if let Some(w) = waiting {
+        let reason = w.get("reason").and_then(Value::as_str).unwrap_or("Waiting");
+        let msg = w.get("message").and_then(Value::as_str).unwrap_or("");
+        return Some(format!("{} {reason} {msg}", name_of(pod)).trim_end().to_owned());
+    }
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    Some(format!("{} {phase}", name_of(pod)))
+}
+
 /// Evaluates a wait condition over the objects currently matching the spec.
 pub fn evaluate(spec: &WaitSpec, objects: &[Value]) -> WaitState {
     let expect = spec.expect.max(1);
@@ -81,7 +111,12 @@ pub fn evaluate(spec: &WaitSpec, objects: &[Value]) -> WaitState {
             if ready >= expect && ready == objects.len() {
                 WaitState::Done(msg)
             } else {
-                WaitState::Pending(msg)
+                let why: Vec<String> = objects.iter().filter_map(pod_pending_reason).take(3).collect();
+                WaitState::Pending(if why.is_empty() {
+                    msg
+                } else {
+                    format!("{msg}; {}", why.join("; "))
+                })
             }
         }
         WaitFor::RayClusterReady => match objects.first() {
@@ -216,6 +251,23 @@ mod tests {
         assert!(
             matches!(evaluate(&spec(WaitFor::PodsReady, 1), &[p]), WaitState::Failed(m) if m.contains("CrashLoopBackOff"))
         );
+    }
+
+    #[test]
+    fn pending_pods_say_why_and_retried_errors_do_not_fail_the_wait() {
+        let unsched = json!({"metadata": {"name": "w-0"}, "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/9 nodes are available: 2 node(s) didn't have free ports for the requested pod ports."}]}});
+        let pulling = json!({"metadata": {"name": "w-1"}, "status": {"containerStatuses": [{"name": "ray-worker", "state": {"waiting": {"reason": "ErrImagePull", "message": "rpc error: 503"}}}]}});
+        let s = spec(WaitFor::PodsReady, 2);
+        match evaluate(&s, &[unsched, pulling]) {
+            WaitState::Pending(m) => {
+                assert!(m.starts_with("0/2 pods Ready (want 2); "), "{m}");
+                assert!(m.contains("w-0 Unschedulable: 0/9 nodes are available: 2 node(s) didn't have free ports"), "{m}");
+                assert!(m.contains("w-1 ErrImagePull rpc error: 503"), "{m}");
+            }
+            other => panic!("a retried pull must not end the wait: {other:?}"),
+        }
+        let backoff = json!({"metadata": {"name": "w-1"}, "status": {"containerStatuses": [{"name": "ray-worker", "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}});
+        assert!(matches!(evaluate(&s, &[backoff]), WaitState::Failed(m) if m.contains("ImagePullBackOff")));
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub use analysis::{
 };
 mod convert;
 mod integrations;
+mod ledger;
 pub use integrations::{is_value_key, lint_options, read_docs};
 mod modules;
 pub mod resolver;
@@ -42,7 +43,7 @@ use rhai::{Dynamic, Engine, EvalAltResult, Position, Scope};
 
 use crate::cancel::Cancel;
 use crate::exec::Executor;
-use crate::report::{Report, Verdict};
+use crate::report::{Report, Status, Verdict};
 
 /// Sandbox limits for workflow scripts.
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +125,8 @@ pub struct Ctx {
     pub cancel: Cancel,
     /// Files written by `render::`/`fs::` (relative to the out dir), in order.
     pub written: Mutex<Vec<String>>,
+    /// Manifests this run applied and has not deleted (deleted on a script error or Ctrl-C).
+    pub ledger: ledger::Ledger,
 }
 
 impl Ctx {
@@ -211,6 +214,7 @@ impl Host {
             report: Mutex::new(report),
             cancel,
             written: Mutex::new(Vec::new()),
+            ledger: ledger::Ledger::default(),
         });
         let mut engine = Engine::new();
         let l = ctx.config.limits;
@@ -275,6 +279,7 @@ impl Host {
                 self.engine.run_ast_with_scope(&mut scope, &ast)
             });
         let error = result.err().map(|e| self.locate(source_name, &e));
+        self.clean_up(error.is_some());
         let mut report = self.ctx.report().clone();
         match &error {
             None if report.verdict.is_none() => {
@@ -288,6 +293,28 @@ impl Host {
             tracing::error!("could not write the report: {e}");
         }
         RunOutcome { report, error }
+    }
+
+    /// A run deletes what it applied and did not delete itself, unless `keep=true`: everything after a script
+    /// error or Ctrl-C (`stopped`), only its own objects (the merged registry Secret) when it finished. After
+    /// Ctrl-C the cancellation is cleared for the cleanup; a second Ctrl-C still exits at once (cli::run).
+    fn clean_up(&self, stopped: bool) {
+        let c = &self.ctx;
+        if c.exec.is_dry_run() || c.ledger.is_empty() {
+            return;
+        }
+        let keep = c.config.params.get("keep").is_some_and(|v| v == "true");
+        let mut report = c.report();
+        if keep {
+            report.check(
+                "cleanup",
+                Status::Info,
+                "keep=true: the objects this run applied are left in place",
+            );
+            return;
+        }
+        c.cancel.clear();
+        c.ledger.clean_up(c.exec.as_ref(), &mut report, stopped);
     }
 
     fn locate(&self, source_name: &str, err: &EvalAltResult) -> ScriptError {

@@ -159,7 +159,10 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         let t = opt_timeout(&opts, 120)?;
         let mut out = Array::new();
         for m in manifests_for(&c, path)? {
-            out.extend(refs_to_array(c.exec.apply(&m, t).map_err(exec_err)?));
+            let refs = c.exec.apply(&m, t);
+            // A partly applied manifest is recorded too: its cleanup deletes what did land.
+            c.ledger.applied(&m);
+            out.extend(refs_to_array(refs.map_err(exec_err)?));
         }
         Ok(out)
     };
@@ -175,6 +178,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         // Delete files in reverse order: workloads before the things they use.
         for m in manifests_for(&c, path)?.iter().rev() {
             out.extend(refs_to_array(c.exec.delete(m, t).map_err(exec_err)?));
+            c.ledger.deleted(m);
         }
         Ok(out)
     };
@@ -576,6 +580,17 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             timeout: opt_timeout(&opts, 60)?,
         };
         let s = c.exec.merge_registry_secrets(&spec).map_err(exec_err)?;
+        if !s.dry_run {
+            // The merged credentials are this run's own: deleted with the rest at the end (unless keep=true).
+            let mut meta = serde_json::json!({ "name": s.target });
+            if let Some(ns) = &spec.namespace {
+                meta["namespace"] = ns.clone().into();
+            }
+            c.ledger.made_for_the_run(&crate::exec::Manifest {
+                display_path: format!("secret/{} (merged registry credentials)", s.target),
+                objects: vec![serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta })],
+            });
+        }
         let mut r = Map::new();
         r.insert("target".into(), s.target.into());
         r.insert(

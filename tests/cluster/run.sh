@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The control-plane tier end to end: build the pinned components (cached), start the cluster, run the tier's
+# tests (tests/tests/cluster.rs, ignored in a plain cargo test), stop the cluster whatever happened.
+# Timings (first build, start-up, tests) go to target/cluster/times.txt.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+out="$repo/target/cluster"
+cargo="${CARGO:-cargo}"
+mkdir -p "$out"
+t0=$SECONDS
+"$here/build.sh"
+t_build=$((SECONDS - t0))
+# A cluster left by an interrupted earlier run goes first.
+"$here/down.sh" >/dev/null
+trap '"$here/down.sh"' EXIT
+"$here/up.sh"
+t_up=$((SECONDS - t0 - t_build))
+"$cargo" build -p rdmakit
+"$cargo" test -p rdmakit-tests --test cluster -- --ignored --test-threads=1 "$@"
+t_tests=$((SECONDS - t0 - t_build - t_up))
+{
+  echo "build (go, cached after the first): ${t_build} s"; cat "$out/build-times.txt"
+  cat "$out/up-time.txt"
+  echo "tests: ${t_tests} s"
+} | tee "$out/times.txt"
