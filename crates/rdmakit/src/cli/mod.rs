@@ -82,15 +82,26 @@ Exit codes: 0 rendered, 2 bad input (unknown system or profile, bad --set value)
     #[command(after_help = "Examples:
   rdmakit validate --strict out/erdma-ray-rdt/bundle
   rdmakit validate my-raycluster.yaml mpi-job.yaml
+  rdmakit validate --strict --format sarif manifests/ > validate.sarif   # CI code scanning
 
 Exit codes: 0 valid, 1 schema errors (each names file, line and field path), 2 unreadable input")]
     Validate(tools::ValidateArgs),
-    /// Lint manifests for RDMA pitfalls (each finding: field path, why it breaks, the fix).
+    /// Lint manifests and Dockerfiles for RDMA pitfalls (each finding: file and line, field path, why it
+    /// breaks, the fix).
+    ///
+    /// A directory is linted as its `*.yaml`/`*.yml` files and its Dockerfiles (`Dockerfile`,
+    /// `Containerfile`, `*.Dockerfile`, `Dockerfile.*`, or text whose first instruction is `FROM`); other
+    /// files are skipped. With `--profile` the profile's device names, RDMA resources, userspace packages,
+    /// APT source and NCCL GID index are checked.
     #[command(after_help = "Examples:
   rdmakit lint my-raycluster.yaml --profile aliyun-erdma --nodes 2
   rdmakit lint out/dranet-nccl-tests/bundle --profile aliyun-erdma-dra --benchmark --json
+  rdmakit lint Dockerfile --profile aliyun-erdma        # NCCL pins, RDMA packages, vendor APT source
+  rdmakit lint manifests/ --format sarif > rdmakit.sarif   # CI code scanning shows findings inline
+  rdmakit lint --explain nccl-known-bad-version
 
-Exit codes: 0 no errors (warnings are printed), 1 errors, 2 unreadable input or unknown profile")]
+Exit codes: 0 no errors (warnings are printed), 1 errors, 2 unreadable input, unknown profile or
+unknown --explain rule")]
     Lint(tools::LintArgs),
     /// Probe this host (inside a pod or on a node): RDMA devices, memlock, NCCL, GPUs.
     #[command(after_help = "Examples:

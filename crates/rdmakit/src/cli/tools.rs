@@ -26,24 +26,54 @@ pub struct RenderArgs {
     pub stdout: bool,
 }
 
+/// How validate and lint print what they find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A table (lint) or one line per violation (validate), then a summary.
+    Plain,
+    /// The findings as a JSON array.
+    Json,
+    /// A SARIF 2.1.0 log (GitHub code scanning, GitLab, Azure DevOps show the findings inline).
+    Sarif,
+}
+
+impl Format {
+    /// `--format`, or `json` for `--json` (clap refuses both together).
+    fn of(format: Option<Format>, json: bool) -> Format {
+        if json {
+            Format::Json
+        } else {
+            format.unwrap_or(Format::Plain)
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Manifest files or directories.
+    /// Manifest files or directories (a directory's *.yaml and *.yml), or - for stdin.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Reject unknown fields.
     #[arg(long)]
     pub strict: bool,
-    /// Print findings as JSON.
-    #[arg(long)]
+    /// Output format: plain, json or sarif (SARIF 2.1.0, one result per violation).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Same as --format json.
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct LintArgs {
-    /// Manifest files or directories.
-    #[arg(required = true)]
+    /// Manifest files, Dockerfiles or directories (a directory's *.yaml, *.yml and Dockerfiles), or -
+    /// for stdin. Not needed with --explain.
+    #[arg(required_unless_present = "explain")]
     pub paths: Vec<PathBuf>,
+    /// Print what RULE finds, why it breaks RDMA and how findings name the fix, then exit (0; 2 for an
+    /// unknown rule, with the rule ids).
+    #[arg(long, value_name = "RULE", conflicts_with = "paths")]
+    pub explain: Option<String>,
     /// Vendor profile to check device names and NCCL settings against.
     #[arg(long, short)]
     pub profile: Option<String>,
@@ -53,8 +83,11 @@ pub struct LintArgs {
     /// The manifests are a benchmark (NCCL_SHM_DISABLE=1 expected).
     #[arg(long)]
     pub benchmark: bool,
-    /// Print findings as JSON.
-    #[arg(long)]
+    /// Output format: plain, json or sarif (SARIF 2.1.0: rule ids, file and line, help text).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Same as --format json.
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
 }
 
@@ -169,61 +202,154 @@ pub fn validate(a: ValidateArgs) -> CmdResult {
         .iter()
         .filter(|v| v.severity == k8s_render::manifest::Severity::Error)
         .count();
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&violations).map_err(Failure::input)?
-        );
-    } else {
-        for v in &violations {
-            println!("{}: {v}", v.severity);
+    match Format::of(a.format, a.json) {
+        Format::Json => print_json(&violations)?,
+        Format::Sarif => print_json(&k8s_render::sarif::validate_log(&violations, &sarif_tool()))?,
+        Format::Plain => {
+            for v in &violations {
+                println!("{}: {v}", v.severity);
+            }
+            println!(
+                "{} document(s), {errors} error(s), {} warning(s)",
+                docs.len(),
+                violations.len() - errors
+            );
         }
-        println!(
-            "{} document(s), {errors} error(s), {} warning(s)",
-            docs.len(),
-            violations.len() - errors
-        );
     }
     Ok(if errors > 0 { code::FINDINGS } else { code::OK })
 }
 
+/// `rdmakit` at this binary's version, as SARIF logs name their tool.
+fn sarif_tool() -> k8s_render::sarif::Tool {
+    k8s_render::sarif::Tool::rdmakit(env!("CARGO_PKG_VERSION"))
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<(), Failure> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).map_err(Failure::input)?
+    );
+    Ok(())
+}
+
+/// What lint reads: YAML documents and Dockerfiles, each named as given on the command line.
+#[derive(Default)]
+struct LintInputs {
+    docs: Vec<k8s_render::manifest::Document>,
+    /// (shown name, text) of each Dockerfile.
+    dockerfiles: Vec<(String, String)>,
+}
+
+impl LintInputs {
+    /// Adds one file's text: a Dockerfile ([`k8s_render::lint::is_dockerfile`]) or YAML manifests.
+    fn add(&mut self, shown: String, text: String) -> Result<(), Failure> {
+        if k8s_render::lint::is_dockerfile(&shown, &text) {
+            self.dockerfiles.push((shown, text));
+        } else {
+            self.docs.extend(
+                k8s_render::manifest::parse_str(&shown, &text)
+                    .map_err(|e| Failure::input(anyhow::anyhow!(e.to_string())))?,
+            );
+        }
+        Ok(())
+    }
+
+    /// A file, `-` (stdin, named `<stdin>`), or a directory: its `*.yaml`/`*.yml` and its
+    /// Dockerfiles (by name, or text that starts with `FROM`), in name order; other files are skipped.
+    fn read(&mut self, path: &std::path::Path) -> Result<(), Failure> {
+        if path.as_os_str() == "-" {
+            return self.add("<stdin>".to_owned(), read_input("-")?);
+        }
+        if !path.is_dir() {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))
+                .map_err(Failure::input)?;
+            return self.add(path.display().to_string(), text);
+        }
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("cannot read {}", path.display()))
+            .map_err(Failure::input)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        let mut read_any = false;
+        for f in files {
+            let shown = f.display().to_string();
+            let yaml = matches!(f.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+            let text = match std::fs::read_to_string(&f) {
+                Ok(t) => t,
+                // A binary file in the directory is neither YAML nor a Dockerfile.
+                Err(_) if !yaml => continue,
+                Err(e) => return Err(Failure::input(anyhow::anyhow!("cannot read {shown}: {e}"))),
+            };
+            if yaml || k8s_render::lint::is_dockerfile(&shown, &text) {
+                read_any = true;
+                self.add(shown, text)?;
+            }
+        }
+        if !read_any {
+            return Err(Failure::input(anyhow::anyhow!(
+                "{}: no .yaml files or Dockerfiles in this directory",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
 pub fn lint(a: LintArgs) -> CmdResult {
-    let docs = docs_of(&a.paths)?;
+    if let Some(rule) = &a.explain {
+        let text =
+            k8s_render::lint::explain(rule).map_err(|e| Failure::input(anyhow::anyhow!(e)))?;
+        println!("{text}");
+        return Ok(code::OK);
+    }
+    let mut inputs = LintInputs::default();
+    for p in &a.paths {
+        inputs.read(p)?;
+    }
     let profile = match &a.profile {
         Some(p) => Some(rdmakit::profiles::load(p).map_err(Failure::input)?),
         None => None,
     };
-    let findings = k8s_render::lint::lint(
-        &docs,
-        &rdmakit::host::lint_options(profile.as_ref(), a.nodes, a.benchmark),
-    );
+    let opts = rdmakit::host::lint_options(profile.as_ref(), a.nodes, a.benchmark);
+    let mut findings = k8s_render::lint::lint(&inputs.docs, &opts);
+    for (shown, text) in &inputs.dockerfiles {
+        findings.extend(k8s_render::lint::lint_dockerfile(shown, text, &opts));
+    }
     let errors = findings
         .iter()
         .filter(|f| f.severity == k8s_render::manifest::Severity::Error)
         .count();
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&findings).map_err(Failure::input)?
-        );
-    } else if findings.is_empty() {
-        println!("no RDMA pitfalls in {} document(s)", docs.len());
-    } else {
-        let mut t = table(&["severity", "rule", "where", "what", "fix"]);
-        for f in &findings {
-            let at = match f.line {
-                Some(l) => format!("{}:{l} {} {}", f.source, f.object, f.path),
-                None => format!("{} {} {}", f.source, f.object, f.path),
-            };
-            t.add_row(vec![
-                f.severity.to_string(),
-                f.rule.to_owned(),
-                at,
-                format!("{} {}", f.message, f.why),
-                f.fix.clone(),
-            ]);
+    match Format::of(a.format, a.json) {
+        Format::Json => print_json(&findings)?,
+        Format::Sarif => print_json(&k8s_render::sarif::lint_log(&findings, &sarif_tool()))?,
+        Format::Plain if findings.is_empty() => match inputs.dockerfiles.len() {
+            0 => println!("no RDMA pitfalls in {} document(s)", inputs.docs.len()),
+            n => println!(
+                "no RDMA pitfalls in {} document(s) and {n} Dockerfile(s)",
+                inputs.docs.len()
+            ),
+        },
+        Format::Plain => {
+            let mut t = table(&["severity", "rule", "where", "what", "fix"]);
+            for f in &findings {
+                let at = match f.line {
+                    Some(l) => format!("{}:{l} {} {}", f.source, f.object, f.path),
+                    None => format!("{} {} {}", f.source, f.object, f.path),
+                };
+                t.add_row(vec![
+                    f.severity.to_string(),
+                    f.rule.to_owned(),
+                    at,
+                    format!("{} {}", f.message, f.why),
+                    f.fix.clone(),
+                ]);
+            }
+            println!("{t}");
         }
-        println!("{t}");
     }
     Ok(if errors > 0 { code::FINDINGS } else { code::OK })
 }

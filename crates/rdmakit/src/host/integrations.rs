@@ -59,8 +59,13 @@ pub(crate) fn build_values(ctx: &Ctx, script: &Map) -> RResult<Values> {
     Ok(v)
 }
 
-/// The values with every derived name filled in, as workflows need them.
+/// The values with every derived name filled in, as workflows need them. The profile's value defaults
+/// (`gpus_per_worker: 2` on aliyun-erdma-dra) apply to every key the script and `--set` leave alone, as
+/// rendering applies them.
 fn resolved_values(v: &Values, p: &Profile) -> RResult<Dynamic> {
+    let v = &v
+        .with_profile_defaults(p)
+        .map_err(|e| runtime_error(format!("profile {} values: {e}", p.name)))?;
     let mut json = serde_json::to_value(v).map_err(|e| runtime_error(e.to_string()))?;
     if let Some(o) = json.as_object_mut() {
         o.insert("cluster_name".into(), v.cluster_name_for(p).into());
@@ -219,24 +224,21 @@ pub fn read_docs(
     Ok(docs)
 }
 
-/// Lint options for a profile (device names, extra RDMA resources).
+/// Lint options: the profile's device pattern, device-plugin resources, userspace packages, APT
+/// source and GID index ([`LintOptions::for_profile`](k8s_render::lint::LintOptions::for_profile)).
 pub fn lint_options(
     profile: Option<&Profile>,
     nodes: Option<u32>,
     benchmark: bool,
 ) -> k8s_render::lint::LintOptions {
-    let mut o = k8s_render::lint::LintOptions {
-        rdma_nodes: nodes,
-        benchmark,
-        ..Default::default()
-    };
-    if let Some(p) = profile {
-        o.device_pattern = Some(p.devices.name_pattern.clone());
-        if let k8s_render::RdmaAttachment::DevicePlugin { resources } = &p.rdma {
-            o.extra_rdma_resources = resources.keys().cloned().collect();
-        }
+    match profile {
+        Some(p) => k8s_render::lint::LintOptions::for_profile(p, nodes, benchmark),
+        None => k8s_render::lint::LintOptions {
+            rdma_nodes: nodes,
+            benchmark,
+            ..Default::default()
+        },
     }
-    o
 }
 
 fn validate_module(ctx: &Arc<Ctx>) -> Module {
