@@ -205,13 +205,17 @@ fn check_mpijob(doc: &Document, out: &mut Vec<Problem>) {
             .or_else(|| closest(key, MPI_REPLICA_TYPES))
             .map(|t| format!("did you mean {t:?}? "))
             .unwrap_or_default();
-        out.push(error(
-            specs.key(key),
-            ViolationKind::InvalidValue,
-            format!(
-                "{key:?} is not an MPI replica type: {hint}the MPI Operator acts only on Launcher and Worker (keys are case-sensitive) and ignores this one, so the job runs without these pods"
-            ),
-        ));
+        // A warning: the API server accepts the key (the CRD's map is open), only the operator ignores it.
+        out.push(Problem {
+            severity: Severity::Warning,
+            ..error(
+                specs.key(key),
+                ViolationKind::InvalidValue,
+                format!(
+                    "{key:?} is not an MPI replica type: {hint}the API server accepts it, but the MPI Operator acts only on Launcher and Worker (keys are case-sensitive) and ignores this one, so the job runs without these pods"
+                ),
+            )
+        });
     }
 }
 

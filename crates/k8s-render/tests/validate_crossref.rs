@@ -121,8 +121,9 @@ fn mpijob_replica_type_other_than_launcher_or_worker() {
         &yaml,
         "spec.mpiReplicaSpecs.worker",
         ViolationKind::InvalidValue,
-        Severity::Error,
-        "did you mean \"Worker\"? the MPI Operator acts only on Launcher and Worker",
+        // The API server accepts the key (the control-plane tier applies it); only the operator ignores it.
+        Severity::Warning,
+        "did you mean \"Worker\"? the API server accepts it, but the MPI Operator acts only on Launcher and Worker",
     );
     assert_eq!(v.line, Some(12));
     let good = format!(

@@ -113,11 +113,12 @@ fn duplicate_keys_are_a_violation_with_both_lines_not_unreadable_input() {
     );
     let v = k8s_render::validate::validate(&docs, &Default::default());
     assert_eq!(v.len(), 1, "{v:#?}");
-    assert_eq!(v[0].severity, manifest::Severity::Error);
+    // A warning, as the control-plane tier showed: kubectl 1.36 applies such a document.
+    assert_eq!(v[0].severity, manifest::Severity::Warning);
     assert_eq!(v[0].line, Some(5));
     assert_eq!(
         v[0].to_string(),
-        "d.yaml doc 0 (Pod b) line 5: metadata.name: key \"name\" appears twice in one mapping (first at line 4, again at line 5): kubectl apply rejects the document (mapping key already defined) and other tools keep only one value; delete one"
+        "d.yaml doc 0 (Pod b) line 5: metadata.name: key \"name\" appears twice in one mapping (first at line 4, again at line 5): kubectl applies the later value and drops the first without a word, other tools keep the first; delete one"
     );
 
     // Inside a `kind: List` the path is the item's own.

@@ -151,6 +151,7 @@ impl Plan {
         );
         out.push_str("set -euo pipefail\n");
         out.push_str("cd \"$(dirname \"$0\")\"\n");
+        out.push_str(&self.cleanup_trap());
         for item in &self.items {
             match item {
                 PlanItem::Step { number, title } => {
@@ -179,6 +180,42 @@ impl Plan {
                 }
             }
         }
+        out
+    }
+}
+
+impl Plan {
+    /// A `trap` that deletes, when the script fails, what it applied (newest first) and the objects the run
+    /// makes for itself (the merged registry Secret), as rdmakit's live run does; empty when nothing is applied.
+    fn cleanup_trap(&self) -> String {
+        const APPLY: &str = " apply --server-side --field-manager=rdmakit -f ";
+        let mut deletes: Vec<String> = Vec::new();
+        for item in &self.items {
+            let PlanItem::Action(e) = item else { continue };
+            for line in e.shell.iter().flat_map(|s| s.lines()) {
+                if let Some((k, file)) = line.split_once(APPLY) {
+                    // `-f -` applies what a pipeline made (the merged Secret): deleted by name below.
+                    if file.trim() != "-" {
+                        deletes.push(format!("{k} delete --ignore-not-found -f {file}"));
+                    }
+                } else if line.contains(" delete --ignore-not-found ") && !line.contains(" -f ") {
+                    deletes.push(line.to_owned());
+                }
+            }
+        }
+        if deletes.is_empty() {
+            return String::new();
+        }
+        deletes.reverse();
+        deletes.dedup();
+        let mut out = String::from(
+            "# On a failure, delete what this script applied (newest first), as rdmakit's live run does.\nrdmakit_cleanup() {\n",
+        );
+        for d in deletes {
+            out.push_str(&format!("  {d} || true\n"));
+        }
+        out.push_str("}\n");
+        out.push_str("trap 'rc=$?; if [ \"$rc\" -ne 0 ]; then echo \"plan.sh failed (exit $rc): deleting what it applied\" >&2; rdmakit_cleanup; fi' EXIT\n");
         out
     }
 }

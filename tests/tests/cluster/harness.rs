@@ -147,9 +147,36 @@ pub struct Ns {
 }
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
+static SWEPT: std::sync::Once = std::sync::Once::new();
+
+/// Namespaces an earlier, killed test process left (its hostNetwork workers would hold the eRDMA nodes' ports):
+/// deleted, and waited for, before this process makes its first one.
+fn sweep_stale_namespaces() {
+    let me = std::process::id().to_string();
+    let list = kubectl_ok(&[
+        "get",
+        "namespaces",
+        "-l",
+        "rdmakit.test/owner",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.metadata.labels.rdmakit\\.test/owner}{\"\\n\"}{end}",
+    ]);
+    let stale: Vec<&str> = list
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, owner)| *owner != me)
+        .map(|(name, _)| name)
+        .collect();
+    if !stale.is_empty() {
+        let mut args = vec!["delete", "namespace", "--wait=true", "--timeout=120s"];
+        args.extend(stale);
+        let _ = kubectl(&args);
+    }
+}
 
 impl Ns {
     pub fn new(prefix: &str, kind: Kind) -> Ns {
+        SWEPT.call_once(sweep_stale_namespaces);
         let name = format!(
             "{prefix}-{}-{}",
             std::process::id() % 10000,
@@ -163,6 +190,12 @@ impl Ns {
         };
         std::fs::write(dir.join("kind"), kind).expect("kind file");
         kubectl_ok(&["create", "namespace", &name]);
+        kubectl_ok(&[
+            "label",
+            "namespace",
+            &name,
+            &format!("rdmakit.test/owner={}", std::process::id()),
+        ]);
         // Container logs (the MPIJob launcher's nccl-tests output) come from a file the test can change.
         let log = dir.join("container.log");
         write_cri_log(&emulator_log("launcher-ok.log"), &log);
@@ -213,7 +246,10 @@ impl Ns {
     pub fn container_log(&self, name: &str) {
         write_cri_log(
             &emulator_log(name),
-            &emu_state().join("ns").join(&self.name).join("container.log"),
+            &emu_state()
+                .join("ns")
+                .join(&self.name)
+                .join("container.log"),
         );
     }
 

@@ -87,7 +87,8 @@ fn dranet_nccl_tests_plan_runs_under_kubectl() {
 #[ignore = "control-plane tier: make cluster-test"]
 fn shared_device_raycluster_plan_runs_under_kubectl() {
     let ns = Ns::new("plan-shared", Kind::Mlx5);
-    assert_plan_passes(&ns, "shared-device-raycluster", &[]);
+    // cleanup=true: by default the workflow leaves the RayCluster running for the user.
+    assert_plan_passes(&ns, "shared-device-raycluster", &["--set", "cleanup=true"]);
 }
 
 #[test]

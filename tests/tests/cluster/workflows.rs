@@ -20,7 +20,10 @@ impl NodePatch {
     fn remove_resource(node: &str, resource: &str) -> NodePatch {
         let esc = resource.replace('/', "~1");
         let n = super::harness::get_json(&["node", node]);
-        let cap = n["status"]["capacity"][resource].as_str().unwrap_or("").to_owned();
+        let cap = n["status"]["capacity"][resource]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
         assert!(!cap.is_empty(), "{node} has no {resource} to remove");
         let patch = format!(
             r#"[{{"op":"remove","path":"/status/capacity/{esc}"}},{{"op":"remove","path":"/status/allocatable/{esc}"}}]"#
@@ -131,7 +134,8 @@ fn dranet_nccl_tests_passes_live_with_claims_allocated_by_the_scheduler() {
 fn shared_device_raycluster_passes_live_then_fails_without_device_b() {
     let ns = Ns::new("shared", Kind::Mlx5);
     // cleanup=true: by default the workflow leaves the RayCluster running for the user.
-    ns.run("shared-device-raycluster", &["--set", "cleanup=true"]).assert_pass();
+    ns.run("shared-device-raycluster", &["--set", "cleanup=true"])
+        .assert_pass();
     assert_clean(&ns);
     let _patches: Vec<NodePatch> = ["gpu-node-0", "gpu-node-1", "gpu-node-2"]
         .iter()
@@ -191,7 +195,62 @@ impl Drop for SliceFault {
 fn dranet_nccl_tests_fails_when_a_slice_lacks_the_attribute_the_device_class_selects() {
     let _fault = SliceFault::without_erdma_attribute();
     let ns = Ns::new("dranet-slice", Kind::Erdma);
-    ns.run("dranet-nccl-tests", &[])
-        .assert_fail_naming(&["cn-hangzhou.172.16.0.22/erdma_0 lacks", "alibaba.dra.net/erdma"]);
+    ns.run("dranet-nccl-tests", &[]).assert_fail_naming(&[
+        "cn-hangzhou.172.16.0.22/erdma_0 lacks",
+        "alibaba.dra.net/erdma",
+    ]);
+    assert_clean(&ns);
+}
+
+/// Ctrl-C in the middle of a run (the RayCluster is up, the checks are running): exit 130, and the cleanup
+/// deletes everything the run applied, so the namespace holds nothing of its own afterwards.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn an_interrupted_erdma_run_exits_130_and_leaves_nothing_of_its_own() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let ns = Ns::new("erdma-int", Kind::Erdma);
+    let mut child = Command::new(super::harness::rdmakit_path())
+        .args(["run", "erdma-ray-rdt", "-n", &ns.name, "--out"])
+        .arg(&ns.out)
+        .args(ERDMA)
+        .env("KUBECONFIG", super::harness::kubeconfig())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        let rc = kubectl_ok(&["-n", &ns.name, "get", "rayclusters.ray.io", "-o", "name"]);
+        if !rc.trim().is_empty() {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before deploying the RayCluster"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no RayCluster after 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let report = std::fs::read_to_string(ns.out.join("report.json")).unwrap();
+    assert!(report.contains("\"interrupted\""), "{report}");
+    assert!(
+        report.contains("cleanup: bundle/ray-cluster"),
+        "the report lists the cleanup: {report}"
+    );
     assert_clean(&ns);
 }

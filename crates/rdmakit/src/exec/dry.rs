@@ -40,11 +40,12 @@ impl DryRunExecutor {
         self.plan.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The kubectl prefix; an action's own namespace (DRANET's kube-system) replaces the run's `-n`.
     fn kubectl(&self, namespace: Option<&str>) -> String {
         let base = self.lock().kubectl.clone();
         match namespace {
-            Some(ns) if !base.contains(" -n ") => format!("{base} -n {}", shell_quote(ns)),
-            _ => base,
+            Some(ns) => format!("{} -n {}", strip_namespace_flag(&base), shell_quote(ns)),
+            None => base,
         }
     }
 
@@ -174,13 +175,22 @@ impl Executor for DryRunExecutor {
     fn delete(&self, manifest: &Manifest, _timeout: Duration) -> Result<Vec<ObjRef>, ExecError> {
         let (refs, detail) = objects_detail(manifest)?;
         let k = self.kubectl(None);
+        // A bundle file is deleted by file; an object the run made in memory (the merged registry Secret)
+        // by kind/name.
+        let what = if manifest.display_path.ends_with(".yaml")
+            || manifest.display_path.ends_with(".yml")
+        {
+            format!("-f {}", shell_quote(&manifest.display_path))
+        } else {
+            refs.iter()
+                .map(|r| shell_quote(&r.kubectl_name()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         self.record(
             format!("delete {}", manifest.display_path),
             detail,
-            vec![format!(
-                "{k} delete --ignore-not-found -f {}",
-                shell_quote(&manifest.display_path)
-            )],
+            vec![format!("{k} delete --ignore-not-found {what}")],
         );
         Ok(refs)
     }
@@ -195,13 +205,24 @@ impl Executor for DryRunExecutor {
         };
         let t = secs(spec.timeout);
         let (summary, shell) = match &spec.what {
-            WaitFor::PodsReady => (
-                format!(
-                    "wait until {target} Ready (at least {}), timeout {t}",
-                    spec.expect.max(1)
-                ),
-                format!("{k} wait --for=condition=Ready {target} --timeout={t}"),
-            ),
+            WaitFor::PodsReady => {
+                // `kubectl wait` on a selector fails at once ("no matching resources found") while the
+                // controller has not made the pods yet, and passes early when only some exist: first wait
+                // for the expected count to exist, within the same timeout.
+                let n = spec.expect.max(1);
+                let polls = spec.timeout.as_secs().div_ceil(2).max(1);
+                self.record(
+                    format!("wait until {target} exists ({n} or more), timeout {t}"),
+                    vec![],
+                    vec![format!(
+                        "for _ in $(seq {polls}); do [ \"$({k} get {target} -o name 2>/dev/null | wc -l)\" -ge {n} ] && break; sleep 2; done"
+                    )],
+                );
+                (
+                    format!("wait until {target} Ready (at least {n}), timeout {t}"),
+                    format!("{k} wait --for=condition=Ready {target} --timeout={t}"),
+                )
+            }
             WaitFor::RayClusterReady => (
                 format!("wait until {target} reports status.state=ready, timeout {t}"),
                 format!("{k} wait --for=jsonpath='{{.status.state}}'=ready {target} --timeout={t}"),

@@ -78,9 +78,16 @@ fn pod_pending_reason(pod: &Value) -> Option<String> {
             })
         });
     if let Some(c) = unschedulable {
-        let reason = c.get("reason").and_then(Value::as_str).unwrap_or("Unschedulable");
+        let reason = c
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or("Unschedulable");
         let msg = c.get("message").and_then(Value::as_str).unwrap_or("");
-        return Some(format!("{} {reason}: {msg}", name_of(pod)).trim_end().to_owned());
+        return Some(
+            format!("{} {reason}: {msg}", name_of(pod))
+                .trim_end()
+                .to_owned(),
+        );
     }
     let waiting = pod
         .pointer("/status/containerStatuses")
@@ -89,9 +96,16 @@ fn pod_pending_reason(pod: &Value) -> Option<String> {
     if let Some(w) = waiting {
         let reason = w.get("reason").and_then(Value::as_str).unwrap_or("Waiting");
         let msg = w.get("message").and_then(Value::as_str).unwrap_or("");
-        return Some(format!("{} {reason} {msg}", name_of(pod)).trim_end().to_owned());
+        return Some(
+            format!("{} {reason} {msg}", name_of(pod))
+                .trim_end()
+                .to_owned(),
+        );
     }
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
     Some(format!("{} {phase}", name_of(pod)))
 }
 
@@ -111,7 +125,11 @@ pub fn evaluate(spec: &WaitSpec, objects: &[Value]) -> WaitState {
             if ready >= expect && ready == objects.len() {
                 WaitState::Done(msg)
             } else {
-                let why: Vec<String> = objects.iter().filter_map(pod_pending_reason).take(3).collect();
+                let why: Vec<String> = objects
+                    .iter()
+                    .filter_map(pod_pending_reason)
+                    .take(3)
+                    .collect();
                 WaitState::Pending(if why.is_empty() {
                     msg
                 } else {
@@ -267,7 +285,9 @@ mod tests {
             other => panic!("a retried pull must not end the wait: {other:?}"),
         }
         let backoff = json!({"metadata": {"name": "w-1"}, "status": {"containerStatuses": [{"name": "ray-worker", "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}});
-        assert!(matches!(evaluate(&s, &[backoff]), WaitState::Failed(m) if m.contains("ImagePullBackOff")));
+        assert!(
+            matches!(evaluate(&s, &[backoff]), WaitState::Failed(m) if m.contains("ImagePullBackOff"))
+        );
     }
 
     #[test]

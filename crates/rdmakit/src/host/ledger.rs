@@ -29,7 +29,10 @@ impl Ledger {
     fn record(&self, m: &Manifest, own: bool) {
         let mut e = self.entries();
         if !e.iter().any(|x| x.manifest.display_path == m.display_path) {
-            e.push(Entry { manifest: m.clone(), own });
+            e.push(Entry {
+                manifest: m.clone(),
+                own,
+            });
         }
     }
 
@@ -45,7 +48,8 @@ impl Ledger {
 
     /// Forgets a manifest the workflow deleted itself.
     pub fn deleted(&self, m: &Manifest) {
-        self.entries().retain(|x| x.manifest.display_path != m.display_path);
+        self.entries()
+            .retain(|x| x.manifest.display_path != m.display_path);
     }
 
     /// Deletes what is still recorded (after a stop) or only the run's own objects (`all` false), newest
@@ -72,6 +76,11 @@ impl Ledger {
                 .collect::<Vec<_>>()
                 .join(", ");
             match exec.delete(&m, Duration::from_secs(120)) {
+                Ok(_) if exec.is_dry_run() => report.check(
+                    &format!("cleanup: {}", m.display_path),
+                    Status::Planned,
+                    &format!("would delete {names}"),
+                ),
                 Ok(_) => report.check(
                     &format!("cleanup: {}", m.display_path),
                     Status::Info,
@@ -82,7 +91,10 @@ impl Ledger {
                     report.check(
                         &format!("cleanup: {}", m.display_path),
                         Status::Info,
-                        &format!("LEFT BEHIND {names}: {e} — delete it with kubectl delete -f {}", m.display_path),
+                        &format!(
+                            "LEFT BEHIND {names}: {e} — delete it with kubectl delete -f {}",
+                            m.display_path
+                        ),
                     );
                 }
             }
@@ -97,7 +109,10 @@ impl Ledger {
 
     #[cfg(test)]
     fn names(&self) -> Vec<String> {
-        self.entries().iter().map(|x| x.manifest.display_path.clone()).collect()
+        self.entries()
+            .iter()
+            .map(|x| x.manifest.display_path.clone())
+            .collect()
     }
 }
 
@@ -109,7 +124,9 @@ mod tests {
     fn m(path: &str) -> Manifest {
         Manifest {
             display_path: path.into(),
-            objects: vec![serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": path}})],
+            objects: vec![
+                serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": path}}),
+            ],
         }
     }
 
@@ -130,6 +147,9 @@ mod tests {
         l.clean_up(&exec, &mut report, true);
         assert!(l.is_empty());
         let order: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(order, ["cleanup: secret", "cleanup: b.yaml", "cleanup: a.yaml"]);
+        assert_eq!(
+            order,
+            ["cleanup: secret", "cleanup: b.yaml", "cleanup: a.yaml"]
+        );
     }
 }

@@ -300,7 +300,14 @@ impl Host {
     /// Ctrl-C the cancellation is cleared for the cleanup; a second Ctrl-C still exits at once (cli::run).
     fn clean_up(&self, stopped: bool) {
         let c = &self.ctx;
-        if c.exec.is_dry_run() || c.ledger.is_empty() {
+        if c.ledger.is_empty() {
+            return;
+        }
+        if c.exec.is_dry_run() {
+            // plan.sh ends by deleting what the run made for itself (the merged credentials).
+            c.exec
+                .begin_step("Delete what the run made for itself (merged registry credentials)");
+            c.ledger.clean_up(c.exec.as_ref(), &mut c.report(), false);
             return;
         }
         let keep = c.config.params.get("keep").is_some_and(|v| v == "true");

@@ -580,15 +580,18 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             timeout: opt_timeout(&opts, 60)?,
         };
         let s = c.exec.merge_registry_secrets(&spec).map_err(exec_err)?;
-        if !s.dry_run {
-            // The merged credentials are this run's own: deleted with the rest at the end (unless keep=true).
+        {
+            // The merged credentials are this run's own: deleted at the end (unless keep=true); plan.sh
+            // deletes them in its last step.
             let mut meta = serde_json::json!({ "name": s.target });
             if let Some(ns) = &spec.namespace {
                 meta["namespace"] = ns.clone().into();
             }
             c.ledger.made_for_the_run(&crate::exec::Manifest {
                 display_path: format!("secret/{} (merged registry credentials)", s.target),
-                objects: vec![serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta })],
+                objects: vec![
+                    serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta }),
+                ],
             });
         }
         let mut r = Map::new();

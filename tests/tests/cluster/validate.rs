@@ -1,0 +1,139 @@
+//! Differential validation: every rendered bundle of every profile, every manifest fixture in the repository and
+//! the broken-manifest corpus go through both the real API server (`kubectl apply --dry-run=server
+//! --validate=strict`) and `rdmakit validate --strict`. Accept and reject must agree on every file.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::harness::{Kind, Ns, kubectl, rdmakit_path, repo};
+
+const PROFILES: [&str; 5] = [
+    "aliyun-erdma",
+    "aliyun-erdma-dra",
+    "mellanox-ib",
+    "rdma-shared-device",
+    "volcengine-ib",
+];
+
+fn yaml_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(yaml_under(&p));
+        } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Files a YAML parser refuses are input errors for both sides; they are compared too (both must reject).
+fn cases(scratch: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for p in PROFILES {
+        let dir = scratch.join(p);
+        let o = Command::new(rdmakit_path())
+            .args(["render", "all", "--profile", p, "--out"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "render all --profile {p}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        files.extend(yaml_under(&dir));
+    }
+    let r = repo();
+    for d in ["crates/k8s-render/tests/fixtures", "tests/cluster/fixtures"] {
+        files.extend(yaml_under(&r.join(d)));
+    }
+    files
+}
+
+/// (accepted by the API server, its message)
+fn server_verdict(ns: &str, file: &Path) -> (bool, String) {
+    // Namespaced objects without a namespace land in the test namespace; those that name one (DRANET's
+    // kube-system) keep it, as `kubectl apply -f` without -n does.
+    let names_a_namespace = std::fs::read_to_string(file).is_ok_and(|t| t.contains("\n  namespace: "));
+    let mut args = vec!["apply", "--dry-run=server", "--validate=strict"];
+    if !names_a_namespace {
+        args.extend(["-n", ns]);
+    }
+    args.extend(["-f", file.to_str().unwrap()]);
+    let o = kubectl(&args);
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+    )
+}
+
+/// (accepted by rdmakit: exit 0; warnings do not reject), its output
+fn rdmakit_verdict(file: &Path) -> (bool, String) {
+    let o = Command::new(rdmakit_path())
+        .args(["validate", "--strict"])
+        .arg(file)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text.trim().to_owned())
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn rdmakit_validate_strict_agrees_with_the_api_server_on_every_manifest() {
+    let ns = Ns::new("validate", Kind::Erdma);
+    let scratch = ns.out.join("bundles");
+    let files = cases(&scratch);
+    assert!(files.len() >= 40, "only {} cases", files.len());
+    let mut disagree = Vec::new();
+    let (mut accepted, mut rejected) = (0, 0);
+    for f in &files {
+        let (server_ok, server_msg) = server_verdict(&ns.name, f);
+        let (ours_ok, ours_msg) = rdmakit_verdict(f);
+        if server_ok {
+            accepted += 1
+        } else {
+            rejected += 1
+        }
+        if server_ok != ours_ok {
+            disagree.push(format!(
+                "{}\n  API server: {}\n  rdmakit:    {}",
+                f.strip_prefix(repo()).unwrap_or(f).display(),
+                if server_ok {
+                    "accepted".to_owned()
+                } else {
+                    format!("rejected: {server_msg}")
+                },
+                if ours_ok {
+                    "accepted".to_owned()
+                } else {
+                    format!("rejected: {ours_msg}")
+                },
+            ));
+        }
+    }
+    println!(
+        "differential validation: {} files, API server accepted {accepted}, rejected {rejected}",
+        files.len()
+    );
+    assert!(
+        rejected >= 3,
+        "the corpus must hold manifests the API server rejects ({rejected})"
+    );
+    assert!(
+        disagree.is_empty(),
+        "{} disagreement(s):\n{}",
+        disagree.len(),
+        disagree.join("\n")
+    );
+}
