@@ -10,5 +10,7 @@ mod harness;
 mod operators;
 #[path = "cluster/plans.rs"]
 mod plans;
+#[path = "cluster/validate.rs"]
+mod validate;
 #[path = "cluster/workflows.rs"]
 mod workflows;

@@ -344,11 +344,14 @@ fn seed_002_dranet_mpijob() {
     assert_eq!(at(dc, "/apiVersion"), "resource.k8s.io/v1");
     assert_eq!(at(dc, "/kind"), "DeviceClass");
     assert_eq!(at(dc, "/metadata/name"), "erdma.alibaba.dra.net");
+    // The seed's second selector, with the erdma key tested first: without it, a device that has the
+    // alibaba.dra.net domain but no erdma key makes CEL fail and the real scheduler refuse the pod
+    // (the control-plane tier's dranet slice test).
     assert_eq!(
         at(dc, "/spec/selectors"),
         &json!([
             {"cel": {"expression": "device.driver == \"dra.net\" && device.attributes[\"dra.net\"].rdma == true"}},
-            {"cel": {"expression": "\"alibaba.dra.net\" in device.attributes && device.attributes[\"alibaba.dra.net\"][\"erdma\"] == true"}},
+            {"cel": {"expression": "\"alibaba.dra.net\" in device.attributes && \"erdma\" in device.attributes[\"alibaba.dra.net\"] && device.attributes[\"alibaba.dra.net\"][\"erdma\"] == true"}},
         ])
     );
     let rct = doc(&b, "resource-claim-template.yaml", 0);
