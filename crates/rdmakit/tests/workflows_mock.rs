@@ -1206,5 +1206,8 @@ fn shared_device_raycluster_fails_when_nodes_lack_a_shared_device() {
         fails[0]
     );
     // The workflow stops at the failed node check: no RayCluster is applied for pods no node could take.
-    assert!(!applied(&r.seen, "/rayclusters/"), "applied a RayCluster after the node check failed");
+    assert!(
+        !applied(&r.seen, "/rayclusters/"),
+        "applied a RayCluster after the node check failed"
+    );
 }

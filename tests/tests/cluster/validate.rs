@@ -60,7 +60,8 @@ fn cases(scratch: &Path) -> Vec<PathBuf> {
 fn server_verdict(ns: &str, file: &Path) -> (bool, String) {
     // Namespaced objects without a namespace land in the test namespace; those that name one (DRANET's
     // kube-system) keep it, as `kubectl apply -f` without -n does.
-    let names_a_namespace = std::fs::read_to_string(file).is_ok_and(|t| t.contains("\n  namespace: "));
+    let names_a_namespace =
+        std::fs::read_to_string(file).is_ok_and(|t| t.contains("\n  namespace: "));
     let mut args = vec!["apply", "--dry-run=server", "--validate=strict"];
     if !names_a_namespace {
         args.extend(["-n", ns]);
