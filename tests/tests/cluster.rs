@@ -10,6 +10,8 @@ mod harness;
 mod operators;
 #[path = "cluster/plans.rs"]
 mod plans;
+#[path = "cluster/preflight.rs"]
+mod preflight;
 #[path = "cluster/validate.rs"]
 mod validate;
 #[path = "cluster/workflows.rs"]

@@ -1,6 +1,7 @@
 //! Argument parsing, logging setup, exit codes and the subcommands.
 
 mod bench;
+mod preflight;
 mod run;
 mod tools;
 
@@ -110,6 +111,15 @@ unknown --explain rule")]
 
 Exit codes: 0 nothing fails, 1 a check fails (each with its fix)")]
     Probe(tools::ProbeArgs),
+    /// Check a cluster before a run: nodes with GPU and RDMA capacity for a profile (device-plugin
+    /// resources or DRANET's ResourceSlices), the DRANET pods, and the APIs the workflows need.
+    #[command(after_help = "Examples:
+  rdmakit preflight --profile aliyun-erdma --nodes 2
+  rdmakit preflight --profile aliyun-erdma-dra --json
+
+Exit codes: 0 ready (warnings are printed), 1 a check fails (each with its fix), 2 bad input (unknown
+profile), 3 the cluster cannot be reached")]
+    Preflight(preflight::PreflightArgs),
     /// Read a NCCL/UCX/Ray/ibverbs log and name the cause and fix of known failures.
     #[command(after_help = "Examples:
   kubectl logs \"$LAUNCHER\" | rdmakit doctor -
@@ -194,6 +204,7 @@ pub fn main() -> ExitCode {
         Command::Validate(a) => tools::validate(a),
         Command::Lint(a) => tools::lint(a),
         Command::Probe(a) => tools::probe(&cli.global, a),
+        Command::Preflight(a) => preflight::preflight(&cli.global, a),
         Command::Doctor(a) => tools::doctor(a),
         Command::Bench(a) => bench::bench(a),
         Command::Profiles(a) => tools::profiles(a),

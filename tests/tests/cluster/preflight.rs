@@ -1,0 +1,102 @@
+//! `rdmakit preflight` against the tier: the nodes with GPU and RDMA capacity per profile (device-plugin
+//! resources, or DRANET's ResourceSlices), the DRANET pods and the served APIs, read through the real API server.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::harness::{kubeconfig, kubectl, kubectl_ok, rdmakit_path};
+
+fn preflight(args: &[&str]) -> (i32, Value) {
+    let o = Command::new(rdmakit_path())
+        .arg("preflight")
+        .args(args)
+        .arg("--json")
+        .env("KUBECONFIG", kubeconfig())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "preflight --json: {e}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o.status.code().unwrap_or(-1), v)
+}
+
+fn eligible(v: &Value) -> Vec<String> {
+    v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["eligible"] == true)
+        .map(|n| n["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn check<'a>(v: &'a Value, id: &str, subject: &str) -> &'a Value {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id && c["subject"].as_str().is_some_and(|s| s.contains(subject)))
+        .unwrap_or_else(|| panic!("no {id} check on {subject}: {v:#}"))
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn preflight_finds_the_erdma_nodes_and_fails_when_one_loses_its_resource() {
+    let (code, v) = preflight(&["--profile", "aliyun-erdma"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(
+        eligible(&v),
+        ["cn-beijing.10.0.5.75", "cn-beijing.10.0.5.76"]
+    );
+    for api in [
+        "ray.io/v1 RayCluster",
+        "kubeflow.org/v2beta1 MPIJob",
+        "resource.k8s.io/v1 DeviceClass",
+    ] {
+        assert_eq!(check(&v, "api-served", api)["verdict"], "ok");
+    }
+    let node = "cn-beijing.10.0.5.76";
+    let cap = kubectl_ok(&["get", "node", node, "-o", "jsonpath={.status.capacity}"]);
+    assert!(cap.contains("aliyun/erdma"), "{cap}");
+    kubectl_ok(&[
+        "patch",
+        "node",
+        node,
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/status/capacity/aliyun~1erdma"},{"op":"remove","path":"/status/allocatable/aliyun~1erdma"}]"#,
+    ]);
+    let (code, v) = preflight(&["--profile", "aliyun-erdma"]);
+    let _ = kubectl(&[
+        "patch",
+        "node",
+        node,
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/status/capacity/aliyun~1erdma","value":"400"},{"op":"add","path":"/status/allocatable/aliyun~1erdma","value":"400"}]"#,
+    ]);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["verdict"], "fail");
+    assert_eq!(check(&v, "rdma-gpu-nodes", "cluster")["verdict"], "fail");
+    assert_eq!(check(&v, "node-capacity", node)["verdict"], "warn");
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn preflight_counts_dranet_devices_from_resource_slices_and_the_dranet_pods() {
+    let (code, v) = preflight(&["--profile", "aliyun-erdma-dra"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(
+        eligible(&v),
+        ["cn-hangzhou.172.16.0.21", "cn-hangzhou.172.16.0.22"]
+    );
+    let pods = check(&v, "dranet-pods", "k8s-app=dranet");
+    assert_eq!(pods["verdict"], "ok");
+    assert_eq!(pods["summary"], "2/2 Ready");
+}
