@@ -1154,7 +1154,7 @@ fn is_dns_subdomain(name: &str) -> bool {
 }
 
 /// The closest known name to a misspelt one (edit distance ≤ 2, or equal ignoring case).
-pub(crate) fn suggest<'k>(unknown: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
+pub fn suggest<'k>(unknown: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
     let mut best: Option<(usize, &str)> = None;
     for k in known {
         let d = if k.eq_ignore_ascii_case(unknown) {

@@ -106,6 +106,70 @@ fn malformed_set_is_a_usage_error() {
 }
 
 #[test]
+fn unknown_set_key_is_a_usage_error_naming_the_nearest_key() {
+    let dir = tempfile::tempdir().unwrap();
+    // A typo of a render value, dry-run and live alike (checked before connecting: no kubeconfig needed).
+    for mode in [
+        &["--dry-run"][..],
+        &["--kubeconfig", "/nonexistent/kubeconfig"][..],
+    ] {
+        rdmakit()
+            .args(["run", "erdma-ray-rdt", "--set", "worker_replica=3", "--out"])
+            .arg(dir.path())
+            .args(mode)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "\"worker_replica\" (did you mean \"worker_replicas\"?)",
+            ));
+    }
+    // A typo of a workflow parameter, read only in a branch (`skip_build`) or by the host (`keep`).
+    rdmakit()
+        .args([
+            "run",
+            "erdma-ray-rdt",
+            "--dry-run",
+            "--set",
+            "skip_biuld=true",
+            "--out",
+        ])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean \"skip_build\""));
+    // Known keys: a render value, parameters read in branches and in the workflow text, `keep`.
+    rdmakit()
+        .args(["run", "erdma-ray-rdt", "--dry-run", "--out"])
+        .arg(dir.path())
+        .args([
+            "--set",
+            "worker_replicas=2",
+            "--set",
+            "push_secret_source=p",
+            "--set",
+            "keep=true",
+        ])
+        .assert()
+        .success();
+    // A workflow that computes its keys is judged by what it read.
+    let wf = dir.path().join("dyn.rhai");
+    std::fs::write(&wf, "let k = \"al\" + \"pha\"; params::get(k, 1);\n").unwrap();
+    rdmakit()
+        .args(["run", "--dry-run", "--set", "alpha=2", "--out"])
+        .arg(dir.path())
+        .arg(&wf)
+        .assert()
+        .success();
+    rdmakit()
+        .args(["run", "--dry-run", "--set", "alpah=2", "--out"])
+        .arg(dir.path())
+        .arg(&wf)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("\"alpah\""));
+}
+
+#[test]
 fn live_run_without_a_cluster_is_a_cluster_error() {
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");

@@ -10,7 +10,7 @@ use rdmakit::cancel::Cancel;
 use rdmakit::exec::Executor;
 use rdmakit::exec::dry::DryRunExecutor;
 use rdmakit::exec::kube::{ClusterOptions, KubeExecutor, connect};
-use rdmakit::host::{Host, HostConfig};
+use rdmakit::host::{Host, HostConfig, ParamUse};
 use rdmakit::report::Verdict;
 
 use super::{CmdResult, Failure, Global, code, parse_set};
@@ -28,7 +28,12 @@ Examples:
       --set registry=registry.cn-beijing.aliyuncs.com/me --set pull_secret_source=acr-pull --set push_secret_source=acr-push
 
 In --dry-run nothing is sent to a cluster: the plan is printed, and OUT/plan.sh holds the equivalent kubectl
-commands. Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/bundle/.";
+commands. Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/bundle/.
+
+--set KEY must be a render value (rdmakit render --help), `keep`, or a parameter the workflow reads with
+params::get(\"KEY\", ...) in its own text or a module it imports (comments do not count). Any other key is
+an error (exit 2) before anything runs, naming the nearest known key. A workflow that computes the key it
+reads (params::get(name, ...)) or calls params::all() is checked after it ran, against the keys it read.";
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -37,7 +42,7 @@ pub struct RunArgs {
     /// Talk to no cluster: record every action, print the plan, write plan.sh.
     #[arg(long)]
     pub dry_run: bool,
-    /// Override a workflow parameter or render value (repeatable).
+    /// Override a workflow parameter or render value (repeatable); an unknown KEY is an error.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
     pub set: Vec<(String, String)>,
     /// Output directory (default: out/<workflow name>).
@@ -124,6 +129,11 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
             config.vendor_dirs.push(vendors);
         }
     }
+    let uses = ParamUse::scan(&wf.source, &config.lib_dirs);
+    let unknown = uses.unknown(config.params.keys());
+    if !uses.dynamic && !unknown.is_empty() {
+        return Err(Failure::input(unknown_keys(&wf.name, &uses, &unknown)));
+    }
     let workflow_file = Path::new(&wf.display)
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
@@ -181,6 +191,18 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
     // The script runs on this thread (not a runtime worker), so the live executor can block on the runtime.
     let host = Host::new(exec, config, cancel.clone(), &workflow_file);
     let outcome = host.run(&wf.display, &wf.source);
+    // Computed keys: what the script did not read was not a parameter of it.
+    let unread: Vec<String> = if uses.dynamic {
+        let read = host
+            .ctx()
+            .params_read
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        uses.unknown(config_keys(&args.set).iter().filter(|k| !read.contains(*k)))
+    } else {
+        Vec::new()
+    };
 
     if let Some(d) = &dry {
         let plan = d.plan();
@@ -228,6 +250,12 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         out.join("report.md").display()
     );
 
+    if !unread.is_empty() {
+        eprintln!("error: {:#}", unknown_keys(&wf.name, &uses, &unread));
+        if outcome.error.is_none() {
+            return Ok(code::INPUT);
+        }
+    }
     if let Some(e) = &outcome.error {
         eprintln!("error: {}:", wf.display);
         eprintln!("  {e}");
@@ -248,4 +276,17 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         Verdict::Interrupted => code::INTERRUPTED,
         Verdict::Error => code::INPUT,
     })
+}
+
+fn config_keys(set: &[(String, String)]) -> Vec<String> {
+    set.iter().map(|(k, _)| k.clone()).collect()
+}
+
+fn unknown_keys(workflow: &str, uses: &ParamUse, unknown: &[String]) -> anyhow::Error {
+    anyhow::anyhow!(
+        "--set {}: not a render value nor a parameter of {workflow} (its parameters: {}; render values: \
+         rdmakit render --help)",
+        unknown.join(", "),
+        uses.listed()
+    )
 }

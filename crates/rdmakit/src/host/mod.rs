@@ -33,6 +33,8 @@ mod integrations;
 mod ledger;
 pub use integrations::{is_value_key, lint_options, read_docs};
 mod modules;
+mod params;
+pub use params::ParamUse;
 pub mod resolver;
 
 use std::collections::BTreeMap;
@@ -127,6 +129,8 @@ pub struct Ctx {
     pub written: Mutex<Vec<String>>,
     /// Manifests this run applied and has not deleted (deleted on a script error or Ctrl-C).
     pub ledger: ledger::Ledger,
+    /// The `--set` keys the script read (`params::get`, every key after `params::all()`).
+    pub params_read: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Ctx {
@@ -215,6 +219,7 @@ impl Host {
             cancel,
             written: Mutex::new(Vec::new()),
             ledger: ledger::Ledger::default(),
+            params_read: Mutex::new(Default::default()),
         });
         let mut engine = Engine::new();
         let l = ctx.config.limits;

@@ -715,6 +715,10 @@ fn params_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "get", move |key: &str,
                               default: Dynamic|
           -> RResult<Dynamic> {
+        c.params_read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned());
         let Some(v) = c.config.params.get(key) else {
             return Ok(default);
         };
@@ -741,6 +745,10 @@ fn params_module(ctx: &Arc<Ctx>) -> Module {
     }, key: &str, default: Dynamic);
     let c = ctx.clone();
     reg!(&mut m, "all", move || -> Map {
+        c.params_read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(c.config.params.keys().cloned());
         c.config
             .params
             .iter()

@@ -22,15 +22,15 @@ pub struct LibResolver {
 }
 
 impl LibResolver {
-    fn load(
+    /// The source name and text `import "path"` resolves to.
+    pub fn source(
         &self,
-        engine: &Engine,
         path: &str,
         pos: Position,
-    ) -> Result<Shared<Module>, Box<EvalAltResult>> {
+    ) -> Result<(String, String), Box<EvalAltResult>> {
         let name = path.trim_end_matches(".rhai");
         let bare = name.rsplit('/').next().unwrap_or(name);
-        let (source_name, text) = match self
+        match self
             .dirs
             .iter()
             .map(|d| d.join(format!("{name}.rhai")))
@@ -40,13 +40,22 @@ impl LibResolver {
                 let text = std::fs::read_to_string(&p).map_err(|e| {
                     EvalAltResult::ErrorSystem(format!("cannot read {}", p.display()), e.into())
                 })?;
-                (p.display().to_string(), text)
+                Ok((p.display().to_string(), text))
             }
             None => match EMBEDDED_LIBS.iter().find(|(n, _)| *n == bare) {
-                Some((n, text)) => (format!("scripts/lib/{n}.rhai"), (*text).to_owned()),
-                None => return Err(EvalAltResult::ErrorModuleNotFound(path.to_owned(), pos).into()),
+                Some((n, text)) => Ok((format!("scripts/lib/{n}.rhai"), (*text).to_owned())),
+                None => Err(EvalAltResult::ErrorModuleNotFound(path.to_owned(), pos).into()),
             },
-        };
+        }
+    }
+
+    fn load(
+        &self,
+        engine: &Engine,
+        path: &str,
+        pos: Position,
+    ) -> Result<Shared<Module>, Box<EvalAltResult>> {
+        let (source_name, text) = self.source(path, pos)?;
         let mut ast = engine.compile(&text).map_err(|e| {
             EvalAltResult::ErrorInModule(source_name.clone(), Box::new(EvalAltResult::from(e)), pos)
         })?;
