@@ -1,6 +1,7 @@
 //! Exec and cp through the live executor against a fake API server that speaks Kubernetes' websocket
 //! exec protocol (v5.channel.k8s.io: stdin 0, stdout 1, stderr 2, status 3, close 255) over a real TCP
-//! connection: stdout/stderr/exit codes, `env`, the file `cp` streams over stdin, and a deadline on a
+//! connection: stdout/stderr/exit codes (a missing status is an error), `env`, the file `cp` streams over
+//! stdin and the byte count it checks, and a deadline on a
 //! command that never ends.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
@@ -21,6 +22,10 @@ use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 struct Node {
     files: HashMap<String, Vec<u8>>,
     uris: Vec<String>,
+    /// Send no status frame (an API server whose exec protocol has none): the exit code is unknown.
+    no_status: bool,
+    /// Keep only this many bytes of what `cp` streams (a transfer cut short).
+    cp_keep: Option<usize>,
 }
 
 fn decode(s: &str) -> String {
@@ -67,6 +72,11 @@ async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
     };
     let uri = uri.lock().unwrap().clone();
     node.lock().unwrap().uris.push(uri.clone());
+    let (no_status, cp_keep) = {
+        let n = node.lock().unwrap();
+        (n.no_status, n.cp_keep)
+    };
+    let success = || (!no_status).then(success);
     let argv: Vec<String> = uri
         .split_once('?')
         .map(|(_, q)| q)
@@ -95,15 +105,26 @@ async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
                     }
                 }
             }
+            if let Some(keep) = cp_keep {
+                data.truncate(keep);
+            }
+            // The executor's command ends with `wc -c < "$1"`.
+            let _ = ws
+                .send(frame(1, format!("{}\n", data.len()).as_bytes()))
+                .await;
             node.lock().unwrap().files.insert(path, data);
-            let _ = ws.send(success()).await;
+            if let Some(m) = success() {
+                let _ = ws.send(m).await;
+            }
         }
         Some("cat") => {
             let content = node.lock().unwrap().files.get(cmd[1]).cloned();
             match content {
                 Some(c) => {
                     let _ = ws.send(frame(1, &c)).await;
-                    let _ = ws.send(success()).await;
+                    if let Some(m) = success() {
+                        let _ = ws.send(m).await;
+                    }
                 }
                 None => {
                     let _ = ws
@@ -125,7 +146,9 @@ async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
                 .send(frame(1, format!("ran: {}\n", argv.join(" ")).as_bytes()))
                 .await;
             let _ = ws.send(frame(2, b"a warning on stderr\n")).await;
-            let _ = ws.send(success()).await;
+            if let Some(m) = success() {
+                let _ = ws.send(m).await;
+            }
         }
     }
     let _ = ws.close(None).await;
@@ -212,15 +235,7 @@ fn cp_streams_the_file_over_stdin_and_exec_reads_it_back() {
     // Larger than one websocket frame of stdin.
     let body: String = (0..20_000).map(|i| format!("# line {i}\n")).collect();
     std::fs::write(&local, &body).unwrap();
-    let cp = CopySpec {
-        local: local.clone(),
-        local_display: "bundle/rdt_nccl_demo.py".into(),
-        pod: "head-0".into(),
-        container: Some("ray-head".into()),
-        remote: "/tmp/rdt_nccl_demo.py".into(),
-        namespace: None,
-        timeout: Duration::from_secs(10),
-    };
+    let cp = cp_spec(&local);
     f.exec.copy_to(&cp).unwrap();
     assert_eq!(
         f.node
@@ -266,5 +281,57 @@ fn a_command_that_never_ends_hits_the_deadline() {
     let outs = f.exec.exec_many(&specs).unwrap();
     assert_eq!(outs[0].stdout, "ran: echo a\n");
     assert_eq!(outs[1].stdout, "ran: echo b\n");
+    drop(f.rt);
+}
+
+fn cp_spec(local: &std::path::Path) -> CopySpec {
+    CopySpec {
+        local: local.to_owned(),
+        local_display: "bundle/rdt_nccl_demo.py".into(),
+        pod: "head-0".into(),
+        container: Some("ray-head".into()),
+        remote: "/tmp/rdt_nccl_demo.py".into(),
+        namespace: None,
+        timeout: Duration::from_secs(10),
+    }
+}
+
+#[test]
+fn exec_without_a_status_is_an_error_naming_pod_and_command() {
+    let f = fake();
+    f.node.lock().unwrap().no_status = true;
+    let err = f
+        .exec
+        .exec(&spec("worker-0", &["bash", "-lc", "ulimit -l"]))
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("worker-0") && msg.contains("bash") && msg.contains("no exit status"),
+        "{msg}"
+    );
+    // So cp does not report success on such a server.
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("demo.py");
+    std::fs::write(&local, "print(1)\n").unwrap();
+    let err = f.exec.copy_to(&cp_spec(&local)).unwrap_err();
+    assert!(err.to_string().contains("no exit status"), "{err}");
+    drop(f.rt);
+}
+
+#[test]
+fn cp_that_arrives_short_fails_with_expected_and_actual_bytes() {
+    let f = fake();
+    f.node.lock().unwrap().cp_keep = Some(1000);
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("demo.py");
+    std::fs::write(&local, vec![b'x'; 5000]).unwrap();
+    let err = f.exec.copy_to(&cp_spec(&local)).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("head-0:/tmp/rdt_nccl_demo.py")
+            && msg.contains("5000 bytes")
+            && msg.contains("1000"),
+        "{msg}"
+    );
     drop(f.rt);
 }

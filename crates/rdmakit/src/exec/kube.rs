@@ -451,7 +451,19 @@ impl KubeExecutor {
         let _ = proc.join().await;
         let mut stderr = String::from_utf8_lossy(&err).into_owned();
         let code = match status {
-            None => 0,
+            // The exit code travels only in the status frame; without it the command may have failed.
+            None => {
+                return Err(ExecError::Transport {
+                    action: format!(
+                        "exec in {} [{}]",
+                        spec.pod,
+                        spec.command.join(" ").chars().take(80).collect::<String>()
+                    ),
+                    message: "the API server sent no exit status (an exec protocol without a status \
+                              channel, or the connection closed early): the command's outcome is unknown"
+                        .into(),
+                });
+            }
             Some(s) if s.status.as_deref() == Some("Success") => 0,
             Some(s) => {
                 // Non-zero exits arrive as Failure/NonZeroExitCode with the code in details.causes.
@@ -631,13 +643,14 @@ impl Executor for KubeExecutor {
 
     fn copy_to(&self, spec: &CopySpec) -> Result<(), ExecError> {
         let data = std::fs::read(&spec.local).map_err(|e| ExecError::io(&spec.local, e))?;
+        let expected = data.len();
         let exec = ExecSpec {
             pod: spec.pod.clone(),
             container: spec.container.clone(),
             command: vec![
                 "sh".into(),
                 "-c".into(),
-                "mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\"".into(),
+                "mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\" && wc -c < \"$1\"".into(),
                 "rdmakit-cp".into(),
                 spec.remote.clone(),
             ],
@@ -647,13 +660,31 @@ impl Executor for KubeExecutor {
             ..ExecSpec::default()
         };
         let out = self.exec(&exec)?;
+        let action = || {
+            format!(
+                "copy {} to {}:{}",
+                spec.local_display, spec.pod, spec.remote
+            )
+        };
         if out.code != 0 {
             return Err(ExecError::Failed {
-                action: format!(
-                    "copy {} to {}:{}",
-                    spec.local_display, spec.pod, spec.remote
-                ),
+                action: action(),
                 message: format!("exit code {}: {}", out.code, out.stderr.trim()),
+            });
+        }
+        // What arrived, as the pod counts it: a transfer cut short must not pass.
+        let arrived = out.stdout.trim();
+        if arrived.parse::<usize>().ok() != Some(expected) {
+            return Err(ExecError::Failed {
+                action: action(),
+                message: format!(
+                    "expected {expected} bytes, the pod has {}",
+                    if arrived.is_empty() {
+                        "no byte count"
+                    } else {
+                        arrived
+                    }
+                ),
             });
         }
         Ok(())
