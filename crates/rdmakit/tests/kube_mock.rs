@@ -107,6 +107,16 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code})
 }
 
+/// Discovery answers; every other request is refused with 403 and `message`.
+fn forbidden(message: &'static str) -> Responder {
+    Box::new(move |s: &Seen| {
+        Some(match s.uri.as_str() {
+            "/api/v1" => (200, core_v1_resources()),
+            _ => (403, status(403, "Forbidden", message)),
+        })
+    })
+}
+
 fn pod(name: &str, ready: bool) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -348,6 +358,59 @@ fn wait_times_out_with_the_last_state() {
 }
 
 #[test]
+fn a_wait_fails_at_once_on_a_403_and_keeps_the_last_error_on_a_timeout() {
+    let pods_wait = |timeout| WaitSpec {
+        what: WaitFor::PodsReady,
+        kind: "Pod".into(),
+        name: None,
+        selector: Some("app=buildkitd".into()),
+        expect: 1,
+        namespace: None,
+        timeout,
+    };
+    let m = mock(forbidden(
+        "pods is forbidden: User \"ci\" cannot list resource \"pods\"",
+    ));
+    let started = std::time::Instant::now();
+    let err = m
+        .exec
+        .wait(&pods_wait(Duration::from_secs(30)))
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(3), "{err}");
+    assert!(
+        matches!(&err, ExecError::Rejected { code: 403, message, .. } if message.contains("cannot list")),
+        "{err:?}"
+    );
+    let lists = m
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.uri.contains("pods?"))
+        .count();
+    assert_eq!(lists, 1, "a 403 is asked once");
+    // A server that first fails (a retried 503) and then hangs: the timeout names the last error.
+    let m = mock(Box::new(|s: &Seen| match s.uri.as_str() {
+        "/api/v1" => Some((200, core_v1_resources())),
+        u if u.contains("pods?") && s.method == "GET" => {
+            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            (N.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 3).then(|| {
+                (
+                    503,
+                    status(503, "ServiceUnavailable", "etcd leader changed"),
+                )
+            })
+        }
+        _ => None,
+    }));
+    let err = m.exec.wait(&pods_wait(Duration::from_secs(1))).unwrap_err();
+    match &err {
+        ExecError::Timeout { hint, .. } => assert!(hint.contains("etcd leader changed"), "{hint}"),
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_hung_api_server_hits_the_rust_side_timeout() {
     let m = mock(Box::new(|s: &Seen| match s.uri.as_str() {
         "/api/v1" => Some((200, core_v1_resources())),
@@ -481,19 +544,9 @@ fn reads_are_retried_too_and_a_missing_object_is_named() {
 fn exec_builds_the_websocket_request_and_reports_a_refusal() {
     // A mock service cannot complete a websocket upgrade, so this checks the request exec sends and
     // that a refused upgrade comes back as an error (exec_ws.rs runs exec and cp over a real websocket).
-    let m = mock(Box::new(|s: &Seen| {
-        Some(match s.uri.as_str() {
-            "/api/v1" => (200, core_v1_resources()),
-            _ => (
-                403,
-                status(
-                    403,
-                    "Forbidden",
-                    "pods \"buildkit-client\" is forbidden: User cannot create pods/exec",
-                ),
-            ),
-        })
-    }));
+    let m = mock(forbidden(
+        "pods \"buildkit-client\" is forbidden: User cannot create pods/exec",
+    ));
     let spec = ExecSpec {
         pod: "buildkit-client".into(),
         container: Some("client".into()),

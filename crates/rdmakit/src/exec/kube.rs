@@ -140,6 +140,13 @@ fn map_kube_err(action: &str, e: kube::Error) -> ExecError {
     }
 }
 
+/// A rejection that no retry or wait changes: a 4xx other than 404 (not there yet), 409 (conflict) and 429
+/// (throttled).
+fn is_permanent(e: &ExecError) -> bool {
+    matches!(e, ExecError::Rejected { code, .. }
+        if (400..500).contains(code) && !matches!(code, 404 | 409 | 429))
+}
+
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
@@ -328,17 +335,26 @@ impl KubeExecutor {
         let action = format!("wait for {} {target}", spec.kind);
         let pb = spinner(&action);
         let deadline = Instant::now() + spec.timeout;
-        let mut last;
+        let mut last = String::from("no answer from the API server yet");
         let result = loop {
-            let objs = self
-                .list_values(
-                    api_version,
-                    &spec.kind,
-                    spec.name.as_deref(),
-                    spec.selector.as_deref(),
-                    spec.namespace.as_deref(),
-                )
-                .await;
+            // A list that hangs past the deadline ends the wait with what was seen before it.
+            let list = self.list_values(
+                api_version,
+                &spec.kind,
+                spec.name.as_deref(),
+                spec.selector.as_deref(),
+                spec.namespace.as_deref(),
+            );
+            let Ok(objs) =
+                tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), list)
+                    .await
+            else {
+                break Err(ExecError::Timeout {
+                    action: action.clone(),
+                    limit: spec.timeout,
+                    hint: format!(" (last seen: {last})"),
+                });
+            };
             match objs {
                 Ok(objs) => match evaluate(spec, &objs) {
                     WaitState::Done(msg) => {
@@ -357,6 +373,8 @@ impl KubeExecutor {
                     WaitState::Pending(msg) => last = msg,
                 },
                 Err(e @ ExecError::MissingApi { .. }) => break Err(e),
+                // Forbidden, Unauthorized, Invalid...: waiting does not change the answer.
+                Err(e) if is_permanent(&e) => break Err(e),
                 Err(e) => last = e.to_string(),
             }
             pb.set_message(format!("{action}: {last}"));
