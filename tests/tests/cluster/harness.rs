@@ -294,31 +294,25 @@ impl Ns {
     /// ServiceAccount/ConfigMap are not the run's), plus the cluster-scoped objects rdmakit labels as its own.
     pub fn leftovers(&self) -> Vec<String> {
         let kinds = "pods,deployments,statefulsets,services,persistentvolumeclaims,secrets,configmaps,jobs,rayclusters.ray.io,mpijobs.kubeflow.org,resourceclaims.resource.k8s.io,resourceclaimtemplates.resource.k8s.io";
-        let mut left: Vec<String> = kubectl_ok(&["-n", &self.name, "get", kinds, "-o", "name"])
-            .lines()
-            .filter(|l| {
-                !matches!(
-                    *l,
-                    "secret/acr-pull" | "secret/acr-push" | "configmap/kube-root-ca.crt"
-                )
-            })
-            .map(str::to_owned)
-            .collect();
-        // Pods a deleted owner is still terminating are gone in a moment: wait for them, not for the rest.
-        if left.iter().all(|l| l.starts_with("pod/")) && !left.is_empty() {
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(30) {
-                left = kubectl_ok(&["-n", &self.name, "get", "pods", "-o", "name"])
-                    .lines()
-                    .map(str::to_owned)
-                    .collect();
-                if left.is_empty() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(500));
+        // What a deleted owner leaves to the garbage collector (KubeRay's pods and head Service) goes within
+        // seconds: poll for up to 30 s; what is still there then was left behind.
+        let t0 = Instant::now();
+        loop {
+            let left: Vec<String> = kubectl_ok(&["-n", &self.name, "get", kinds, "-o", "name"])
+                .lines()
+                .filter(|l| {
+                    !matches!(
+                        *l,
+                        "secret/acr-pull" | "secret/acr-push" | "configmap/kube-root-ca.crt"
+                    )
+                })
+                .map(str::to_owned)
+                .collect();
+            if left.is_empty() || t0.elapsed() > Duration::from_secs(30) {
+                return left;
             }
+            std::thread::sleep(Duration::from_millis(500));
         }
-        left
     }
 }
 
@@ -398,5 +392,55 @@ impl Run {
                 self.text()
             );
         }
+    }
+}
+
+/// Patches a node's capacity and allocatable for one test; puts the old values back on drop.
+pub struct NodePatch {
+    node: String,
+    restore: String,
+}
+
+impl NodePatch {
+    pub fn remove_resource(node: &str, resource: &str) -> NodePatch {
+        let esc = resource.replace('/', "~1");
+        let n = get_json(&["node", node]);
+        let cap = n["status"]["capacity"][resource]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(!cap.is_empty(), "{node} has no {resource} to remove");
+        let patch = format!(
+            r#"[{{"op":"remove","path":"/status/capacity/{esc}"}},{{"op":"remove","path":"/status/allocatable/{esc}"}}]"#
+        );
+        kubectl_ok(&[
+            "patch",
+            "node",
+            node,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            &patch,
+        ]);
+        NodePatch {
+            node: node.into(),
+            restore: format!(
+                r#"[{{"op":"add","path":"/status/capacity/{esc}","value":"{cap}"}},{{"op":"add","path":"/status/allocatable/{esc}","value":"{cap}"}}]"#
+            ),
+        }
+    }
+}
+
+impl Drop for NodePatch {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "patch",
+            "node",
+            &self.node,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            &self.restore,
+        ]);
     }
 }

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::harness::{kubeconfig, kubectl, kubectl_ok, rdmakit_path};
+use super::harness::{NodePatch, kubeconfig, kubectl, kubectl_ok, rdmakit_path};
 
 fn preflight(args: &[&str]) -> (i32, Value) {
     let o = Command::new(rdmakit_path())
@@ -60,27 +60,10 @@ fn preflight_finds_the_erdma_nodes_and_fails_when_one_loses_its_resource() {
         assert_eq!(check(&v, "api-served", api)["verdict"], "ok");
     }
     let node = "cn-beijing.10.0.5.76";
-    let cap = kubectl_ok(&["get", "node", node, "-o", "jsonpath={.status.capacity}"]);
-    assert!(cap.contains("aliyun/erdma"), "{cap}");
-    kubectl_ok(&[
-        "patch",
-        "node",
-        node,
-        "--subresource=status",
-        "--type=json",
-        "-p",
-        r#"[{"op":"remove","path":"/status/capacity/aliyun~1erdma"},{"op":"remove","path":"/status/allocatable/aliyun~1erdma"}]"#,
-    ]);
-    let (code, v) = preflight(&["--profile", "aliyun-erdma"]);
-    let _ = kubectl(&[
-        "patch",
-        "node",
-        node,
-        "--subresource=status",
-        "--type=json",
-        "-p",
-        r#"[{"op":"add","path":"/status/capacity/aliyun~1erdma","value":"400"},{"op":"add","path":"/status/allocatable/aliyun~1erdma","value":"400"}]"#,
-    ]);
+    let (code, v) = {
+        let _patch = NodePatch::remove_resource(node, "aliyun/erdma");
+        preflight(&["--profile", "aliyun-erdma"])
+    };
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["verdict"], "fail");
     assert_eq!(check(&v, "rdma-gpu-nodes", "cluster")["verdict"], "fail");

@@ -1,7 +1,7 @@
 //! The four workflows live: PASS on the healthy cluster, FAIL naming the cause on each fault, a second run on
 //! the used cluster passes, and nothing of a run's own is left behind.
 
-use super::harness::{Kind, Ns, kubectl, kubectl_ok, repo};
+use super::harness::{Kind, NodePatch, Ns, kubectl, kubectl_ok, repo};
 
 const ERDMA: &[&str] = &[
     "--set",
@@ -9,56 +9,6 @@ const ERDMA: &[&str] = &[
     "--set",
     "push_secret_source=acr-push",
 ];
-
-/// Patches a node's capacity and allocatable for one test; puts the old values back on drop.
-struct NodePatch {
-    node: String,
-    restore: String,
-}
-
-impl NodePatch {
-    fn remove_resource(node: &str, resource: &str) -> NodePatch {
-        let esc = resource.replace('/', "~1");
-        let n = super::harness::get_json(&["node", node]);
-        let cap = n["status"]["capacity"][resource]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
-        assert!(!cap.is_empty(), "{node} has no {resource} to remove");
-        let patch = format!(
-            r#"[{{"op":"remove","path":"/status/capacity/{esc}"}},{{"op":"remove","path":"/status/allocatable/{esc}"}}]"#
-        );
-        kubectl_ok(&[
-            "patch",
-            "node",
-            node,
-            "--subresource=status",
-            "--type=json",
-            "-p",
-            &patch,
-        ]);
-        NodePatch {
-            node: node.into(),
-            restore: format!(
-                r#"[{{"op":"add","path":"/status/capacity/{esc}","value":"{cap}"}},{{"op":"add","path":"/status/allocatable/{esc}","value":"{cap}"}}]"#
-            ),
-        }
-    }
-}
-
-impl Drop for NodePatch {
-    fn drop(&mut self) {
-        let _ = kubectl(&[
-            "patch",
-            "node",
-            &self.node,
-            "--subresource=status",
-            "--type=json",
-            "-p",
-            &self.restore,
-        ]);
-    }
-}
 
 fn assert_clean(ns: &Ns) {
     let left = ns.leftovers();

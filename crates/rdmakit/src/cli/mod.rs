@@ -218,6 +218,36 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The async runtime every cluster-facing command drives kube-rs on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(Failure::input)
+}
+
+/// A kube client for the kubeconfig, context and namespace of the global flags; `what` says what the
+/// user can do when the cluster cannot be reached.
+pub(crate) fn connect_client(
+    global: &Global,
+    runtime: &tokio::runtime::Runtime,
+    what: &str,
+) -> Result<kube::Client, Failure> {
+    use anyhow::Context as _;
+    let opts = rdmakit::exec::kube::ClusterOptions {
+        kubeconfig: global.kubeconfig.clone(),
+        context: global.context.clone(),
+        namespace: global.namespace.clone(),
+    };
+    runtime
+        .block_on(rdmakit::exec::kube::connect(&opts))
+        .context(format!("cannot reach the cluster ({what})"))
+        .map_err(Failure::cluster)
+}
+
 /// Parses `key=value`.
 pub fn parse_set(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {

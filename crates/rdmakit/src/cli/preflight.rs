@@ -5,14 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::Args;
 use probe::preflight::{
     ClusterSnapshot, NodeInfo, PreflightPolicy, evaluate, parse_resource_slices,
 };
 use probe::{Check, Verdict};
 use rdmakit::cancel::Cancel;
-use rdmakit::exec::kube::{ClusterOptions, KubeExecutor, connect};
+use rdmakit::exec::kube::KubeExecutor;
 use rdmakit::exec::{Executor, ListSpec};
 use serde_json::Value;
 
@@ -122,21 +121,8 @@ fn list(
 /// Runs the preflight against the cluster of the kubeconfig/context.
 pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
     let (policy, dra) = policy_for(&a)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(Failure::input)?;
-    let opts = ClusterOptions {
-        kubeconfig: global.kubeconfig.clone(),
-        context: global.context.clone(),
-        namespace: global.namespace.clone(),
-    };
-    let client = runtime
-        .block_on(connect(&opts))
-        .context("cannot reach the cluster")
-        .map_err(Failure::cluster)?;
+    let runtime = super::runtime()?;
+    let client = super::connect_client(global, &runtime, "check --kubeconfig and --context")?;
     let exec = Arc::new(KubeExecutor::new(
         client,
         runtime.handle().clone(),

@@ -9,7 +9,7 @@ use clap::Args;
 use rdmakit::cancel::Cancel;
 use rdmakit::exec::Executor;
 use rdmakit::exec::dry::DryRunExecutor;
-use rdmakit::exec::kube::{ClusterOptions, KubeExecutor, connect};
+use rdmakit::exec::kube::KubeExecutor;
 use rdmakit::host::{Host, HostConfig, ParamUse};
 use rdmakit::report::Verdict;
 
@@ -139,12 +139,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(Failure::input)?;
+    let runtime = super::runtime()?;
     let cancel = Cancel::new();
     {
         let cancel = cancel.clone();
@@ -171,15 +166,11 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
     let exec: Arc<dyn Executor> = match &dry {
         Some(d) => d.clone(),
         None => {
-            let opts = ClusterOptions {
-                kubeconfig: global.kubeconfig.clone(),
-                context: global.context.clone(),
-                namespace: global.namespace.clone(),
-            };
-            let client = runtime
-                .block_on(connect(&opts))
-                .context("cannot reach the cluster (use --dry-run to see the plan without one)")
-                .map_err(Failure::cluster)?;
+            let client = super::connect_client(
+                global,
+                &runtime,
+                "use --dry-run to see the plan without one",
+            )?;
             Arc::new(KubeExecutor::new(
                 client,
                 runtime.handle().clone(),
