@@ -16,8 +16,10 @@ t_build=$((SECONDS - t0))
 trap '"$here/down.sh"' EXIT
 "$here/up.sh"
 t_up=$((SECONDS - t0 - t_build))
-"$cargo" build -p rdmakit
-"$cargo" test -p rdmakit-tests --test cluster -- --ignored --test-threads=1 "$@"
+# --workspace, as `make unit` builds it: the same feature set, so nothing (rdmakit's binary included) is
+# compiled a second time with other features (a third copy of kube and rdmakit cost gigabytes of disk).
+"$cargo" test --workspace --no-run
+"$cargo" test --workspace --test cluster -- --ignored --test-threads=1 "$@"
 t_tests=$((SECONDS - t0 - t_build - t_up))
 {
   echo "build (go, cached after the first): ${t_build} s"; cat "$out/build-times.txt"
