@@ -1,0 +1,607 @@
+//! The receiving end: accepts the sender, grants a credit for every ring slot the pipeline freed,
+//! and hands each chunk to the pipeline in order once its WRITE_WITH_IMM arrived.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use erdma_verbs::cm::Listener;
+use erdma_verbs::{Access, CompletionQueue, Context, MemoryRegion, RemoteBuf, WcOpcode};
+
+use super::config::RdmaConfig;
+use super::plumbing::{
+    CREDIT_TAG, IDLE_WAIT, RECV_TAG, Shared, SharedQp, SideWriter, Workers, lock_qp, poll_some,
+    post_recvs, read_msg,
+};
+use super::setup::{
+    CmGroups, Links, ManualQps, Plan, SideChannel, ipv4_of_gid, register_ring, start,
+};
+use super::wire::{ReceiverWelcome, Wire, Wiring, check_hello, decode_imm, encode_imm, unexpected};
+use crate::error::TransportError;
+use crate::ring::{SlotToken, StagingRing};
+use crate::transport::{Chunk, RecvTransport, TransferSummary, accept_within};
+
+/// What the pollers and the side-channel reader tell `next_chunk`.
+#[derive(Debug)]
+enum Event {
+    Data { imm: u32, len: u32, qp: usize },
+    End(TransferSummary),
+    Failed(TransportError),
+}
+
+/// Receiving half of the RDMA transport (the server: it accepts one [`RdmaSender`](super::RdmaSender)).
+#[derive(Debug)]
+pub struct RdmaReceiver {
+    cfg: RdmaConfig,
+    ring: Arc<StagingRing>,
+    shared: Arc<Shared>,
+    side: Arc<SideWriter>,
+    events: mpsc::Receiver<Event>,
+    links: Links,
+    _mrs: Vec<Vec<Arc<MemoryRegion>>>,
+    workers: Workers,
+    /// Chunks that arrived ahead of their turn: session-wide number → length.
+    pending: BTreeMap<u64, usize>,
+    end: Option<TransferSummary>,
+    /// Session-wide number of this transfer's first chunk.
+    base: u64,
+    /// Session-wide number of the next chunk to deliver.
+    next: u64,
+    bytes: u64,
+    peer: String,
+}
+
+/// What the receiver's setup leaves behind.
+#[derive(Debug)]
+struct ReceiverSetup {
+    links: Links,
+    /// Every ring slot registered (remote-writable) on every device, per device.
+    mrs: Vec<Vec<Arc<MemoryRegion>>>,
+    /// The sender's credit word.
+    credit_target: RemoteBuf,
+}
+
+impl RdmaReceiver {
+    /// Accepts one [`RdmaSender`](super::RdmaSender) on `listener` (the side channel), registers every slot of
+    /// `ring` on every device, connects `cfg.qps` queue pairs and starts granting credits.
+    /// Fails with [`TransportError::Config`] naming the field when the two ends disagree (the
+    /// sender is told why before the connection closes), with [`TransportError::Rdma`] when a
+    /// verb fails, and after `cfg.timeout` if the sender stalls during setup.
+    pub fn accept(
+        listener: &TcpListener,
+        cfg: &RdmaConfig,
+        ring: &Arc<StagingRing>,
+    ) -> Result<Self, TransportError> {
+        cfg.validate()?;
+        let (stream, addr) = accept_within(listener, cfg.timeout, "an RDMA sender")?;
+        let peer = format!("sender {addr}");
+        let mut side = SideChannel::open(stream, &peer, cfg.timeout)?;
+        let setup = Self::setup(cfg, ring, &mut side, &peer);
+        let ReceiverSetup {
+            links,
+            mrs,
+            credit_target,
+        } = side.or_abort(setup)?;
+        let writer = Arc::clone(&side.writer);
+        let reader = side.into_reader()?;
+        let (shared, mut workers) = start(ring, &writer);
+        let (tx, events) = mpsc::channel();
+        {
+            let shared = Arc::clone(&shared);
+            let tx = tx.clone();
+            let peer = peer.clone();
+            workers.spawn("gpu-stage-rdma-side", move || {
+                receiver_side_reader(reader, &shared, &tx, &peer)
+            })?;
+        }
+        workers.spawn_pollers("gpu-stage-rdma-rcq", &links, |cq, my_qps| {
+            let shared = Arc::clone(&shared);
+            let tx = tx.clone();
+            let peer = peer.clone();
+            move || receiver_poller(&cq, &my_qps, &shared, &tx, &peer)
+        })?;
+        {
+            let d0 = links.dev_of(0);
+            let src = MemoryRegion::new(&d0.pd, 8, Access::LOCAL_WRITE).map_err(
+                TransportError::rdma(format!("{}: registering the credit source", d0.ctx.name())),
+            )?;
+            let qp0 = Arc::clone(&links.qps[0]);
+            let shared = Arc::clone(&shared);
+            let ring = Arc::clone(ring);
+            let peer = peer.clone();
+            workers.spawn("gpu-stage-rdma-credit", move || {
+                credit_loop(&ring, &qp0, &src, credit_target, &shared, &tx, &peer)
+            })?;
+        }
+        Ok(RdmaReceiver {
+            cfg: cfg.clone(),
+            ring: Arc::clone(ring),
+            shared,
+            side: writer,
+            events,
+            links,
+            _mrs: mrs,
+            workers,
+            pending: BTreeMap::new(),
+            end: None,
+            base: 0,
+            next: 0,
+            bytes: 0,
+            peer,
+        })
+    }
+
+    /// Hello → (rdma_cm: Listening, accept) → Welcome → Ready: connects every QP and publishes the
+    /// slot table.
+    fn setup(
+        cfg: &RdmaConfig,
+        ring: &Arc<StagingRing>,
+        side: &mut SideChannel,
+        peer: &str,
+    ) -> Result<ReceiverSetup, TransportError> {
+        let plan = Plan::new(cfg, ring.config())?;
+        let hello = match read_msg(&mut side.reader, peer, "waiting for Hello")? {
+            Wire::Hello(h) => h,
+            m => return Err(unexpected(peer, "Hello", &m)),
+        };
+        check_hello(&hello, &plan.ring, cfg.qps, plan.wiring)?;
+        let (links, endpoints) = match plan.wiring {
+            Wiring::Manual => {
+                let inits = ManualQps::create(cfg, &plan, peer)?;
+                let endpoints = inits.endpoints.clone();
+                (inits.connect(&hello.endpoints, peer)?, endpoints)
+            }
+            Wiring::RdmaCm => (accept_cm(cfg, &plan, side, peer)?, Vec::new()),
+        };
+        let mrs = links
+            .devs
+            .iter()
+            .map(|d| register_ring(&d.pd, ring, Access::LOCAL_WRITE | Access::REMOTE_WRITE))
+            .collect::<Result<Vec<_>, _>>()?;
+        let slots = mrs
+            .iter()
+            .map(|v| v.iter().map(|m| m.remote()).collect())
+            .collect();
+        side.writer.send(&Wire::Welcome(ReceiverWelcome {
+            ring: plan.ring,
+            devices: links.device_names(),
+            endpoints,
+            slots,
+        }))?;
+        let credit = match read_msg(&mut side.reader, peer, "waiting for Ready")? {
+            Wire::Ready { credit } => credit,
+            m => return Err(unexpected(peer, "Ready", &m)),
+        };
+        if credit.len < 8 {
+            return Err(TransportError::Protocol(format!(
+                "the {peer}'s credit word is {} bytes; 8 expected",
+                credit.len
+            )));
+        }
+        Ok(ReceiverSetup {
+            links,
+            mrs,
+            credit_target: credit,
+        })
+    }
+
+    /// Queue pairs in use.
+    pub fn qps(&self) -> usize {
+        self.links.qps.len()
+    }
+
+    /// Names of the local devices in use.
+    pub fn devices(&self) -> Vec<String> {
+        self.links.device_names()
+    }
+
+    /// Hands chunk `g` to the pipeline with the slot the credit thread granted for it. Fails if
+    /// the sender wrote it without holding a credit.
+    fn deliver(&mut self, g: u64, len: usize) -> Result<(Chunk, SlotToken), TransportError> {
+        let slots = self.ring.slots() as u64;
+        let slot = (g % slots) as usize;
+        let token = self.shared.lock().credits.pop_front();
+        let token = match token {
+            Some(t) if t.slot() == slot => t,
+            other => {
+                return Err(TransportError::Protocol(format!(
+                    "the {} wrote chunk #{g} into slot {slot} without a credit for it (next credited slot: {:?})",
+                    self.peer,
+                    other.as_ref().map(SlotToken::slot)
+                )));
+            }
+        };
+        let seq = g - self.base;
+        self.next = g + 1;
+        self.bytes += len as u64;
+        let chunk = Chunk {
+            seq,
+            slot,
+            offset: seq * self.ring.chunk_bytes() as u64,
+            len,
+        };
+        Ok((chunk, token))
+    }
+}
+
+/// rdma_cm: listens on one address per device, tells the sender where, and accepts its `cfg.qps`
+/// connections in QP order.
+fn accept_cm(
+    cfg: &RdmaConfig,
+    plan: &Plan,
+    side: &SideChannel,
+    peer: &str,
+) -> Result<Links, TransportError> {
+    let ips = if cfg.cm_addrs.is_empty() {
+        cfg.devices
+            .iter()
+            .map(|name| {
+                let ctx = Context::open(name)
+                    .map_err(TransportError::rdma(format!("opening RDMA device {name}")))?;
+                ipv4_of_gid(&ctx, cfg)
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        cfg.cm_addrs.clone()
+    };
+    let listeners = ips
+        .iter()
+        .map(|ip| {
+            Listener::bind(SocketAddr::new(*ip, 0))
+                .map_err(TransportError::rdma(format!("rdma_cm: listening on {ip}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let addrs: Vec<SocketAddr> = ips
+        .iter()
+        .zip(&listeners)
+        .map(|(ip, l)| SocketAddr::new(*ip, l.port()))
+        .collect();
+    side.writer.send(&Wire::Listening {
+        addrs: addrs.clone(),
+    })?;
+    let mut groups = CmGroups::new(listeners.len().min(cfg.qps), cfg.qps);
+    for q in 0..cfg.qps {
+        let g = q % groups.groups();
+        let req = listeners[g]
+            .get_request(cfg.timeout)
+            .map_err(TransportError::rdma(format!(
+                "rdma_cm: waiting on {} for QP {q}",
+                addrs[g]
+            )))?;
+        let idx = req
+            .private_data()
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes);
+        if idx != Some(q as u32) {
+            let _ = req.reject();
+            return Err(TransportError::Protocol(format!(
+                "rdma_cm: expected the connection of QP {q}, got {idx:?}"
+            )));
+        }
+        let d = groups.device(q, req.context(), addrs[g], cfg, plan)?;
+        let qp = req
+            .accept(&d.pd, &d.builder(cfg, plan.depth), &[], cfg.timeout)
+            .map_err(TransportError::rdma(format!(
+                "rdma_cm: accepting QP {q} from the {peer}"
+            )))?;
+        groups.push(q, qp, plan, peer)?;
+    }
+    groups.finish()
+}
+
+fn receiver_side_reader(
+    mut reader: BufReader<TcpStream>,
+    shared: &Shared,
+    tx: &mpsc::Sender<Event>,
+    peer: &str,
+) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let err = match reader.read_line(&mut line) {
+            Ok(0) => TransportError::Closed(format!(
+                "the {peer} closed the side channel (process exited or connection lost)"
+            )),
+            Err(e) => TransportError::Io {
+                context: format!("side channel to the {peer}"),
+                source: e,
+            },
+            Ok(_) => match Wire::from_line(&line) {
+                Ok(Wire::End { chunks, bytes }) => {
+                    if tx
+                        .send(Event::End(TransferSummary { chunks, bytes }))
+                        .is_err()
+                    {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(Wire::Abort { reason }) => {
+                    TransportError::Aborted(format!("the {peer} aborted: {reason}"))
+                }
+                Ok(m) => unexpected(peer, "End", &m),
+                Err(e) => e,
+            },
+        };
+        if shared.lock().stop {
+            return;
+        }
+        shared.fail(err.to_string());
+        let _ = tx.send(Event::Failed(err));
+        return;
+    }
+}
+
+fn receiver_poller(
+    cq: &CompletionQueue,
+    qps: &[(usize, SharedQp)],
+    shared: &Shared,
+    tx: &mpsc::Sender<Event>,
+    peer: &str,
+) {
+    let mut out = Vec::new();
+    let fail = |msg: String| {
+        shared.fail(msg.clone());
+        let _ = tx.send(Event::Failed(TransportError::Closed(msg)));
+    };
+    loop {
+        if shared.lock().stop {
+            return;
+        }
+        out.clear();
+        if let Err(e) = poll_some(cq, &mut out) {
+            fail(format!("polling completions: {e}"));
+            return;
+        }
+        for c in out.drain(..) {
+            if c.tag & RECV_TAG != 0 {
+                let q = (c.tag & !RECV_TAG) as usize;
+                if !c.is_ok() {
+                    if !shared.stopping() {
+                        fail(format!(
+                            "receive on QP {q} from the {peer} failed: {} (the peer went away or broke the protocol)",
+                            c.status
+                        ));
+                    }
+                    continue;
+                }
+                match (c.opcode, c.imm) {
+                    (WcOpcode::RecvWriteImm, Some(imm)) => {
+                        if tx
+                            .send(Event::Data {
+                                imm,
+                                len: c.byte_len,
+                                qp: q,
+                            })
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    (op, _) => {
+                        fail(format!(
+                            "the {peer} sent {op:?} on QP {q}; only WRITE_WITH_IMM is expected"
+                        ));
+                        continue;
+                    }
+                }
+                if let Some((_, qp)) = qps.iter().find(|(i, _)| *i == q)
+                    && let Err(e) = post_recvs(&mut lock_qp(qp), q, 1, peer)
+                {
+                    fail(e.to_string());
+                }
+            } else if !c.is_ok() && !shared.stopping() {
+                fail(format!(
+                    "credit WRITE to the {peer} failed: {} (vendor error {:#x}); the peer process or its NIC went away",
+                    c.status, c.vendor_err
+                ));
+            }
+        }
+    }
+}
+
+/// Acquires ring slots in session-wide chunk order and grants one credit per acquired slot
+/// (several at once when the pipeline freed several).
+fn credit_loop(
+    ring: &Arc<StagingRing>,
+    qp0: &SharedQp,
+    src: &Arc<MemoryRegion>,
+    target: RemoteBuf,
+    shared: &Shared,
+    tx: &mpsc::Sender<Event>,
+    peer: &str,
+) {
+    let slots = ring.slots() as u64;
+    let mut g = 0u64;
+    let fail = |msg: String| {
+        shared.fail(msg.clone());
+        let _ = tx.send(Event::Failed(TransportError::Closed(msg)));
+    };
+    let (Ok(local), Ok(remote)) = (src.slice(0..8), target.slice(0..8)) else {
+        fail("credit buffers are smaller than 8 bytes".into());
+        return;
+    };
+    loop {
+        if shared.stopping() {
+            return;
+        }
+        let mut got = Vec::new();
+        let mut wait = IDLE_WAIT;
+        // Take every slot that is free now (the first may wait a little).
+        while (got.len() as u64) < slots {
+            let slot = ((g + got.len() as u64) % slots) as usize;
+            match ring.acquire_timeout(slot, wait) {
+                Ok(Some(token)) => got.push(token),
+                Ok(None) => break,
+                Err(e) => {
+                    fail(format!("the receiving pipeline stopped: {e}"));
+                    return;
+                }
+            }
+            wait = Duration::ZERO;
+        }
+        if got.is_empty() {
+            continue;
+        }
+        g += got.len() as u64;
+        // Recorded before the credit goes out: the sender may write into these slots from then on.
+        shared.lock().credits.extend(got);
+        let posted = lock_qp(qp0).post_write_imm(local.clone(), remote, encode_imm(g), CREDIT_TAG);
+        if let Err(e) = posted {
+            fail(format!("granting credit {g} to the {peer}: {e}"));
+            return;
+        }
+    }
+}
+
+impl RecvTransport for RdmaReceiver {
+    fn attach(&mut self, ring: &Arc<StagingRing>) -> Result<(), TransportError> {
+        if let Some(f) = self.shared.failure() {
+            return Err(TransportError::Aborted(f));
+        }
+        if !Arc::ptr_eq(ring, &self.ring) {
+            return Err(TransportError::Protocol(
+                "an RdmaReceiver is bound to the ring it was accepted with (its slots are registered with the \
+                 sender); accept a new transport for a different ring"
+                    .into(),
+            ));
+        }
+        self.base = self.next;
+        self.bytes = 0;
+        self.end = None;
+        self.shared.lock().busy = true;
+        Ok(())
+    }
+
+    fn next_chunk(
+        &mut self,
+        _ring: &Arc<StagingRing>,
+    ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
+        let slots = self.ring.slots() as u64;
+        let chunk_bytes = self.ring.chunk_bytes();
+        let deadline = Instant::now() + self.cfg.timeout;
+        loop {
+            if let Some(len) = self.pending.remove(&self.next) {
+                let g = self.next;
+                return self.deliver(g, len).map(Some);
+            }
+            if let Some(end) = self.end {
+                let got = self.next - self.base;
+                if got >= end.chunks {
+                    self.end = None;
+                    let summary = TransferSummary {
+                        chunks: got,
+                        bytes: self.bytes,
+                    };
+                    self.base = self.next;
+                    self.bytes = 0;
+                    self.shared.lock().busy = false;
+                    if summary != end {
+                        return Err(TransportError::Protocol(format!(
+                            "the {} reported {} bytes in {} chunks but {} bytes in {} chunks arrived",
+                            self.peer, end.bytes, end.chunks, summary.bytes, summary.chunks
+                        )));
+                    }
+                    return Ok(None);
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ev = match self.events.recv_timeout(left) {
+                Ok(ev) => ev,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(TransportError::Timeout {
+                        after: self.cfg.timeout,
+                        waiting_for: format!(
+                            "for chunk {} from the {}",
+                            self.next - self.base,
+                            self.peer
+                        ),
+                    });
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(TransportError::Closed(format!(
+                        "every worker of the transport to the {} exited",
+                        self.peer
+                    )));
+                }
+            };
+            match ev {
+                Event::Data { imm, len, qp } => {
+                    let g = decode_imm(imm, self.next, slots)?;
+                    let len = len as usize;
+                    if len == 0 || len > chunk_bytes {
+                        return Err(TransportError::Protocol(format!(
+                            "chunk #{g} on QP {qp} reports {len} bytes; expected 1..={chunk_bytes} \
+                             (does this RDMA provider fill byte_len for WRITE_WITH_IMM?)"
+                        )));
+                    }
+                    if self.pending.insert(g, len).is_some() {
+                        return Err(TransportError::Protocol(format!(
+                            "chunk #{g} arrived twice"
+                        )));
+                    }
+                }
+                Event::End(s) => {
+                    if self.end.is_some() {
+                        return Err(TransportError::Protocol(format!(
+                            "the {} ended a transfer twice",
+                            self.peer
+                        )));
+                    }
+                    self.end = Some(s);
+                }
+                Event::Failed(e) => return Err(e),
+            }
+        }
+    }
+
+    fn complete(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
+        self.side.send(&Wire::Ack {
+            chunks: summary.chunks,
+            bytes: summary.bytes,
+        })
+    }
+
+    fn abort(&mut self, reason: &str) {
+        self.side.send_abort(reason);
+        self.shared.fail(format!("aborted locally: {reason}"));
+    }
+}
+
+impl Drop for RdmaReceiver {
+    fn drop(&mut self) {
+        self.workers.stop();
+        self.links.qps.clear();
+        // Slots granted as credits for chunks never handed to the pipeline go back, now that no QP
+        // can let the peer write into them.
+        let credits = std::mem::take(&mut self.shared.lock().credits);
+        drop(credits);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{MIB, RingConfig};
+
+    fn ring(slots: usize) -> RingConfig {
+        RingConfig::new(MIB, slots).unwrap()
+    }
+
+    #[test]
+    fn receiver_without_sender_times_out_clearly() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ring = StagingRing::heap(ring(2)).unwrap();
+        let mut cfg = RdmaConfig::new(["rxe0"]);
+        cfg.timeout = Duration::from_millis(200);
+        let t = Instant::now();
+        let e = RdmaReceiver::accept(&l, &cfg, &ring)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("timed out") && e.contains("RDMA sender"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+}
