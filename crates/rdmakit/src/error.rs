@@ -76,6 +76,69 @@ pub enum ExecError {
     Refused(String),
 }
 
+/// A local cluster-configuration problem: the kubeconfig or the context the user named, found before
+/// anything is sent to a server. The CLI reports it as a usage error (exit 2), not as a cluster error.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The kubeconfig cannot be read or parsed, or names no usable cluster for the context.
+    #[error("{source_name}: {message} (fix the file, or name another with --kubeconfig FILE)")]
+    Kubeconfig {
+        /// Where the kubeconfig came from (`--kubeconfig FILE`, `$KUBECONFIG (...)`, `~/.kube/config`).
+        source_name: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `--context` (or the file's current-context) names a context the kubeconfig does not have.
+    #[error(
+        "context {context:?} is not in {source_name} (its contexts: {}); pass --context NAME",
+        names(known)
+    )]
+    UnknownContext {
+        /// The context asked for.
+        context: String,
+        /// Where the kubeconfig came from.
+        source_name: String,
+        /// The contexts it has.
+        known: Vec<String>,
+    },
+    /// The kubeconfig sets no current-context and no `--context` was given.
+    #[error(
+        "{source_name} sets no current-context; pass --context NAME (its contexts: {})",
+        names(known)
+    )]
+    NoContext {
+        /// Where the kubeconfig came from.
+        source_name: String,
+        /// The contexts it has.
+        known: Vec<String>,
+    },
+    /// No kubeconfig anywhere and not inside a pod.
+    #[error(
+        "no cluster configuration: $KUBECONFIG is unset, ~/.kube/config does not exist, and this is not a pod \
+         with a service account ({in_cluster}); pass --kubeconfig FILE, set KUBECONFIG, or use --dry-run"
+    )]
+    NotFound {
+        /// Why the in-cluster configuration did not load.
+        in_cluster: String,
+    },
+    /// The configuration loaded but no client can be built from it (TLS material, proxy).
+    #[error("a client for {server}: {message}")]
+    Client {
+        /// The API server URL.
+        server: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+fn names(known: &[String]) -> String {
+    if known.is_empty() {
+        "none".into()
+    } else {
+        known.join(", ")
+    }
+}
+
 impl ExecError {
     /// Shorthand for an I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

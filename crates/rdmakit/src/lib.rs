@@ -29,6 +29,7 @@ pub mod error;
 pub mod exec;
 pub mod host;
 pub mod manifests;
+pub mod outdir;
 pub mod plan;
 pub mod profiles;
 pub mod report;

@@ -71,6 +71,69 @@ fn builtin_workflow_by_name() {
 }
 
 #[test]
+fn a_run_in_a_reused_out_dir_owns_only_what_it_writes() {
+    let out = tempfile::tempdir().unwrap();
+    let x = out.path().join("x");
+    rdmakit()
+        .args(["run", "erdma-ray-rdt", "--dry-run", "--out"])
+        .arg(&x)
+        .assert()
+        .success();
+    assert!(x.join("bundle/ray-cluster-erdma.yaml").is_file());
+    // The user's own files beside rdmakit's, one of them a manifest the vke workflow's lint would FAIL
+    // (a Ray head without num-gpus "0"), and an edit to a file the first run wrote.
+    std::fs::write(x.join("bundle/notes.txt"), "mine").unwrap();
+    std::fs::write(
+        x.join("bundle/mine.yaml"),
+        "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: mine}\nspec:\n  headGroupSpec:\n    rayStartParams: {}\n    template: {spec: {containers: [{name: ray-head, image: x}]}}\n",
+    )
+    .unwrap();
+    std::fs::write(x.join("bundle/Dockerfile"), "FROM mine\n").unwrap();
+
+    rdmakit()
+        .args(["run", "vke-ib-pod", "--dry-run", "--out"])
+        .arg(&x)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("verdict: PLANNED"));
+    // The first run's files are gone, the second's are there, the user's are untouched.
+    for gone in [
+        "bundle/ray-cluster-erdma.yaml",
+        "bundle/buildkitd.yaml",
+        "bundle/rdt_nccl_demo.py",
+    ] {
+        assert!(!x.join(gone).exists(), "{gone} left over");
+    }
+    assert!(x.join("bundle/rdma-test-pod.yaml").is_file());
+    assert_eq!(
+        std::fs::read_to_string(x.join("bundle/notes.txt")).unwrap(),
+        "mine"
+    );
+    assert!(x.join("bundle/mine.yaml").is_file());
+    assert_eq!(
+        std::fs::read_to_string(x.join("bundle/Dockerfile")).unwrap(),
+        "FROM mine\n"
+    );
+    let report = std::fs::read_to_string(x.join("report.json")).unwrap();
+    assert!(!report.contains("mine.yaml"), "{report}");
+    assert!(!report.contains("ray-cluster-erdma"), "{report}");
+    let plan = std::fs::read_to_string(x.join("plan.sh")).unwrap();
+    assert!(!plan.contains("mine.yaml"), "{plan}");
+    // The list of what this run wrote.
+    let list = std::fs::read_to_string(x.join(".rdmakit-files")).unwrap();
+    for f in [
+        "bundle/rdma-test-pod.yaml",
+        "plan.sh",
+        "plan.json",
+        "report.md",
+        "report.json",
+    ] {
+        assert!(list.contains(&format!(" {f}\n")), "{f}: {list}");
+    }
+    assert!(!list.contains("mine"), "{list}");
+}
+
+#[test]
 fn unknown_workflow_is_an_input_error() {
     rdmakit()
         .args(["run", "nope.rhai", "--dry-run"])
@@ -170,7 +233,7 @@ fn unknown_set_key_is_a_usage_error_naming_the_nearest_key() {
 }
 
 #[test]
-fn live_run_without_a_cluster_is_a_cluster_error() {
+fn live_run_with_a_kubeconfig_without_contexts_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
     std::fs::write(
@@ -184,8 +247,12 @@ fn live_run_without_a_cluster_is_a_cluster_error() {
         .arg("--kubeconfig")
         .arg(&kc)
         .assert()
-        .code(3)
-        .stderr(predicate::str::contains("cannot reach the cluster"));
+        .code(2)
+        .stderr(
+            predicate::str::contains("sets no current-context; pass --context NAME")
+                .and(predicate::str::contains(kc.to_str().unwrap()))
+                .and(predicate::str::contains("cannot reach").not()),
+        );
 }
 
 #[test]

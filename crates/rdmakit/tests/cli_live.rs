@@ -192,6 +192,13 @@ fn kubeconfig_discovery_context_and_namespace_reach_the_api_server() {
     );
     assert!(stderr.contains("w.rhai:2:"), "{stderr}");
     assert!(stderr.contains("during step: read a log"), "{stderr}");
+    // Which cluster said so: the server URL and the context.
+    assert!(
+        stderr.contains(&format!(
+            "cluster: server http://127.0.0.1:{port_a}/, context ack"
+        )),
+        "{stderr}"
+    );
 
     // --context picks the other cluster and its namespace; -n overrides the namespace.
     let o = run(&["--context", "vke"], true);
@@ -213,14 +220,38 @@ fn kubeconfig_discovery_context_and_namespace_reach_the_api_server() {
     assert_eq!(seen_a.lock().unwrap().len(), n + 1);
     assert!(last(&seen_a).starts_with("GET /api/v1/namespaces/default/pods/worker-0/log"));
 
-    // An unknown context is a clear cluster-config error, before anything runs.
+    // An unknown context is a usage error (the user's input, not the cluster), naming the known ones,
+    // before anything is sent.
+    let (na, nb) = (seen_a.lock().unwrap().len(), seen_b.lock().unwrap().len());
     let o = run(&["--context", "nope"], true);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("cannot reach the cluster") && stderr.contains("nope"),
+        stderr.contains("context \"nope\" is not in $KUBECONFIG")
+            && stderr.contains("its contexts: ack, vke"),
         "{stderr}"
     );
+    assert!(!stderr.contains("cannot reach"), "{stderr}");
+    assert_eq!(seen_a.lock().unwrap().len(), na);
+    assert_eq!(seen_b.lock().unwrap().len(), nb);
+
+    // A kubeconfig that does not exist or does not parse: exit 2, naming the file.
+    let missing = dir.path().join("no-such-kubeconfig");
+    let o = run(&["--kubeconfig", missing.to_str().unwrap()], false);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no-such-kubeconfig"), "{stderr}");
+    let garbled = dir.path().join("garbled");
+    std::fs::write(&garbled, "clusters: [unclosed\n").unwrap();
+    let o = run(&["--kubeconfig", garbled.to_str().unwrap()], false);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("garbled"), "{stderr}");
+    // No kubeconfig anywhere (HOME has none, KUBECONFIG unset) and not in a pod.
+    let o = run(&[], false);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no cluster configuration"), "{stderr}");
 }
 
 #[test]

@@ -192,3 +192,100 @@ fn params_convert_to_the_default_type() {
     );
     assert_eq!(e.location, "scripts/workflows/t.rhai:3:9");
 }
+
+/// The dry-run executor, except that every wait times out (a cluster error).
+#[derive(Debug)]
+struct WaitsTimeOut(rdmakit::exec::dry::DryRunExecutor);
+
+mod waits_time_out {
+    use super::WaitsTimeOut;
+    use rdmakit::error::ExecError;
+    use rdmakit::exec::*;
+    use serde_json::Value;
+    use std::time::Duration;
+
+    impl Executor for WaitsTimeOut {
+        fn is_dry_run(&self) -> bool {
+            false
+        }
+        fn has_api(&self, a: &str, k: &str, t: Duration) -> Result<bool, ExecError> {
+            self.0.has_api(a, k, t)
+        }
+        fn apply(&self, m: &Manifest, t: Duration) -> Result<Vec<ObjRef>, ExecError> {
+            self.0.apply(m, t)
+        }
+        fn delete(&self, m: &Manifest, t: Duration) -> Result<Vec<ObjRef>, ExecError> {
+            self.0.delete(m, t)
+        }
+        fn wait(&self, s: &WaitSpec) -> Result<Value, ExecError> {
+            Err(ExecError::Timeout {
+                action: format!("wait {} {:?}", s.kind, s.selector),
+                limit: s.timeout,
+                hint: String::new(),
+            })
+        }
+        fn exec(&self, s: &ExecSpec) -> Result<ExecOutput, ExecError> {
+            self.0.exec(s)
+        }
+        fn exec_many(&self, s: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
+            self.0.exec_many(s)
+        }
+        fn get_field(&self, s: &FieldSpec) -> Result<String, ExecError> {
+            self.0.get_field(s)
+        }
+        fn copy_to(&self, s: &CopySpec) -> Result<(), ExecError> {
+            self.0.copy_to(s)
+        }
+        fn logs(&self, s: &LogSpec) -> Result<String, ExecError> {
+            self.0.logs(s)
+        }
+        fn list(&self, s: &ListSpec) -> Result<Vec<Value>, ExecError> {
+            self.0.list(s)
+        }
+        fn merge_registry_secrets(&self, s: &MergeSecretsSpec) -> Result<MergeSummary, ExecError> {
+            self.0.merge_registry_secrets(s)
+        }
+    }
+}
+
+fn run_live(script: &str) -> rdmakit::host::RunOutcome {
+    let out = tempfile::tempdir().unwrap();
+    let exec = std::sync::Arc::new(WaitsTimeOut(rdmakit::exec::dry::DryRunExecutor::new(
+        "t.rhai", None, None,
+    )));
+    let host = rdmakit::host::Host::new(
+        exec,
+        rdmakit::host::HostConfig::new(out.path()),
+        rdmakit::cancel::Cancel::new(),
+        "t.rhai",
+    );
+    host.run("t.rhai", script)
+}
+
+#[test]
+fn cluster_errors_are_told_apart_by_type_not_by_a_message_prefix() {
+    // A cluster failure: flagged, and its message has no marker in it.
+    let e = run_live("step(\"Wait\");\nkube::wait_pods(\"app=x\", #{ timeout: 1 });")
+        .error
+        .expect("times out");
+    assert!(e.cluster, "{e:?}");
+    assert!(e.message.starts_with("wait Pod"), "{}", e.message);
+    assert_eq!(e.location, "t.rhai:2:7");
+    // A script's own text that happens to start with "cluster: " is a script error (exit 2).
+    let e = run_live("throw \"cluster: this is the script talking\";")
+        .error
+        .expect("throws");
+    assert!(!e.cluster, "{e:?}");
+    assert_eq!(e.message, "cluster: this is the script talking");
+    // A caught cluster error reads as its message; rethrown, it is still a cluster error.
+    let o = run_live(
+        "try { kube::wait_pods(\"app=x\", #{ timeout: 1 }); } catch (e) { report::info(\"caught\", `${e}`); }",
+    );
+    assert!(o.error.is_none(), "{:?}", o.error);
+    let c = o.report.checks.iter().find(|c| c.name == "caught").unwrap();
+    assert!(c.detail.contains("timed out after 1s"), "{}", c.detail);
+    let e = run_live("try { kube::wait_pods(\"app=x\", #{ timeout: 1 }); } catch (e) { throw e; }")
+        .error
+        .expect("rethrown");
+    assert!(e.cluster, "{e:?}");
+}

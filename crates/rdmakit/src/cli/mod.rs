@@ -16,7 +16,8 @@ pub mod code {
     pub const OK: u8 = 0;
     /// The command worked and found problems: FAIL verdict, lint/doctor findings, validation errors.
     pub const FINDINGS: u8 = 1;
-    /// Bad usage or input: unknown flag, unreadable file, script error, unknown profile.
+    /// Bad usage or input: unknown flag, unreadable file, script error, unknown profile, a missing or
+    /// unreadable kubeconfig, an unknown context.
     pub const INPUT: u8 = 2;
     /// The cluster failed us: unreachable, rejected an apply, a wait timed out, a missing CRD.
     pub const CLUSTER: u8 = 3;
@@ -36,7 +37,8 @@ Examples:
 
 Exit codes:
   0 ok (PASS, or a complete dry-run plan)   1 findings (FAIL verdict, lint or doctor findings)
-  2 usage or input error (incl. script errors)   3 cluster error (unreachable, rejected, timeout)
+  2 usage or input error (incl. script errors, no or unreadable kubeconfig, unknown --context)
+  3 cluster error (unreachable, rejected, timeout; the server URL and context are named)
   130 interrupted (Ctrl-C)";
 
 /// rdmakit: GPU-to-GPU transfers over RDMA on Kubernetes that work the first time, and proof that they did.
@@ -229,13 +231,14 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(Failure::input)
 }
 
-/// A kube client for the kubeconfig, context and namespace of the global flags; `what` says what the
-/// user can do when the cluster cannot be reached.
+/// A kube client for the kubeconfig, context and namespace of the global flags. A local configuration
+/// problem (no or unreadable kubeconfig, unknown context) is a usage error (exit 2); `what` says what the
+/// user can do instead.
 pub(crate) fn connect_client(
     global: &Global,
     runtime: &tokio::runtime::Runtime,
     what: &str,
-) -> Result<kube::Client, Failure> {
+) -> Result<rdmakit::exec::kube::Connection, Failure> {
     use anyhow::Context as _;
     let opts = rdmakit::exec::kube::ClusterOptions {
         kubeconfig: global.kubeconfig.clone(),
@@ -244,8 +247,8 @@ pub(crate) fn connect_client(
     };
     runtime
         .block_on(rdmakit::exec::kube::connect(&opts))
-        .context(format!("cannot reach the cluster ({what})"))
-        .map_err(Failure::cluster)
+        .context(format!("cluster configuration ({what})"))
+        .map_err(Failure::input)
 }
 
 /// Parses `key=value`.

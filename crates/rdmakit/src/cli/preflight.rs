@@ -11,7 +11,8 @@ use probe::preflight::{
 };
 use probe::{Check, Verdict};
 use rdmakit::cancel::Cancel;
-use rdmakit::exec::kube::KubeExecutor;
+use rdmakit::error::ExecError;
+use rdmakit::exec::kube::{Connection, KubeExecutor};
 use rdmakit::exec::{Executor, ListSpec};
 use serde_json::Value;
 
@@ -104,7 +105,7 @@ fn list(
     kind: &str,
     selector: Option<&str>,
     ns: Option<&str>,
-) -> Result<Vec<Value>, Failure> {
+) -> Result<Vec<Value>, ExecError> {
     exec.list(&ListSpec {
         api_version: api_version.into(),
         kind: kind.into(),
@@ -115,16 +116,20 @@ fn list(
         columns: Vec::new(),
         timeout: Duration::from_secs(60),
     })
-    .map_err(|e| Failure::cluster(anyhow::anyhow!("{e}")))
+}
+
+/// A cluster error, naming the server and context it came from.
+fn at(conn: &Connection) -> impl Fn(ExecError) -> Failure + '_ {
+    move |e| Failure::cluster(anyhow::Error::new(e).context(format!("cluster {conn}")))
 }
 
 /// Runs the preflight against the cluster of the kubeconfig/context.
 pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
     let (policy, dra) = policy_for(&a)?;
     let runtime = super::runtime()?;
-    let client = super::connect_client(global, &runtime, "check --kubeconfig and --context")?;
+    let conn = super::connect_client(global, &runtime, "check --kubeconfig and --context")?;
     let exec = Arc::new(KubeExecutor::new(
-        client,
+        conn.client.clone(),
         runtime.handle().clone(),
         Cancel::new(),
     ));
@@ -133,7 +138,7 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
     for (gv, kind, fix) in APIS {
         let served = exec
             .has_api(gv, kind, Duration::from_secs(30))
-            .map_err(|e| Failure::cluster(anyhow::anyhow!("{e}")))?;
+            .map_err(at(&conn))?;
         apis.push(Check {
             id: "api-served".into(),
             subject: format!("{gv} {kind}"),
@@ -147,13 +152,15 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
         });
     }
 
-    let mut nodes: Vec<NodeInfo> = list(&exec, "v1", "Node", None, None)?
+    let mut nodes: Vec<NodeInfo> = list(&exec, "v1", "Node", None, None)
+        .map_err(at(&conn))?
         .iter()
         .map(node_info)
         .collect();
     let mut extra = Vec::new();
     if dra {
-        let slices = list(&exec, "resource.k8s.io/v1", "ResourceSlice", None, None)?;
+        let slices =
+            list(&exec, "resource.k8s.io/v1", "ResourceSlice", None, None).map_err(at(&conn))?;
         let text = serde_json::json!({ "items": slices }).to_string();
         let devices =
             parse_resource_slices(&text).map_err(|e| Failure::cluster(anyhow::anyhow!("{e}")))?;
@@ -172,7 +179,8 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
             "Pod",
             Some("k8s-app=dranet"),
             Some("kube-system"),
-        )?;
+        )
+        .map_err(at(&conn))?;
         let ready = pods
             .iter()
             .filter(|p| {

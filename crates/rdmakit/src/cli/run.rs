@@ -29,6 +29,8 @@ Examples:
 
 In --dry-run nothing is sent to a cluster: the plan is printed, and OUT/plan.sh holds the equivalent kubectl
 commands. Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/bundle/.
+OUT/.rdmakit-files lists what the run wrote; the next run in OUT removes those files first (unless changed
+since) and never others, and lints, validates and applies only the files it wrote itself.
 
 --set KEY must be a render value (rdmakit render --help), `keep`, or a parameter the workflow reads with
 params::get(\"KEY\", ...) in its own text or a module it imports (comments do not count). Any other key is
@@ -163,14 +165,17 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
             global.namespace.as_deref(),
         ))
     });
+    let mut origin = None;
     let exec: Arc<dyn Executor> = match &dry {
         Some(d) => d.clone(),
         None => {
-            let client = super::connect_client(
+            let conn = super::connect_client(
                 global,
                 &runtime,
-                "use --dry-run to see the plan without one",
+                "use --dry-run to see the plan without a cluster",
             )?;
+            let client = conn.client.clone();
+            origin = Some(conn);
             Arc::new(KubeExecutor::new(
                 client,
                 runtime.handle().clone(),
@@ -207,7 +212,12 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
             let _ = std::fs::set_permissions(&sh, std::fs::Permissions::from_mode(0o755));
         }
         let js = serde_json::to_string_pretty(&plan).unwrap_or_default();
-        let _ = std::fs::write(out.join("plan.json"), js.clone() + "\n");
+        std::fs::write(out.join("plan.json"), js.clone() + "\n")
+            .with_context(|| format!("cannot write {}", out.join("plan.json").display()))
+            .map_err(Failure::input)?;
+        for f in ["plan.sh", "plan.json"] {
+            host.ctx().out.record(f).map_err(Failure::input)?;
+        }
         if args.json {
             println!("{js}");
         } else {
@@ -252,6 +262,9 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         eprintln!("  {e}");
         for t in &e.trace {
             eprintln!("  {t}");
+        }
+        if let (true, Some(conn)) = (e.cluster, &origin) {
+            eprintln!("  cluster: {conn}");
         }
         return Ok(if e.interrupted {
             code::INTERRUPTED

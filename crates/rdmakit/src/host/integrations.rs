@@ -111,10 +111,7 @@ fn render_module(ctx: &Arc<Ctx>) -> Module {
         let mut manifests = Array::new();
         for f in bundle.files() {
             let rel = format!("bundle/{}", f.path);
-            c.written
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(rel.clone());
+            c.wrote(&rel)?;
             if f.kind == k8s_render::FileKind::Manifest {
                 manifests.push(rel.clone().into());
             }
@@ -216,10 +213,26 @@ pub fn read_docs(
     shown: &dyn Fn(&std::path::Path) -> String,
 ) -> Result<Vec<k8s_render::manifest::Document>, String> {
     let files = crate::manifests::yaml_files(path).map_err(|e| e.to_string())?;
+    parse_docs(&files, shown)
+}
+
+/// What a workflow's `validate::`/`lint::` read: in the out dir, only the files this run wrote.
+fn run_docs(
+    ctx: &Ctx,
+    path: &std::path::Path,
+) -> Result<Vec<k8s_render::manifest::Document>, String> {
+    let files = ctx.yaml_files(path).map_err(|e| e.to_string())?;
+    parse_docs(&files, &|f| ctx.display_path(f))
+}
+
+fn parse_docs(
+    files: &[std::path::PathBuf],
+    shown: &dyn Fn(&std::path::Path) -> String,
+) -> Result<Vec<k8s_render::manifest::Document>, String> {
     let mut docs = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-        docs.extend(k8s_render::manifest::parse_str(&shown(&f), &text).map_err(|e| e.to_string())?);
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        docs.extend(k8s_render::manifest::parse_str(&shown(f), &text).map_err(|e| e.to_string())?);
     }
     Ok(docs)
 }
@@ -247,7 +260,7 @@ fn validate_module(ctx: &Arc<Ctx>) -> Module {
     let c = ctx.clone();
     regp!(&mut m, "bundle", move |dir: &str| -> RResult<Dynamic> {
         let path = c.resolve_path(dir);
-        let docs = read_docs(&path, &|f| c.display_path(f)).map_err(runtime_error)?;
+        let docs = run_docs(&c, &path).map_err(runtime_error)?;
         let violations = k8s_render::validate::validate(&docs, &k8s_render::validate::ValidateOptions::default());
         let errors: Vec<String> = violations
             .iter()
@@ -280,7 +293,7 @@ fn lint_module(ctx: &Arc<Ctx>) -> Module {
         let nodes = super::convert::opt_int(&opts, "nodes")?.map(|n| n.clamp(0, i64::from(u32::MAX)) as u32);
         let benchmark = super::convert::opt_bool(&opts, "benchmark")?.unwrap_or(false);
         let path = c.resolve_path(dir);
-        let docs = read_docs(&path, &|f| c.display_path(f)).map_err(runtime_error)?;
+        let docs = run_docs(&c, &path).map_err(runtime_error)?;
         let findings = k8s_render::lint::lint(&docs, &lint_options(profile.as_ref(), nodes, benchmark));
         let mut r = c.report();
         let mut errors = 0;

@@ -125,8 +125,8 @@ pub struct Ctx {
     pub report: Mutex<Report>,
     /// Cancellation (Ctrl-C).
     pub cancel: Cancel,
-    /// Files written by `render::`/`fs::` (relative to the out dir), in order.
-    pub written: Mutex<Vec<String>>,
+    /// The out dir and the files this run wrote in it (`render::`, `fs::`, reports, plan.sh).
+    pub out: crate::outdir::OutDir,
     /// Manifests this run applied and has not deleted (deleted on a script error or Ctrl-C).
     pub ledger: ledger::Ledger,
     /// The `--set` keys the script read (`params::get`, every key after `params::all()`).
@@ -143,6 +143,50 @@ impl Ctx {
         p.strip_prefix(&self.config.out_dir)
             .map(|r| r.display().to_string())
             .unwrap_or_else(|_| p.display().to_string())
+    }
+
+    /// Writes report.md and report.json into the out dir and records them.
+    pub(crate) fn write_report(&self, report: &Report) -> Result<(), crate::error::ExecError> {
+        report.write_to(&self.config.out_dir)?;
+        self.out.record("report.md")?;
+        self.out.record("report.json")
+    }
+
+    /// Records a file this run wrote (relative to the out dir), so the next run here can remove it.
+    pub(crate) fn wrote(&self, rel: &str) -> Result<(), Box<EvalAltResult>> {
+        self.out
+            .record(rel)
+            .map_err(|e| runtime_error(e.to_string()))
+    }
+
+    /// The YAML files `path` stands for (a file, or a directory's `*.yaml`), where a directory inside the
+    /// out dir means the files this run wrote there: what an earlier run or the user left beside them is
+    /// not this run's to apply, validate or lint.
+    pub(crate) fn yaml_files(&self, path: &Path) -> Result<Vec<PathBuf>, crate::error::ExecError> {
+        let files = crate::manifests::yaml_files(path)?;
+        if !path.is_dir() || !self.out.contains(path) {
+            return Ok(files);
+        }
+        let (own, other): (Vec<PathBuf>, Vec<PathBuf>) =
+            files.into_iter().partition(|f| self.out.wrote(f));
+        if !other.is_empty() {
+            tracing::info!(
+                "{}: not written by this run, left out: {}",
+                path.display(),
+                other
+                    .iter()
+                    .map(|f| self.display_path(f))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        if own.is_empty() {
+            return Err(crate::error::ExecError::Input(format!(
+                "{}: this run wrote no .yaml files in this directory (render:: or fs::write them first)",
+                path.display()
+            )));
+        }
+        Ok(own)
     }
 
     /// Resolves a script-supplied path: relative paths are looked up in the out dir first, then the CWD.
@@ -212,12 +256,13 @@ impl Host {
         workflow_name: &str,
     ) -> Self {
         let report = Report::new(workflow_name, exec.is_dry_run());
+        let out = crate::outdir::OutDir::new(&config.out_dir);
         let ctx = Arc::new(Ctx {
             exec,
             config,
             report: Mutex::new(report),
             cancel,
-            written: Mutex::new(Vec::new()),
+            out,
             ledger: ledger::Ledger::default(),
             params_read: Mutex::new(Default::default()),
         });
@@ -253,6 +298,10 @@ impl Host {
         engine.set_module_resolver(resolver::LibResolver {
             dirs: ctx.config.lib_dirs.clone(),
         });
+        engine
+            .register_type_with_name::<ClusterFault>("ClusterError")
+            .register_fn("to_string", |f: &mut ClusterFault| f.0.clone())
+            .register_fn("to_debug", |f: &mut ClusterFault| format!("{:?}", f.0));
         modules::register(&mut engine, &ctx);
         integrations::register(&mut engine, &ctx);
         Self { engine, ctx }
@@ -271,6 +320,16 @@ impl Host {
     /// Runs a script. `source_name` is how errors name the file. The report is finished (or aborted) and
     /// written to the out dir either way.
     pub fn run(&self, source_name: &str, script: &str) -> RunOutcome {
+        // A run owns what it writes: the previous run's files in this out dir go first (only those).
+        match self.ctx.out.claim() {
+            Ok(c) if !c.kept.is_empty() => tracing::warn!(
+                "{}: kept {} (changed since rdmakit wrote them)",
+                self.ctx.config.out_dir.display(),
+                c.kept.join(", ")
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("cannot clear the previous run's files: {e}"),
+        }
         let mut scope = Scope::new();
         scope.push_constant("DRY_RUN", self.ctx.exec.is_dry_run());
         scope.push_constant("OUT_DIR", self.ctx.config.out_dir.display().to_string());
@@ -294,7 +353,7 @@ impl Host {
             Some(e) if e.interrupted => report.abort(Verdict::Interrupted, "interrupted by Ctrl-C"),
             Some(e) => report.abort(Verdict::Error, &e.to_string()),
         }
-        if let Err(e) = report.write_to(&self.ctx.config.out_dir) {
+        if let Err(e) = self.ctx.write_report(&report) {
             tracing::error!("could not write the report: {e}");
         }
         RunOutcome { report, error }
@@ -380,14 +439,13 @@ impl Host {
             cur,
             EvalAltResult::ErrorParsing(rhai::ParseErrorType::ExprTooDeep, _)
         );
-        let message = match cur {
-            EvalAltResult::ErrorRuntime(v, _) => v.to_string(),
-            other => strip_position(&other.to_string()),
+        let (message, cluster) = match cur {
+            EvalAltResult::ErrorRuntime(v, _) => match v.read_lock::<ClusterFault>() {
+                Some(f) => (f.0.clone(), true),
+                None => (v.to_string(), false),
+            },
+            other => (strip_position(&other.to_string()), false),
         };
-        let cluster = message.starts_with(modules::CLUSTER_ERROR_PREFIX);
-        let message = message
-            .trim_start_matches(modules::CLUSTER_ERROR_PREFIX)
-            .to_owned();
         let step = self.ctx.report().steps.last().cloned();
         ScriptError {
             location,
@@ -407,6 +465,18 @@ fn strip_position(s: &str) -> String {
         Some(i) if s.ends_with(')') => s[..i].to_owned(),
         _ => s.to_owned(),
     }
+}
+
+/// A failure that came from the cluster (a rejection, timeout, transport error, failed wait or a checked
+/// command that failed), carried through Rhai as the error value itself so the CLI tells it from a script
+/// or input error by type (exit 3 vs 2). Scripts that catch it see a `ClusterError` whose `to_string` is
+/// the message.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterFault(pub(crate) String);
+
+/// A [`ClusterFault`] as a Rhai error.
+pub(crate) fn cluster_error(msg: impl Into<String>) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorRuntime(Dynamic::from(ClusterFault(msg.into())), Position::NONE).into()
 }
 
 /// Position helper for error construction in modules.

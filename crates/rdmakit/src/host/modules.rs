@@ -8,23 +8,20 @@ use std::time::Duration;
 use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, Module};
 
 use super::convert::{check_keys, opt_bool, opt_int, opt_str, opt_timeout, str_array, to_dyn};
-use super::{Ctx, runtime_error};
+use super::{Ctx, cluster_error, runtime_error};
 use crate::error::ExecError;
 use crate::exec::{
     CopySpec, ExecSpec, FieldSpec, ListSpec, LogSpec, Manifest, MergeSecretsSpec, WaitFor,
     WaitSpec, api_version_for_kind,
 };
-use crate::manifests::{read_yaml_file, yaml_files};
+use crate::manifests::read_yaml_file;
 use crate::report::Status;
-
-/// Errors from the cluster carry this prefix through Rhai so the CLI can pick exit code 3.
-pub(crate) const CLUSTER_ERROR_PREFIX: &str = "cluster: ";
 
 type RResult<T> = Result<T, Box<EvalAltResult>>;
 
 fn exec_err(e: ExecError) -> Box<EvalAltResult> {
     if e.is_cluster_error() || matches!(e, ExecError::Cancelled { .. }) {
-        runtime_error(format!("{CLUSTER_ERROR_PREFIX}{e}"))
+        cluster_error(e.to_string())
     } else {
         runtime_error(e.to_string())
     }
@@ -46,7 +43,7 @@ pub(crate) fn register(engine: &mut Engine, ctx: &Arc<Ctx>) {
 
 fn manifests_for(ctx: &Ctx, path: &str) -> RResult<Vec<Manifest>> {
     let p = ctx.resolve_path(path);
-    let files = yaml_files(&p).map_err(exec_err)?;
+    let files = ctx.yaml_files(&p).map_err(exec_err)?;
     files
         .iter()
         .map(|f| {
@@ -253,8 +250,8 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         let spec = exec_spec(pod, argv, &opts)?;
         let out = c.exec.exec(&spec).map_err(exec_err)?;
         if opt_bool(&opts, "check")?.unwrap_or(false) && out.code != 0 {
-            return Err(runtime_error(format!(
-                "{CLUSTER_ERROR_PREFIX}command `{}` in {pod} exited with {}: {}",
+            return Err(cluster_error(format!(
+                "command `{}` in {pod} exited with {}: {}",
                 spec.command.join(" "),
                 out.code,
                 out.stderr.trim()
@@ -701,7 +698,7 @@ fn report_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "finish", move || -> RResult<String> {
         let mut r = c.report();
         let v = r.finish();
-        r.write_to(&c.config.out_dir)
+        c.write_report(&r)
             .map_err(|e| runtime_error(e.to_string()))?;
         Ok(format!("{}: {}", v.word(), r.summary))
     },);
@@ -781,10 +778,7 @@ fn fs_module(ctx: &Arc<Ctx>) -> Module {
                 .map_err(|e| runtime_error(format!("{}: {e}", dir.display())))?;
         }
         std::fs::write(&p, text).map_err(|e| runtime_error(format!("{}: {e}", p.display())))?;
-        c.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(rel.to_owned());
+        c.wrote(rel)?;
         Ok(rel.to_owned())
     }, rel: &str, text: &str);
     let c = ctx.clone();
