@@ -9,6 +9,7 @@
 //!   measured pinned device-to-host copy, else the PCIe link × 0.85), the NIC rate (the measured
 //!   NIC WRITE bandwidth per NIC, else line rate × 0.9, times the NICs used) and what one staging
 //!   stream sustains (only when measured: it depends on the implementation, not the hardware).
+//! - One NIC between host buffers (perftest, [`expect_nic`]): `line rate × 0.9`.
 //!
 //! "Of one NIC" compares with the effective rate of one NIC (measured WRITE, else 0.9 × line
 //! rate); "of the node" with the raw line rate of all the node's NICs. Seed 000's figures are
@@ -65,6 +66,20 @@ pub enum Path {
     GpuDirect,
     /// GPU → pinned host buffer → NIC, and back on the other side.
     Staged,
+    /// Host buffer → NIC → host buffer on one NIC (perftest `ib_write_bw`): the NIC alone, no
+    /// GPU and no staging; from [`expect_nic`].
+    Nic,
+}
+
+impl Path {
+    /// How reports name the path.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Path::GpuDirect => "GPUDirect",
+            Path::Staged => "staged through host memory",
+            Path::Nic => "one NIC's RDMA WRITE, host memory to host memory",
+        }
+    }
 }
 
 /// The expected GPU→GPU rate and the figures it came from.
@@ -143,6 +158,34 @@ impl ExpectationInputs {
 
 /// Compute the expected GPU→GPU rate.
 pub fn expect(inputs: &ExpectationInputs) -> Result<Expectation> {
+    let lane = validate(inputs)?;
+    expect_validated(inputs, lane)
+}
+
+/// The rate one NIC's RDMA WRITE should reach between host buffers (what perftest's
+/// `ib_write_bw` measures): line rate × [`WIRE_EFFICIENCY`]. A measured `nic_write_gib_s` in
+/// the inputs is dropped (it is the figure being judged), and `nics_used` is 1.
+pub fn expect_nic(inputs: &ExpectationInputs) -> Result<Expectation> {
+    validate(inputs)?;
+    let line = gbps_to_gib_s(inputs.nic_line_gbps);
+    let one_nic = line * WIRE_EFFICIENCY;
+    Ok(Expectation {
+        inputs: ExpectationInputs {
+            nics_used: 1,
+            nic_write_gib_s: None,
+            ..inputs.clone()
+        },
+        path: Path::Nic,
+        gib_s: one_nic,
+        limited_by: "NIC".into(),
+        one_nic_gib_s: one_nic,
+        node_line_gib_s: line * f64::from(inputs.nics_per_node),
+        host_copy_gib_s: None,
+    })
+}
+
+/// Check the inputs; the PCIe lane rate of their generation.
+fn validate(inputs: &ExpectationInputs) -> Result<f64> {
     positive("nic_line_gbps", Some(inputs.nic_line_gbps))?;
     positive("nic_write_gib_s", inputs.nic_write_gib_s)?;
     positive("host_copy_gib_s", inputs.host_copy_gib_s)?;
@@ -163,6 +206,10 @@ pub fn expect(inputs: &ExpectationInputs) -> Result<Expectation> {
     if inputs.pcie_lanes == 0 {
         return Err(invalid("pcie_lanes must be at least 1".into()));
     }
+    Ok(lane)
+}
+
+fn expect_validated(inputs: &ExpectationInputs, lane: f64) -> Result<Expectation> {
     let line = gbps_to_gib_s(inputs.nic_line_gbps);
     let one_nic = inputs.nic_write_gib_s.unwrap_or(line * WIRE_EFFICIENCY);
     let node_line = line * f64::from(inputs.nics_per_node);
@@ -219,6 +266,19 @@ pub struct Judgement {
     /// What to look at when the verdict is not ok.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// The expectation judged against, with the model's inputs (for JSON readers).
+    pub expectation: Expectation,
+}
+
+impl Judgement {
+    /// The fractions in words: `58 % of one NIC, 27 % of the node`.
+    pub fn fractions(&self) -> String {
+        format!(
+            "{} of one NIC, {} of the node",
+            pct(self.of_one_nic),
+            pct(self.of_node)
+        )
+    }
 }
 
 fn pct(f: f64) -> String {
@@ -242,10 +302,7 @@ pub fn judge(measured_gib_s: f64, e: &Expectation, ok_fraction: f64) -> Judgemen
     } else {
         Verdict::Fail
     };
-    let path = match e.path {
-        Path::GpuDirect => "GPUDirect",
-        Path::Staged => "staged through host memory",
-    };
+    let path = e.path.describe();
     let summary = format!(
         "{m:.1} GiB/s is {} of the expected {:.1} GiB/s ({path}, limited by the {}); {} of one NIC, {} of the node's {:.1} GiB/s line rate. Model inputs: {}",
         pct(fraction),
@@ -257,18 +314,20 @@ pub fn judge(measured_gib_s: f64, e: &Expectation, ok_fraction: f64) -> Judgemen
         e.inputs.describe(),
     );
     let fix = (verdict != Verdict::Ok).then(|| {
-        let mut s = String::from(
-            "Check that the run used RDMA (the counter receipt and `rdmakit doctor` on the NCCL log), \
-             then the NIC count it spread over (NCCL_IB_HCA lists one device: only one NIC carries it)",
-        );
-        if e.path == Path::Staged {
-            s.push_str(
-                "; staged transfers also need overlapped copies (NCCL does this; a naive staging loop \
-                 stays under 1 GiB/s)",
-            );
+        const RDMA: &str = "Check that the run used RDMA (the counter receipt and `rdmakit doctor` on the \
+             NCCL log), then the NIC count it spread over (NCCL_IB_HCA lists one device: only one NIC \
+             carries it)";
+        match e.path {
+            Path::GpuDirect => format!("{RDMA}."),
+            Path::Staged => format!(
+                "{RDMA}; staged transfers also need overlapped copies (NCCL does this; a naive \
+                 staging loop stays under 1 GiB/s)."
+            ),
+            Path::Nic => "Check the NIC on its own: port state and active speed (`ibv_devinfo -v`), \
+                 MTU, the GID index perftest used (`-x`), the message size (`-s`, 1 MiB or more) and \
+                 the QP count (`-q`); a loaded host or a virtualised NIC also stays below line rate."
+                .to_string(),
         }
-        s.push('.');
-        s
     });
     Judgement {
         measured_gib_s: m,
@@ -279,6 +338,7 @@ pub fn judge(measured_gib_s: f64, e: &Expectation, ok_fraction: f64) -> Judgemen
         verdict,
         summary,
         fix,
+        expectation: e.clone(),
     }
 }
 

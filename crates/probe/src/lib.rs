@@ -13,6 +13,8 @@
 //! - [`parse`]: nccl-tests (text and JSON), the RDT demo, `ibv_devinfo`, perftest.
 //! - [`expect`]: the GPU→GPU rate a cluster should reach (GPUDirect or staged) and a measured
 //!   figure as a fraction of it, with the model's inputs.
+//! - [`bench`]: a benchmark's verdict (nccl-tests, the RDT demo, perftest, any GPU→GPU rate):
+//!   the run on its own and, given an expectation, the figure as a fraction of it.
 //!
 //! [`report`] turns any of them into a JSON-serialisable [`Report`] or a table, and
 //! [`preflight`] judges a whole cluster from data the CLI gathers through the Kubernetes API.
@@ -47,6 +49,7 @@
 //! # Ok::<(), probe::ProbeError>(())
 //! ```
 
+pub mod bench;
 pub mod counters;
 pub mod doctor;
 mod error;

@@ -4,12 +4,19 @@
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::{Deserialize, Serialize};
 
+use crate::bench::BenchVerdict;
 use crate::counters::{AbComparison, CounterDelta, TrafficProof};
 use crate::doctor::Diagnosis;
+use crate::expect::Judgement;
 use crate::facts::HostFacts;
 use crate::parse::{NcclTestsRun, PerftestRun, RdtRun};
 use crate::preflight::PreflightResult;
 use crate::verdict::{Check, Verdict};
+
+/// The expectation model in one line, printed under bench tables.
+pub const MODEL_NOTE: &str = "Expected bandwidth (probe::expect): GPUDirect = NIC line rate × NICs used × 0.9; \
+staged = min(host copy: pinned D2H measured, else PCIe × 0.85; NIC: WRITE measured, else line × 0.9, × NICs used; \
+staging stream, when measured); perftest = one NIC's line × 0.9. ok from the threshold (80 % unless the caller sets another), warn from 40 %, fail below.";
 
 /// Default table width when the output is not a terminal.
 pub const DEFAULT_WIDTH: u16 = 140;
@@ -28,6 +35,10 @@ pub struct ReportItem {
     /// What to do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// A bench figure against the expected bandwidth: the fractions, the model and its inputs
+    /// (bench verdicts only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectation: Option<Judgement>,
 }
 
 /// A report: title, overall verdict, items.
@@ -55,6 +66,7 @@ impl Report {
                 verdict: c.verdict,
                 detail: c.summary.clone(),
                 fix: c.fix.clone(),
+                expectation: None,
             })
             .collect();
         Self {
@@ -63,6 +75,37 @@ impl Report {
             items,
             notes: Vec::new(),
         }
+    }
+
+    /// Build from bench verdicts: each item carries its judgement against the expectation (JSON
+    /// `expectation`: fractions, expected rate, path, bound, inputs), and the table's detail reads
+    /// "… is 58 % of the expected …; 58 % of one NIC, 27 % of the node … Model inputs: …", with the
+    /// model's formula as a note.
+    pub fn from_bench(title: impl Into<String>, verdicts: &[BenchVerdict]) -> Self {
+        let items: Vec<ReportItem> = verdicts
+            .iter()
+            .map(|v| {
+                let c = v.check();
+                ReportItem {
+                    id: c.id,
+                    subject: c.subject,
+                    verdict: c.verdict,
+                    detail: c.summary,
+                    fix: c.fix,
+                    expectation: v.expectation.clone(),
+                }
+            })
+            .collect();
+        let mut r = Self {
+            title: title.into(),
+            verdict: Verdict::worst(items.iter().map(|i| i.verdict)),
+            items,
+            notes: Vec::new(),
+        };
+        if r.items.iter().any(|i| i.expectation.is_some()) {
+            r.notes.push(MODEL_NOTE.into());
+        }
+        r
     }
 
     /// Add a note.
@@ -146,6 +189,7 @@ impl From<&Diagnosis> for Report {
                 verdict: f.severity,
                 detail: format!("{}\n> {}", f.cause, f.evidence),
                 fix: f.fix.clone(),
+                expectation: None,
             })
             .collect();
         let mut r = Report {
@@ -175,9 +219,19 @@ impl From<&TrafficProof> for Report {
     }
 }
 
-impl From<&crate::expect::Judgement> for Report {
-    fn from(j: &crate::expect::Judgement) -> Self {
-        Report::from_checks("Bandwidth against the expectation", &[j.check("GPU→GPU")])
+impl From<&Judgement> for Report {
+    fn from(j: &Judgement) -> Self {
+        let mut r = Report::from_checks("Bandwidth against the expectation", &[j.check("GPU→GPU")]);
+        if let Some(i) = r.items.first_mut() {
+            i.expectation = Some(j.clone());
+        }
+        r.with_note(MODEL_NOTE)
+    }
+}
+
+impl From<&BenchVerdict> for Report {
+    fn from(v: &BenchVerdict) -> Self {
+        Report::from_bench("Benchmark", std::slice::from_ref(v))
     }
 }
 

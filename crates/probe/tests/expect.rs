@@ -3,21 +3,8 @@
 use probe::Verdict;
 use probe::expect::{self, ExpectationInputs, Path};
 
-/// Seed 000: ecs.ebmgn9gc.64xlarge, two eRDMA NICs of 190 Gb/s (380 Gb/s per node), no
-/// GPUDirect, PCIe Gen5 GPUs, NCCL pinned to erdma_0, NIC WRITE measured at 20.4 GiB/s.
-fn erdma_seed() -> ExpectationInputs {
-    ExpectationInputs {
-        nic_line_gbps: 190.0,
-        nics_per_node: 2,
-        nics_used: 1,
-        gpudirect: false,
-        pcie_gen: 5,
-        pcie_lanes: 16,
-        nic_write_gib_s: Some(20.4),
-        host_copy_gib_s: None,
-        stream_gib_s: None,
-    }
-}
+mod seed_common;
+use seed_common::{gpudirect_8x400, seed_000 as erdma_seed};
 
 #[test]
 fn seed_000_nccl_is_58_percent_of_one_nic_and_27_of_the_node() {
@@ -79,18 +66,7 @@ fn staged_rate_is_the_lowest_bound() {
 
 #[test]
 fn gpudirect_is_line_rate_times_nics_times_0_9() {
-    let e = expect::expect(&ExpectationInputs {
-        nic_line_gbps: 400.0,
-        nics_per_node: 8,
-        nics_used: 8,
-        gpudirect: true,
-        pcie_gen: 5,
-        pcie_lanes: 16,
-        nic_write_gib_s: None,
-        host_copy_gib_s: None,
-        stream_gib_s: None,
-    })
-    .unwrap();
+    let e = expect::expect(&gpudirect_8x400(8)).unwrap();
     assert_eq!(e.path, Path::GpuDirect);
     let want = 400e9 / 8.0 / (1u64 << 30) as f64 * 8.0 * 0.9;
     assert!((e.gib_s - want).abs() < 1e-9, "{} vs {want}", e.gib_s);

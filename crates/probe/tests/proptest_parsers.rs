@@ -37,12 +37,24 @@ fn lines_strategy() -> impl Strategy<Value = String> {
     prop::collection::vec(frag, 0..30).prop_map(|v| v.join("\n"))
 }
 
+mod seed_common;
+
+/// Seed 000's expectation (two 190 Gb/s eRDMA NICs, one used, WRITE 20.4 GiB/s, staged).
+fn seed_000() -> probe::expect::Expectation {
+    match probe::expect::expect(&seed_common::seed_000()) {
+        Ok(e) => e,
+        Err(e) => panic!("seed 000 inputs: {e}"),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
     fn nccl_tests_never_panics(s in lines_strategy()) {
-        let _ = probe::parse::parse_nccl_tests(&s);
+        if let Ok(run) = probe::parse::parse_nccl_tests(&s) {
+            let _ = probe::bench::nccl_tests(&run).against(&seed_000(), 0.8).check();
+        }
     }
 
     #[test]
@@ -54,7 +66,9 @@ proptest! {
 
     #[test]
     fn rdt_never_panics(s in lines_strategy()) {
-        let _ = probe::parse::parse_rdt(&s);
+        if let Ok(run) = probe::parse::parse_rdt(&s) {
+            let _ = probe::bench::rdt(&run).against(&seed_000(), 0.8).check();
+        }
     }
 
     #[test]
@@ -64,7 +78,9 @@ proptest! {
 
     #[test]
     fn perftest_never_panics(s in lines_strategy()) {
-        let _ = probe::parse::parse_perftest(&s);
+        if let Ok(run) = probe::parse::parse_perftest(&s) {
+            let _ = probe::bench::perftest(&run).against(&seed_000(), 0.8).check();
+        }
     }
 
     #[test]
@@ -101,6 +117,11 @@ proptest! {
         if let Ok(e) = probe::expect::expect(&inputs) {
             let j = probe::expect::judge(m, &e, 0.8);
             prop_assert!(j.fraction.is_finite() && j.fraction >= 0.0);
+            let v = probe::bench::rate("r", "s", m).against(&e, 0.8);
+            prop_assert!(v.run_verdict < probe::Verdict::Warn || v.verdict >= v.run_verdict);
+            if let Ok(run) = probe::parse::parse_perftest(&format!(" #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n 65536 10 {m} {m} 0.1\n")) {
+                let _ = probe::bench::perftest(&run).against(&e, 0.8).check();
+            }
         }
     }
 
