@@ -39,7 +39,7 @@ pub enum PlanItem {
 }
 
 /// A recorded plan.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     /// Workflow file name, as shown in headers.
     pub workflow: String,
@@ -47,8 +47,20 @@ pub struct Plan {
     pub items: Vec<PlanItem>,
     /// `kubectl` plus the global flags (`--context`, `-n`) every command carries.
     pub kubectl: String,
+    /// False when the dry-run stopped before the workflow's end (a script error, Ctrl-C): the plan holds
+    /// only what came before, and plan.sh refuses to run.
+    pub complete: bool,
+    /// Why the plan is incomplete (file:line:col, message, step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     steps: usize,
     actions: usize,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Self::new("", None, None)
+    }
 }
 
 impl Plan {
@@ -67,6 +79,8 @@ impl Plan {
             workflow: workflow.to_owned(),
             items: Vec::new(),
             kubectl,
+            complete: true,
+            error: None,
             steps: 0,
             actions: 0,
         }
@@ -100,6 +114,12 @@ impl Plan {
         self.actions
     }
 
+    /// Marks the plan incomplete: the dry-run stopped at `error` and recorded nothing after it.
+    pub fn stop(&mut self, error: &str) {
+        self.complete = false;
+        self.error = Some(error.to_owned());
+    }
+
     /// Number of recorded actions.
     pub fn action_count(&self) -> usize {
         self.actions
@@ -108,8 +128,14 @@ impl Plan {
     /// The human-readable plan.
     pub fn to_text(&self) -> String {
         let mut out = format!(
-            "Plan for {} (dry-run: nothing was sent to a cluster; {} actions)\n",
-            self.workflow, self.actions
+            "Plan for {} (dry-run: nothing was sent to a cluster; {} actions{})\n",
+            self.workflow,
+            self.actions,
+            if self.complete {
+                ""
+            } else {
+                "; INCOMPLETE: stopped at an error"
+            }
         );
         for item in &self.items {
             match item {
@@ -134,6 +160,14 @@ impl Plan {
                 }
             }
         }
+        if let Some(e) = &self.error {
+            out.push_str(
+                "\n== INCOMPLETE: the dry-run stopped here; nothing after this point was planned\n",
+            );
+            for line in e.lines() {
+                out.push_str(&format!("   error: {line}\n"));
+            }
+        }
         out
     }
 
@@ -150,6 +184,9 @@ impl Plan {
             "# Checks that rdmakit evaluates (verdicts, counter deltas) appear as comments.\n",
         );
         out.push_str("set -euo pipefail\n");
+        if !self.complete {
+            out.push_str(&self.refusal());
+        }
         out.push_str("cd \"$(dirname \"$0\")\"\n");
         out.push_str(&self.cleanup_trap());
         for item in &self.items {
@@ -185,6 +222,25 @@ impl Plan {
 }
 
 impl Plan {
+    /// The top of an incomplete plan.sh: say why and exit before anything runs. What follows is the part
+    /// of the plan recorded before the error, kept for reading.
+    fn refusal(&self) -> String {
+        let mut out = String::from(
+            "# INCOMPLETE PLAN: `rdmakit run --dry-run` stopped at an error, so the steps after it (the\n\
+             # cleanup among them) are missing. This script refuses to run; fix the workflow and run the\n\
+             # dry-run again. The part recorded before the error follows, for reading only.\n",
+        );
+        out.push_str(
+            "echo 'plan.sh is incomplete: the dry-run that wrote it stopped at an error:' >&2\n",
+        );
+        for line in self.error.as_deref().unwrap_or("unknown error").lines() {
+            out.push_str(&format!("echo {} >&2\n", shell_quote(&format!("  {line}"))));
+        }
+        out.push_str("echo 'fix the workflow, run rdmakit run --dry-run again, then run the new plan.sh' >&2\n");
+        out.push_str("exit 2\n");
+        out
+    }
+
     /// A `trap` that deletes, when the script fails, what it applied (newest first) and the objects the run
     /// makes for itself (the merged registry Secret), as rdmakit's live run does; empty when nothing is applied.
     fn cleanup_trap(&self) -> String {
@@ -291,5 +347,29 @@ mod tests {
         assert!(sh.starts_with("#!/usr/bin/env bash\n"));
         assert!(sh.contains("# hello\n"));
         assert_eq!(p.kubectl, "kubectl --context prod -n ml");
+        assert!(p.complete);
+    }
+
+    #[test]
+    fn an_incomplete_plan_refuses_to_run() {
+        let mut p = Plan::new("w.rhai", None, None);
+        p.begin_step("Deploy");
+        p.action(
+            "apply x".into(),
+            vec![],
+            vec!["kubectl apply --server-side --field-manager=rdmakit -f x.yaml".into()],
+        );
+        p.stop("w.rhai:3:7: it's broken\n  during step: Deploy");
+        let sh = p.to_shell();
+        let exit = sh.find("exit 2\n").expect("exits");
+        assert!(exit < sh.find("kubectl apply").unwrap(), "{sh}");
+        assert!(
+            sh.contains("echo '  w.rhai:3:7: it'\\''s broken' >&2\n"),
+            "{sh}"
+        );
+        assert!(p.to_text().contains("INCOMPLETE"));
+        let js = serde_json::to_value(&p).unwrap();
+        assert_eq!(js["complete"], false);
+        assert!(js["error"].as_str().unwrap().contains("w.rhai:3:7"));
     }
 }

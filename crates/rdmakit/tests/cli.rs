@@ -134,6 +134,70 @@ fn a_run_in_a_reused_out_dir_owns_only_what_it_writes() {
 }
 
 #[test]
+fn a_dry_run_stopped_by_a_script_error_writes_a_plan_that_refuses_to_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("half.rhai");
+    std::fs::write(
+        &wf,
+        "step(\"Deploy\");\nfs::write(\"pod.yaml\", \"apiVersion: v1\\nkind: Pod\\nmetadata: {name: p}\\n\");\nkube::apply(\"pod.yaml\");\nstep(\"Verify\");\nthrow \"the check broke\";\nstep(\"Cleanup\");\nkube::delete(\"pod.yaml\");\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = rdmakit()
+        .args(["run", "--dry-run", "--json", "--out"])
+        .arg(&out)
+        .arg(&wf)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["complete"], false, "{plan}");
+    let error = plan["error"].as_str().unwrap();
+    assert!(error.contains("half.rhai:5:1: the check broke"), "{error}");
+    assert!(error.contains("during step: Verify"), "{error}");
+    let on_disk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(on_disk["complete"], false);
+
+    // plan.sh says so and exits before anything runs: a kubectl on PATH is never called.
+    let sh = std::fs::read_to_string(out.join("plan.sh")).unwrap();
+    assert!(sh.contains("# INCOMPLETE PLAN"), "{sh}");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let called = dir.path().join("kubectl-called");
+    std::fs::write(
+        bin.join("kubectl"),
+        format!("#!/bin/sh\ntouch {}\n", called.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.join("kubectl"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let r = std::process::Command::new("bash")
+        .arg(out.join("plan.sh"))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(stderr.contains("plan.sh is incomplete"), "{stderr}");
+    assert!(stderr.contains("the check broke"), "{stderr}");
+    assert!(!called.exists(), "plan.sh ran kubectl");
+
+    // The human plan says it too.
+    rdmakit()
+        .args(["run", "--dry-run", "--out"])
+        .arg(&out)
+        .arg(&wf)
+        .assert()
+        .code(2)
+        .stdout(predicate::str::contains("INCOMPLETE: stopped at an error"));
+}
+
+#[test]
 fn unknown_workflow_is_an_input_error() {
     rdmakit()
         .args(["run", "nope.rhai", "--dry-run"])

@@ -28,7 +28,10 @@ Examples:
       --set registry=registry.cn-beijing.aliyuncs.com/me --set pull_secret_source=acr-pull --set push_secret_source=acr-push
 
 In --dry-run nothing is sent to a cluster: the plan is printed, and OUT/plan.sh holds the equivalent kubectl
-commands. Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/bundle/.
+commands. A dry-run stopped by a script error writes an incomplete plan: plan.sh prints the error and exits 2
+before any command, and plan.json / --json say \"complete\": false with the error.
+
+Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/bundle/.
 OUT/.rdmakit-files lists what the run wrote; the next run in OUT removes those files first (unless changed
 since) and never others, and lints, validates and applies only the files it wrote itself.
 

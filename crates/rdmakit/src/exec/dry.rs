@@ -132,6 +132,10 @@ impl Executor for DryRunExecutor {
         self.lock().note(text);
     }
 
+    fn stopped(&self, error: &str) {
+        self.lock().stop(error);
+    }
+
     fn plan_shell(&self, summary: &str, line: &str) {
         self.record(summary.to_owned(), vec![], vec![line.to_owned()]);
     }

@@ -273,6 +273,9 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     fn begin_step(&self, _name: &str) {}
     /// Adds a human note to the plan (`# ...` in plan.sh).
     fn note(&self, _text: &str) {}
+    /// The workflow stopped at `error` (a script error, Ctrl-C): a dry-run plan is incomplete, and its
+    /// plan.sh refuses to run.
+    fn stopped(&self, _error: &str) {}
     /// Dry-run only: a shell line for plan.sh that computes what rdmakit computes in Rust/Rhai (a counter
     /// delta, say). Live executors ignore it.
     fn plan_shell(&self, _summary: &str, _line: &str) {}

@@ -343,6 +343,9 @@ impl Host {
                 self.engine.run_ast_with_scope(&mut scope, &ast)
             });
         let error = result.err().map(|e| self.locate(source_name, &e));
+        if let Some(e) = &error {
+            self.ctx.exec.stopped(&e.to_string());
+        }
         self.clean_up(error.is_some());
         let mut report = self.ctx.report().clone();
         match &error {
