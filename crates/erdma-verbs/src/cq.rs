@@ -1,11 +1,16 @@
 //! Completion channels and completion queues, with the in-flight table that keeps posted buffers alive
 //! until their completion is polled.
+//!
+//! The table is a slab indexed by `wr_id` ([`crate::wr::WrTable`]): a post takes its lock once per
+//! batch and a poll once per batch of up to 32 completions, and neither allocates in steady state.
+//! [`CompletionQueue::completions`] is a borrowed iterator over ready completions;
+//! [`CompletionQueue::poll_into`] and [`CompletionQueue::wait_into`] fill a caller's `Vec`, which keeps
+//! its capacity between calls.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -14,6 +19,8 @@ use rdma_sys as sys;
 use crate::device::Context;
 use crate::error::{Error, Result, check};
 use crate::mr::MemoryRegion;
+use crate::qp::Sources;
+use crate::wr::WrTable;
 
 /// A completion channel (`ibv_create_comp_channel`): a file descriptor that becomes readable when an
 /// armed CQ gets a completion. The descriptor is non-blocking, so it can be registered with an event loop
@@ -213,9 +220,9 @@ impl Completion {
 pub(crate) struct Pending {
     pub(crate) tag: u64,
     pub(crate) qpn: u32,
-    /// Source regions (read by the NIC); held, never read, and released on completion.
+    /// Source slices (read by the NIC); held, never read, and released on completion.
     #[allow(dead_code)]
-    pub(crate) keep: Vec<Arc<MemoryRegion>>,
+    pub(crate) keep: Sources,
     /// Destination region; returned in the completion.
     pub(crate) give_back: Option<Arc<MemoryRegion>>,
     /// The QP's outstanding counter, decremented on completion.
@@ -229,8 +236,7 @@ pub struct CompletionQueue {
     ctx: Arc<Context>,
     channel: Option<Arc<CompletionChannel>>,
     capacity: u32,
-    pending: Mutex<HashMap<u64, Pending>>,
-    next_id: AtomicU64,
+    pending: Mutex<WrTable<Pending>>,
 }
 
 // SAFETY: libibverbs CQ operations are thread-safe; the in-flight table is behind a mutex.
@@ -288,8 +294,8 @@ impl CompletionQueue {
             ctx: ctx.clone(),
             channel: channel.cloned(),
             capacity,
-            pending: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
+            // Room for a full CQ up to a bound (a huge CQ grows its table only if it fills).
+            pending: Mutex::new(WrTable::with_capacity((capacity as usize).min(4096))),
         }))
     }
 
@@ -313,29 +319,37 @@ impl CompletionQueue {
         self.table().len()
     }
 
-    fn table(&self) -> MutexGuard<'_, HashMap<u64, Pending>> {
-        // A panic while holding the lock cannot leave the map inconsistent (single inserts/removes).
+    fn table(&self) -> MutexGuard<'_, WrTable<Pending>> {
+        // A panic while holding the lock cannot leave the table inconsistent (single inserts/takes).
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn alloc_ids(&self, n: usize) -> u64 {
-        self.next_id.fetch_add(n as u64, Ordering::Relaxed)
-    }
-
-    /// Records posted work requests, refusing the batch with [`Error::ExceedsCaps`] when the CQ could
-    /// not hold a completion for each of them besides those already in flight (from every QP sharing
-    /// it): an overflowing CQ loses completions and moves its QPs to the error state.
-    pub(crate) fn insert(&self, device: &str, entries: Vec<(u64, Pending)>) -> Result<()> {
+    /// Records a batch of posted work requests, refusing it with [`Error::ExceedsCaps`] when the CQ
+    /// could not hold a completion for each of them besides those already in flight (from every QP
+    /// sharing it): an overflowing CQ loses completions and moves its QPs to the error state. Each
+    /// entry's `wr_id` goes to `assign(i, wr_id)` (to be written into WR `i` before posting).
+    pub(crate) fn insert_batch(
+        &self,
+        device: &str,
+        entries: impl ExactSizeIterator<Item = Pending>,
+        mut assign: impl FnMut(usize, u64),
+    ) -> Result<()> {
         let mut t = self.table();
         cq_room(device, t.len(), entries.len(), self.capacity)?;
-        t.extend(entries);
+        for (i, p) in entries.enumerate() {
+            // The room check bounds the table by the CQ's u32 capacity, so an id always exists.
+            let id = t.insert(p).ok_or_else(|| {
+                Error::InvalidArgument("more than 2^32 work requests in flight".into())
+            })?;
+            assign(i, id);
+        }
         Ok(())
     }
 
     pub(crate) fn remove(&self, ids: impl IntoIterator<Item = u64>) {
         let mut t = self.table();
         for id in ids {
-            if let Some(p) = t.remove(&id) {
+            if let Some(p) = t.take(id) {
                 p.outstanding.fetch_sub(1, Ordering::AcqRel);
             }
         }
@@ -343,11 +357,32 @@ impl CompletionQueue {
 
     /// Drops the entries of a destroyed QP (its buffers are no longer used by the NIC).
     pub(crate) fn forget_qp(&self, qpn: u32) {
-        self.table().retain(|_, p| p.qpn != qpn);
+        self.table().retain(|p| p.qpn != qpn);
     }
 
-    /// Polls up to `max` completions without blocking (`ibv_poll_cq`, called through the context's ops
-    /// table as the C header's inline does) and appends them to `out`. Returns how many were appended.
+    /// Polls up to `max` ready completions from the driver into `wcs` (`ibv_poll_cq`, called through
+    /// the context's ops table as the C header's inline does); returns how many it wrote.
+    fn poll_raw(&self, wcs: &mut [std::mem::MaybeUninit<sys::ibv_wc>]) -> Result<usize> {
+        let want = libc::c_int::try_from(wcs.len()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: ptr is a live CQ and wcs has room for `want` entries.
+        let n = unsafe {
+            let poll = (*(*self.ptr).context)
+                .ops
+                .poll_cq
+                .ok_or_else(|| Error::verbs("ibv_poll_cq", libc::ENOSYS))?;
+            poll(self.ptr, want, wcs.as_mut_ptr().cast())
+        };
+        if n < 0 {
+            return Err(Error::verbs(
+                "ibv_poll_cq",
+                if n == -1 { libc::EIO } else { -n },
+            ));
+        }
+        Ok(n as usize)
+    }
+
+    /// Polls up to `max` completions without blocking and appends them to `out`. Returns how many were
+    /// appended. Allocates nothing once `out` has the capacity (keep one `Vec` and clear it).
     pub fn poll_into(&self, out: &mut Vec<Completion>, max: usize) -> Result<usize> {
         let mut total = 0;
         while total < max {
@@ -355,55 +390,15 @@ impl CompletionQueue {
             // Left uninitialised: the driver writes the first `n` entries and only those are read.
             let mut wcs: [std::mem::MaybeUninit<sys::ibv_wc>; POLL_BATCH] =
                 [const { std::mem::MaybeUninit::uninit() }; POLL_BATCH];
-            // SAFETY: ptr is a live CQ and wcs has room for `want` entries.
-            let n = unsafe {
-                let poll = (*(*self.ptr).context)
-                    .ops
-                    .poll_cq
-                    .ok_or_else(|| Error::verbs("ibv_poll_cq", libc::ENOSYS))?;
-                poll(self.ptr, want as libc::c_int, wcs.as_mut_ptr().cast())
-            };
-            if n < 0 {
-                return Err(Error::verbs(
-                    "ibv_poll_cq",
-                    if n == -1 { libc::EIO } else { -n },
-                ));
-            }
-            let n = n as usize;
+            let n = self.poll_raw(&mut wcs[..want])?;
             let mut t = self.table();
             for wc in &wcs[..n] {
                 // SAFETY: ibv_poll_cq initialised the first n entries.
                 let wc = unsafe { wc.assume_init_ref() };
-                let p = t.remove(&wc.wr_id);
-                let with_imm = wc.wc_flags & sys::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
-                // SAFETY: reading the union's imm member is always defined (plain u32).
-                let imm = with_imm
-                    .then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
-                let (tag, give_back) = match p {
-                    Some(p) => {
-                        p.outstanding.fetch_sub(1, Ordering::AcqRel);
-                        (p.tag, p.give_back)
-                    }
-                    None => {
-                        tracing::debug!(
-                            wr_id = wc.wr_id,
-                            "completion for a work request of a destroyed QP"
-                        );
-                        continue;
-                    }
-                };
-                out.push(Completion {
-                    wr_id: wc.wr_id,
-                    tag,
-                    status: WcStatus(wc.status),
-                    opcode: WcOpcode::from_raw(wc.opcode),
-                    byte_len: wc.byte_len,
-                    imm,
-                    qp_num: wc.qp_num,
-                    vendor_err: wc.vendor_err,
-                    buffer: give_back,
-                });
-                total += 1;
+                if let Some(c) = complete(&mut t, wc) {
+                    out.push(c);
+                    total += 1;
+                }
             }
             drop(t);
             if n < want {
@@ -411,6 +406,25 @@ impl CompletionQueue {
             }
         }
         Ok(total)
+    }
+
+    /// The completions ready now, as a borrowed iterator that takes one entry from the CQ per item
+    /// (so dropping it early leaves the rest in the CQ) and allocates nothing. An `Err` item (the
+    /// driver failed to poll) ends it.
+    ///
+    /// ```no_run
+    /// # fn f(cq: &erdma_verbs::CompletionQueue) -> erdma_verbs::Result<()> {
+    /// for c in cq.completions() {
+    ///     let c = c?.into_result()?;
+    ///     println!("tag {} done, {} bytes", c.tag, c.byte_len);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn completions(&self) -> Completions<'_> {
+        Completions {
+            cq: self,
+            done: false,
+        }
     }
 
     /// Polls without blocking; returns whatever completions are ready (possibly none).
@@ -483,17 +497,25 @@ impl CompletionQueue {
     /// Event-driven wait: polls, arms the CQ, polls again (closing the race), then sleeps on the channel
     /// fd until a completion arrives or `timeout` passes. Needs a completion channel.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<Vec<Completion>> {
+        let mut v = Vec::new();
+        self.wait_into(&mut v, timeout)?;
+        Ok(v)
+    }
+
+    /// [`CompletionQueue::wait`] into a caller's `Vec` (appended; returns how many): allocation-free
+    /// once `out` has the capacity.
+    pub fn wait_into(&self, out: &mut Vec<Completion>, timeout: Option<Duration>) -> Result<usize> {
         let fd = self.channel_or_err()?.fd();
         let start = Instant::now();
         loop {
-            let v = self.poll()?;
-            if !v.is_empty() {
-                return Ok(v);
+            let n = self.poll_into(out, POLL_BATCH)?;
+            if n > 0 {
+                return Ok(n);
             }
             self.req_notify(false)?;
-            let v = self.poll()?;
-            if !v.is_empty() {
-                return Ok(v);
+            let n = self.poll_into(out, POLL_BATCH)?;
+            if n > 0 {
+                return Ok(n);
             }
             let ms = match timeout {
                 None => -1,
@@ -567,6 +589,66 @@ impl CompletionQueue {
     }
 }
 
+/// Turns a polled work completion into a [`Completion`], taking its entry out of the table; `None`
+/// for a completion of a destroyed QP (its entry is gone, or its slot holds a newer request).
+fn complete(t: &mut WrTable<Pending>, wc: &sys::ibv_wc) -> Option<Completion> {
+    let Some(p) = t.take(wc.wr_id) else {
+        tracing::debug!(
+            wr_id = wc.wr_id,
+            "completion for a work request of a destroyed QP"
+        );
+        return None;
+    };
+    p.outstanding.fetch_sub(1, Ordering::AcqRel);
+    let with_imm = wc.wc_flags & sys::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
+    // SAFETY: reading the union's imm member is always defined (plain u32).
+    let imm =
+        with_imm.then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
+    Some(Completion {
+        wr_id: wc.wr_id,
+        tag: p.tag,
+        status: WcStatus(wc.status),
+        opcode: WcOpcode::from_raw(wc.opcode),
+        byte_len: wc.byte_len,
+        imm,
+        qp_num: wc.qp_num,
+        vendor_err: wc.vendor_err,
+        buffer: p.give_back,
+    })
+}
+
+/// The completions ready on a CQ, polled one at a time ([`CompletionQueue::completions`]).
+#[derive(Debug)]
+pub struct Completions<'a> {
+    cq: &'a CompletionQueue,
+    done: bool,
+}
+
+impl Iterator for Completions<'_> {
+    type Item = Result<Completion>;
+
+    fn next(&mut self) -> Option<Result<Completion>> {
+        while !self.done {
+            let mut wc = [std::mem::MaybeUninit::<sys::ibv_wc>::uninit()];
+            match self.cq.poll_raw(&mut wc) {
+                Ok(0) => self.done = true,
+                Ok(_) => {
+                    // SAFETY: ibv_poll_cq returned 1, so it initialised the entry.
+                    let wc = unsafe { wc[0].assume_init_ref() };
+                    if let Some(c) = complete(&mut self.cq.table(), wc) {
+                        return Some(Ok(c));
+                    }
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}
+
 impl Drop for CompletionQueue {
     fn drop(&mut self) {
         // SAFETY: every QP using this CQ holds an Arc to it, so none remains.
@@ -574,7 +656,7 @@ impl Drop for CompletionQueue {
         if rc != 0 {
             tracing::warn!(device = %self.ctx.name(), rc, "ibv_destroy_cq failed; leaking buffers still in flight");
             // The device may still write into pending buffers: never free them.
-            let t = std::mem::take(&mut *self.table());
+            let t = std::mem::replace(&mut *self.table(), WrTable::with_capacity(0));
             std::mem::forget(t);
         }
     }
@@ -644,5 +726,69 @@ mod tests {
             e.to_string().contains("IBV_WC_REM_ACCESS_ERR") && e.to_string().contains("tag 9"),
             "{e}"
         );
+    }
+
+    fn pending(tag: u64, qpn: u32, outstanding: &Arc<AtomicUsize>) -> Pending {
+        Pending {
+            tag,
+            qpn,
+            keep: Sources::default(),
+            give_back: None,
+            outstanding: Arc::clone(outstanding),
+        }
+    }
+
+    fn wc(wr_id: u64, imm: Option<u32>) -> sys::ibv_wc {
+        // SAFETY: plain C struct; zero is a successful completion of nothing.
+        let mut wc: sys::ibv_wc = unsafe { std::mem::zeroed() };
+        wc.wr_id = wr_id;
+        wc.byte_len = 4096;
+        if let Some(imm) = imm {
+            wc.wc_flags = sys::ibv_wc_flags::IBV_WC_WITH_IMM.0;
+            wc.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        }
+        wc
+    }
+
+    #[test]
+    fn completions_map_back_to_their_tags_and_stale_ones_are_dropped() {
+        let out = Arc::new(AtomicUsize::new(2));
+        let mut t = WrTable::with_capacity(4);
+        let a = t.insert(pending(7, 1, &out)).unwrap();
+        let b = t.insert(pending(8, 2, &out)).unwrap();
+        let c = complete(&mut t, &wc(b, Some(0xdead_beef))).unwrap();
+        assert_eq!(
+            (c.tag, c.imm, c.byte_len, c.is_ok()),
+            (8, Some(0xdead_beef), 4096, true)
+        );
+        assert_eq!(out.load(Ordering::Acquire), 1, "the QP's counter went down");
+        // QP 1 destroyed: its entry goes, and a late completion for it is ignored even after the
+        // slot was reused.
+        t.retain(|p| p.qpn != 1);
+        let reused = t.insert(pending(9, 3, &out)).unwrap();
+        assert!(complete(&mut t, &wc(a, None)).is_none());
+        assert_eq!(complete(&mut t, &wc(reused, None)).unwrap().tag, 9);
+    }
+
+    #[test]
+    fn steady_state_polling_bookkeeping_allocates_nothing() {
+        let out = Arc::new(AtomicUsize::new(0));
+        let mut t = WrTable::with_capacity(64);
+        let mut done = Vec::with_capacity(64);
+        let round = |t: &mut WrTable<Pending>, done: &mut Vec<Completion>| {
+            done.clear();
+            for tag in 0..64 {
+                let id = t.insert(pending(tag, 1, &out)).unwrap_or(0);
+                done.extend(complete(t, &wc(id, Some(tag as u32))));
+            }
+        };
+        round(&mut t, &mut done);
+        let (n, ()) = crate::counting_alloc::allocations(|| {
+            for _ in 0..1_000 {
+                round(&mut t, &mut done);
+            }
+        });
+        assert_eq!(n, 0, "allocations in 64,000 WR completions");
+        assert_eq!(done.len(), 64);
     }
 }

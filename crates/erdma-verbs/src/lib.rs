@@ -60,9 +60,10 @@ pub mod mr;
 pub mod pd;
 mod probe;
 pub mod qp;
+mod wr;
 
 pub use caps::{Caps, DeviceLimits, Feature, Transport, Vendor};
-pub use cq::{Completion, CompletionChannel, CompletionQueue, WcOpcode, WcStatus};
+pub use cq::{Completion, CompletionChannel, CompletionQueue, Completions, WcOpcode, WcStatus};
 pub use device::{
     Context, DeviceAttr, DeviceInfo, Gid, GidEntry, GidType, LinkLayer, PortAttr, PortState,
     devices,
@@ -74,3 +75,56 @@ pub use qp::{
     Endpoint, Init, QpBuilder, QpCaps, QpState, QueuePair, ReadWr, RecvWr, Rtr, Rts, SendWr,
     SourceWr,
 };
+
+/// A global allocator for the unit tests that counts allocations per thread, so that a test can
+/// show a code path allocates nothing (other tests' threads do not disturb the count).
+#[cfg(test)]
+pub(crate) mod counting_alloc {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    struct Counting;
+
+    thread_local! {
+        static ALLOCS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn count() {
+        // try_with: a thread being torn down may still free (and in theory allocate).
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+    }
+
+    // SAFETY: every call is forwarded to the system allocator unchanged; counting touches only a
+    // const-initialised thread-local Cell, which never allocates.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count();
+            // SAFETY: forwarded with the caller's contract.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            count();
+            // SAFETY: forwarded with the caller's contract.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            count();
+            // SAFETY: forwarded with the caller's contract.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: forwarded with the caller's contract.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    /// Allocations (alloc, alloc_zeroed, realloc) this thread made while running `f`.
+    pub(crate) fn allocations<R>(f: impl FnOnce() -> R) -> (usize, R) {
+        let before = ALLOCS.with(Cell::get);
+        let r = f();
+        (ALLOCS.with(Cell::get) - before, r)
+    }
+}

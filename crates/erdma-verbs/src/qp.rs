@@ -24,8 +24,9 @@ use crate::caps::{Caps, Feature};
 use crate::cq::{CompletionQueue, Pending};
 use crate::device::{Gid, mtu_enum};
 use crate::error::{Error, Result, check, check_returned};
-use crate::mr::{Access, Exclusive, Local, MemoryRegion, RemoteBuf};
+use crate::mr::{Access, Exclusive, Local, RemoteBuf};
 use crate::pd::ProtectionDomain;
+use crate::wr::{Chain, RawWr};
 
 /// Typestate: created and in INIT (receives may be posted).
 #[derive(Debug)]
@@ -253,6 +254,12 @@ struct QpInner {
     send_outstanding: Arc<AtomicUsize>,
     recv_outstanding: Arc<AtomicUsize>,
     cm: Option<CmHold>,
+    /// Scratch of the posting fast path, kept between posts so that a post allocates nothing once
+    /// they reached the largest batch size: the requests being posted, and their raw chains.
+    send_staged: Vec<SendWr>,
+    send_chain: Chain<sys::ibv_send_wr>,
+    recv_staged: Vec<RecvWr>,
+    recv_chain: Chain<sys::ibv_recv_wr>,
 }
 
 impl QpInner {
@@ -275,6 +282,134 @@ impl QpInner {
 
     fn device(&self) -> &str {
         self.pd.context().name()
+    }
+
+    /// Checks, records and posts `wrs` (drained on success and on a refused batch alike).
+    fn post_staged_sends(&mut self, wrs: &mut Vec<SendWr>) -> Result<()> {
+        let n = wrs.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let dev = self.pd.context().name();
+        let c = self.caps;
+        let outstanding = self.send_outstanding.load(Ordering::Acquire);
+        Caps::limit(
+            dev,
+            "outstanding send work requests (poll completions first)",
+            (outstanding + n) as u64,
+            c.max_send_wr as u64,
+        )?;
+        for wr in wrs.iter() {
+            check_send(dev, &c, wr)?;
+        }
+        let chain = &mut self.send_chain;
+        for wr in wrs.iter() {
+            let r = chain.push(
+                wr.src
+                    .iter()
+                    .map(Local::sge)
+                    .chain(wr.dst.iter().map(Exclusive::sge)),
+            );
+            let mut flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+            if wr.inline {
+                flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
+            }
+            r.send_flags = flags;
+            let (opcode, remote, imm) = match wr.op {
+                Op::Write(d) => (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE, Some(d), None),
+                Op::WriteImm(d, imm) => (
+                    sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+                    Some(d),
+                    Some(imm),
+                ),
+                Op::Read(s) => (sys::ibv_wr_opcode::IBV_WR_RDMA_READ, Some(s), None),
+                Op::Send => (sys::ibv_wr_opcode::IBV_WR_SEND, None, None),
+                Op::SendImm(imm) => (sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM, None, Some(imm)),
+            };
+            r.opcode = opcode;
+            if let Some(rm) = remote {
+                r.wr.rdma = sys::rdma_t {
+                    remote_addr: rm.addr,
+                    rkey: rm.rkey,
+                };
+            }
+            if let Some(imm) = imm {
+                r.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+            }
+        }
+        // SAFETY: ptr is live.
+        let qpn = unsafe { (*self.ptr).qp_num };
+        let counter = &self.send_outstanding;
+        let qp = self.ptr;
+        record_and_post(
+            dev,
+            &self.builder.send_cq,
+            counter,
+            chain,
+            wrs.drain(..).map(|wr| Pending {
+                tag: wr.tag,
+                qpn,
+                keep: wr.src,
+                give_back: wr.dst.map(|d| d.mr),
+                outstanding: Arc::clone(counter),
+            }),
+            ("ibv_post_send", "send"),
+            // SAFETY: `qp` is live and in RTS (only QueuePair<Rts> posts sends); the chain and its
+            // SGEs stay untouched until the call returns, and the buffers are held by the CQ's table
+            // until their completions are polled.
+            |head, bad| unsafe {
+                match (*(*qp).context).ops.post_send {
+                    Some(f) => f(qp, head, bad),
+                    None => libc::ENOSYS,
+                }
+            },
+        )
+    }
+
+    /// Records and posts receive requests `wrs` (drained on success and on a refused batch alike).
+    fn post_staged_recvs(&mut self, wrs: &mut Vec<RecvWr>) -> Result<()> {
+        let n = wrs.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let dev = self.pd.context().name();
+        let outstanding = self.recv_outstanding.load(Ordering::Acquire);
+        Caps::limit(
+            dev,
+            "outstanding receive work requests (poll completions first)",
+            (outstanding + n) as u64,
+            self.caps.max_recv_wr as u64,
+        )?;
+        let chain = &mut self.recv_chain;
+        for wr in wrs.iter() {
+            chain.push(wr.dst.as_ref().map(Exclusive::sge));
+        }
+        // SAFETY: ptr is live.
+        let qpn = unsafe { (*self.ptr).qp_num };
+        let counter = &self.recv_outstanding;
+        let qp = self.ptr;
+        record_and_post(
+            dev,
+            &self.builder.recv_cq,
+            counter,
+            chain,
+            wrs.drain(..).map(|wr| Pending {
+                tag: wr.tag,
+                qpn,
+                keep: Sources::default(),
+                give_back: wr.dst.map(|d| d.mr),
+                outstanding: Arc::clone(counter),
+            }),
+            ("ibv_post_recv", "recv"),
+            // SAFETY: `qp` is live (receives may be posted in every state); the chain and its SGEs
+            // stay untouched until the call returns; the buffers are held by the CQ's table.
+            |head, bad| unsafe {
+                match (*(*qp).context).ops.post_recv {
+                    Some(f) => f(qp, head, bad),
+                    None => libc::ENOSYS,
+                }
+            },
+        )
     }
 }
 
@@ -396,6 +531,10 @@ impl<S> QueuePair<S> {
                 send_outstanding: Arc::new(AtomicUsize::new(0)),
                 recv_outstanding: Arc::new(AtomicUsize::new(0)),
                 cm,
+                send_staged: Vec::new(),
+                send_chain: Chain::new(),
+                recv_staged: Vec::new(),
+                recv_chain: Chain::new(),
             },
             _state: PhantomData,
         }
@@ -506,89 +645,21 @@ impl<S> QueuePair<S> {
 
     /// Posts receive work requests as one chain (`ibv_post_recv`, one doorbell). Allowed in every state.
     /// Each WR's destination (if any) comes back in its [`crate::Completion`]. Fails with
-    /// [`Error::ExceedsCaps`] when the receive queue would overflow.
-    pub fn post_recv_batch(&mut self, wrs: Vec<RecvWr>) -> Result<()> {
-        let inner = &self.inner;
-        let n = wrs.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let outstanding = inner.recv_outstanding.load(Ordering::Acquire);
-        Caps::limit(
-            inner.device(),
-            "outstanding receive work requests (poll completions first)",
-            (outstanding + n) as u64,
-            inner.caps.max_recv_wr as u64,
-        )?;
-        let cq = &inner.builder.recv_cq;
-        let first = cq.alloc_ids(n);
-        let mut sges: Vec<sys::ibv_sge> = Vec::with_capacity(n);
-        // SAFETY: plain C struct; zero is a valid empty WR.
-        let mut raw: Vec<sys::ibv_recv_wr> =
-            (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-        let mut pend = Vec::with_capacity(n);
-        for (i, wr) in wrs.into_iter().enumerate() {
-            let wr_id = first + i as u64;
-            raw[i].wr_id = wr_id;
-            if let Some(d) = &wr.dst {
-                sges.push(d.sge());
-                raw[i].num_sge = 1;
-            }
-            pend.push((
-                wr_id,
-                Pending {
-                    tag: wr.tag,
-                    qpn: inner.qpn(),
-                    keep: Vec::new(),
-                    give_back: wr.dst.map(|d| d.mr),
-                    outstanding: inner.recv_outstanding.clone(),
-                },
-            ));
-        }
-        // Link SGEs and the chain now that the vectors no longer grow.
-        let mut s = 0;
-        for i in 0..n {
-            if raw[i].num_sge == 1 {
-                raw[i].sg_list = &mut sges[s];
-                s += 1;
-            }
-            if i + 1 < n {
-                raw[i].next = &mut raw[i + 1] as *mut _;
-            }
-        }
-        cq.insert(inner.device(), pend)?;
-        inner.recv_outstanding.fetch_add(n, Ordering::AcqRel);
-        let base = raw.as_mut_ptr();
-        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
-        // SAFETY: the chain and SGEs live until the call returns; buffers are kept in the CQ's table.
-        let rc = unsafe {
-            match (*(*inner.ptr).context).ops.post_recv {
-                Some(f) => f(inner.ptr, base, &mut bad),
-                None => libc::ENOSYS,
-            }
-        };
-        if rc != 0 {
-            let posted = if bad.is_null() {
-                0
-            } else {
-                (bad as usize - base as usize) / size_of::<sys::ibv_recv_wr>()
-            };
-            cq.remove((posted..n).map(|i| first + i as u64));
-            let source = check_returned("ibv_post_recv", rc)
-                .err()
-                .unwrap_or(Error::verbs("ibv_post_recv", libc::EIO));
-            return Err(Error::Post {
-                kind: "recv",
-                posted,
-                source: Box::new(source),
-            });
-        }
-        Ok(())
+    /// [`Error::ExceedsCaps`] when the receive queue would overflow. Takes any iterator (a `Vec`, an
+    /// array): posting allocates nothing once the QP has posted a batch this large before.
+    pub fn post_recv_batch(&mut self, wrs: impl IntoIterator<Item = RecvWr>) -> Result<()> {
+        let mut staged = std::mem::take(&mut self.inner.recv_staged);
+        staged.extend(wrs);
+        let r = self.inner.post_staged_recvs(&mut staged);
+        staged.clear();
+        self.inner.recv_chain.clear();
+        self.inner.recv_staged = staged;
+        r
     }
 
     /// Posts one receive into `dst` (its handle comes back in the completion).
     pub fn post_recv(&mut self, dst: Exclusive, tag: u64) -> Result<()> {
-        self.post_recv_batch(vec![RecvWr {
+        self.post_recv_batch([RecvWr {
             dst: Some(dst),
             tag,
         }])
@@ -597,7 +668,7 @@ impl<S> QueuePair<S> {
     /// Posts one receive without a buffer: enough for an incoming WRITE_WITH_IMM (its immediate arrives in
     /// the completion, its data in the memory it addressed).
     pub fn post_recv_empty(&mut self, tag: u64) -> Result<()> {
-        self.post_recv_batch(vec![RecvWr { dst: None, tag }])
+        self.post_recv_batch([RecvWr { dst: None, tag }])
     }
 }
 
@@ -743,7 +814,7 @@ enum Op {
 #[derive(Debug)]
 pub struct SendWr {
     op: Op,
-    src: Vec<Local>,
+    src: Sources,
     dst: Option<Exclusive>,
     tag: u64,
     inline: bool,
@@ -753,7 +824,7 @@ pub struct SendWr {
 #[derive(Debug)]
 pub struct SourceWr {
     op: Op,
-    src: Vec<Local>,
+    src: Sources,
     tag: u64,
     inline: bool,
 }
@@ -767,11 +838,48 @@ pub struct ReadWr {
     tag: u64,
 }
 
+/// The source slices of a WR: the first inline, further (gathered) ones in a `Vec` that stays empty,
+/// and unallocated, for the common one-SGE request.
+#[derive(Debug, Default)]
+pub(crate) struct Sources {
+    first: Option<Local>,
+    more: Vec<Local>,
+}
+
+impl Sources {
+    fn one(l: Local) -> Sources {
+        Sources {
+            first: Some(l),
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, l: Local) {
+        if self.first.is_none() {
+            self.first = Some(l);
+        } else {
+            self.more.push(l);
+        }
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Local> {
+        self.first.iter().chain(&self.more)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.iter().map(|l| l.len() as u64).sum()
+    }
+}
+
 impl SendWr {
     fn source(op: Op, src: Local) -> SourceWr {
         SourceWr {
             op,
-            src: vec![src],
+            src: Sources::one(src),
             tag: 0,
             inline: false,
         }
@@ -798,7 +906,7 @@ impl SendWr {
     }
 
     fn src_len(&self) -> u64 {
-        self.src.iter().map(|l| l.len() as u64).sum()
+        self.src.bytes()
     }
 }
 
@@ -844,12 +952,100 @@ impl From<ReadWr> for SendWr {
     fn from(w: ReadWr) -> SendWr {
         SendWr {
             op: Op::Read(w.src),
-            src: Vec::new(),
+            src: Sources::default(),
             dst: Some(w.dst),
             tag: w.tag,
             inline: false,
         }
     }
+}
+
+/// Records `entries` (one per WR of `chain`, in order) in `cq`'s in-flight table, writing their ids
+/// into the chain, counts them on the QP's `counter`, links the chain and hands its head to `post`
+/// (`ibv_post_send` or `ibv_post_recv`). When the driver refuses WR *k*, the entries from *k* on are
+/// removed again and [`Error::Post`] says `posted: k`.
+fn record_and_post<W: RawWr>(
+    dev: &str,
+    cq: &CompletionQueue,
+    counter: &AtomicUsize,
+    chain: &mut Chain<W>,
+    entries: impl ExactSizeIterator<Item = Pending>,
+    (call, kind): (&'static str, &'static str),
+    post: impl FnOnce(*mut W, *mut *mut W) -> libc::c_int,
+) -> Result<()> {
+    let n = entries.len();
+    cq.insert_batch(dev, entries, |i, id| {
+        if let Some(r) = chain.get_mut(i) {
+            r.set_wr_id(id);
+        }
+    })?;
+    counter.fetch_add(n, Ordering::AcqRel);
+    let head = chain.link();
+    let mut bad: *mut W = ptr::null_mut();
+    let rc = post(head, &mut bad);
+    if rc != 0 {
+        let posted = chain.index_of(bad).unwrap_or(0);
+        cq.remove((posted..n).filter_map(|i| chain.get(i).map(RawWr::wr_id)));
+        let source = check_returned(call, rc)
+            .err()
+            .unwrap_or(Error::verbs(call, libc::EIO));
+        return Err(Error::Post {
+            kind,
+            posted,
+            source: Box::new(source),
+        });
+    }
+    Ok(())
+}
+
+/// Checks one send WR against the QP's limits (SGEs, remote range, inline size, 4 GiB).
+fn check_send(dev: &str, c: &QpCaps, wr: &SendWr) -> Result<()> {
+    let sges = wr.src.len() + usize::from(wr.dst.is_some());
+    Caps::limit(
+        dev,
+        "send SGEs per work request",
+        sges as u64,
+        c.max_send_sge as u64,
+    )?;
+    match &wr.op {
+        Op::Write(r) | Op::WriteImm(r, _) => {
+            if wr.src_len() > r.len {
+                return Err(Error::OutOfBounds {
+                    which: "remote",
+                    start: 0,
+                    end: wr.src_len(),
+                    len: r.len,
+                });
+            }
+        }
+        Op::Read(r) => {
+            let want = wr.dst.as_ref().map_or(0, |d| d.len as u64);
+            if want > r.len {
+                return Err(Error::OutOfBounds {
+                    which: "remote",
+                    start: 0,
+                    end: want,
+                    len: r.len,
+                });
+            }
+        }
+        Op::Send | Op::SendImm(_) => {}
+    }
+    if wr.inline {
+        Caps::limit(
+            dev,
+            "inline bytes per work request",
+            wr.src_len(),
+            c.max_inline as u64,
+        )?;
+    }
+    if wr.src_len() > u32::MAX as u64 {
+        return Err(Error::InvalidArgument(format!(
+            "work request of {} bytes exceeds 4 GiB",
+            wr.src_len()
+        )));
+    }
+    Ok(())
 }
 
 impl QueuePair<Rts> {
@@ -860,191 +1056,40 @@ impl QueuePair<Rts> {
     /// A batch that does not fit the completion queue (every QP sharing it included) is refused with
     /// [`Error::ExceedsCaps`] before anything is posted.
     ///
-    /// Takes [`SourceWr`]s, [`ReadWr`]s or, for a batch that mixes them, [`SendWr`]s.
-    pub fn post_send_batch<W: Into<SendWr>>(&mut self, wrs: Vec<W>) -> Result<()> {
-        let wrs: Vec<SendWr> = wrs.into_iter().map(Into::into).collect();
-        let inner = &self.inner;
-        let n = wrs.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let dev = inner.device();
-        let c = inner.caps;
-        let outstanding = inner.send_outstanding.load(Ordering::Acquire);
-        Caps::limit(
-            dev,
-            "outstanding send work requests (poll completions first)",
-            (outstanding + n) as u64,
-            c.max_send_wr as u64,
-        )?;
-        for wr in &wrs {
-            let sges = wr.src.len() + usize::from(wr.dst.is_some());
-            Caps::limit(
-                dev,
-                "send SGEs per work request",
-                sges as u64,
-                c.max_send_sge as u64,
-            )?;
-            match &wr.op {
-                Op::Write(r) | Op::WriteImm(r, _) => {
-                    if wr.src_len() > r.len {
-                        return Err(Error::OutOfBounds {
-                            which: "remote",
-                            start: 0,
-                            end: wr.src_len(),
-                            len: r.len,
-                        });
-                    }
-                }
-                Op::Read(r) => {
-                    let want = wr.dst.as_ref().map_or(0, |d| d.len as u64);
-                    if want > r.len {
-                        return Err(Error::OutOfBounds {
-                            which: "remote",
-                            start: 0,
-                            end: want,
-                            len: r.len,
-                        });
-                    }
-                }
-                Op::Send | Op::SendImm(_) => {}
-            }
-            if wr.inline {
-                Caps::limit(
-                    dev,
-                    "inline bytes per work request",
-                    wr.src_len(),
-                    c.max_inline as u64,
-                )?;
-            }
-            if wr.src_len() > u32::MAX as u64 {
-                return Err(Error::InvalidArgument(format!(
-                    "work request of {} bytes exceeds 4 GiB",
-                    wr.src_len()
-                )));
-            }
-        }
-        let cq = &inner.builder.send_cq;
-        let first = cq.alloc_ids(n);
-        let total_sges: usize = wrs
-            .iter()
-            .map(|w| w.src.len() + usize::from(w.dst.is_some()))
-            .sum();
-        let mut sges: Vec<sys::ibv_sge> = Vec::with_capacity(total_sges);
-        let mut counts = Vec::with_capacity(n);
-        // SAFETY: plain C struct; zero is an empty WR.
-        let mut raw: Vec<sys::ibv_send_wr> =
-            (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-        let mut pend = Vec::with_capacity(n);
-        for (i, wr) in wrs.into_iter().enumerate() {
-            let r = &mut raw[i];
-            r.wr_id = first + i as u64;
-            let mut flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
-            if wr.inline {
-                flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
-            }
-            r.send_flags = flags;
-            let (opcode, remote, imm) = match wr.op {
-                Op::Write(d) => (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE, Some(d), None),
-                Op::WriteImm(d, imm) => (
-                    sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
-                    Some(d),
-                    Some(imm),
-                ),
-                Op::Read(s) => (sys::ibv_wr_opcode::IBV_WR_RDMA_READ, Some(s), None),
-                Op::Send => (sys::ibv_wr_opcode::IBV_WR_SEND, None, None),
-                Op::SendImm(imm) => (sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM, None, Some(imm)),
-            };
-            r.opcode = opcode;
-            if let Some(rm) = remote {
-                r.wr.rdma = sys::rdma_t {
-                    remote_addr: rm.addr,
-                    rkey: rm.rkey,
-                };
-            }
-            if let Some(imm) = imm {
-                r.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-            }
-            sges.extend(wr.src.iter().map(Local::sge));
-            sges.extend(wr.dst.iter().map(Exclusive::sge));
-            counts.push(wr.src.len() + usize::from(wr.dst.is_some()));
-            pend.push((
-                first + i as u64,
-                Pending {
-                    tag: wr.tag,
-                    qpn: inner.qpn(),
-                    keep: wr
-                        .src
-                        .into_iter()
-                        .map(|l| l.mr)
-                        .collect::<Vec<Arc<MemoryRegion>>>(),
-                    give_back: wr.dst.map(|d| d.mr),
-                    outstanding: inner.send_outstanding.clone(),
-                },
-            ));
-        }
-        let mut s = 0;
-        for i in 0..n {
-            raw[i].num_sge = counts[i] as libc::c_int;
-            raw[i].sg_list = if counts[i] > 0 {
-                &mut sges[s]
-            } else {
-                ptr::null_mut()
-            };
-            s += counts[i];
-            if i + 1 < n {
-                raw[i].next = &mut raw[i + 1] as *mut _;
-            }
-        }
-        cq.insert(dev, pend)?;
-        inner.send_outstanding.fetch_add(n, Ordering::AcqRel);
-        let base = raw.as_mut_ptr();
-        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-        // SAFETY: the chain and SGE array outlive the call; the buffers are held by the CQ's table until
-        // their completions are polled; the QP is live and in RTS.
-        let rc = unsafe {
-            match (*(*inner.ptr).context).ops.post_send {
-                Some(f) => f(inner.ptr, base, &mut bad),
-                None => libc::ENOSYS,
-            }
-        };
-        if rc != 0 {
-            let posted = if bad.is_null() {
-                0
-            } else {
-                (bad as usize - base as usize) / size_of::<sys::ibv_send_wr>()
-            };
-            cq.remove((posted..n).map(|i| first + i as u64));
-            let source = check_returned("ibv_post_send", rc)
-                .err()
-                .unwrap_or(Error::verbs("ibv_post_send", libc::EIO));
-            return Err(Error::Post {
-                kind: "send",
-                posted,
-                source: Box::new(source),
-            });
-        }
-        Ok(())
+    /// Takes [`SourceWr`]s, [`ReadWr`]s or, for a batch that mixes them, [`SendWr`]s, from any iterator
+    /// (a `Vec`, an array). Posting allocates nothing once the QP has posted a batch this large before
+    /// (and a WR gathers more than one source only at the cost of that `Vec`).
+    pub fn post_send_batch<W: Into<SendWr>>(
+        &mut self,
+        wrs: impl IntoIterator<Item = W>,
+    ) -> Result<()> {
+        let mut staged = std::mem::take(&mut self.inner.send_staged);
+        staged.extend(wrs.into_iter().map(Into::into));
+        let r = self.inner.post_staged_sends(&mut staged);
+        staged.clear();
+        self.inner.send_chain.clear();
+        self.inner.send_staged = staged;
+        r
     }
 
     /// One RDMA WRITE (see [`QueuePair::post_send_batch`] for the checks).
     pub fn post_write(&mut self, src: Local, dst: RemoteBuf, tag: u64) -> Result<()> {
-        self.post_send_batch(vec![SendWr::write(src, dst).tag(tag)])
+        self.post_send_batch([SendWr::write(src, dst).tag(tag)])
     }
 
     /// One RDMA WRITE_WITH_IMM (the peer needs a posted receive).
     pub fn post_write_imm(&mut self, src: Local, dst: RemoteBuf, imm: u32, tag: u64) -> Result<()> {
-        self.post_send_batch(vec![SendWr::write_imm(src, dst, imm).tag(tag)])
+        self.post_send_batch([SendWr::write_imm(src, dst, imm).tag(tag)])
     }
 
     /// One RDMA READ into `dst` (returned in the completion).
     pub fn post_read(&mut self, dst: Exclusive, src: RemoteBuf, tag: u64) -> Result<()> {
-        self.post_send_batch(vec![SendWr::read(dst, src).tag(tag)])
+        self.post_send_batch([SendWr::read(dst, src).tag(tag)])
     }
 
     /// One SEND (the peer needs a posted receive large enough).
     pub fn post_send(&mut self, src: Local, tag: u64) -> Result<()> {
-        self.post_send_batch(vec![SendWr::send(src).tag(tag)])
+        self.post_send_batch([SendWr::send(src).tag(tag)])
     }
 }
 

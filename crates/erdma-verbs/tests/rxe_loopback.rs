@@ -18,6 +18,46 @@ use erdma_verbs::*;
 use serde::{Deserialize, Serialize};
 
 const VM: &str = "soft-RoCE VM tier: run by tests/rxe/run.sh";
+
+/// Counts this thread's allocations, for the allocation-free fast path test.
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static ALLOCS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    pub struct Counting;
+
+    // SAFETY: forwards every call to the system allocator; counting touches only a const-initialised
+    // thread-local Cell, which never allocates.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            // SAFETY: forwarded with the caller's contract.
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            // SAFETY: forwarded with the caller's contract.
+            unsafe { System.realloc(p, l, n) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: forwarded with the caller's contract.
+            unsafe { System.dealloc(p, l) }
+        }
+    }
+
+    pub fn allocations(f: impl FnOnce()) -> usize {
+        let before = ALLOCS.with(Cell::get);
+        f();
+        ALLOCS.with(Cell::get) - before
+    }
+}
+
+#[global_allocator]
+static GLOBAL: counting::Counting = counting::Counting;
 const T: Duration = Duration::from_secs(20);
 const MIB: usize = 1 << 20;
 
@@ -414,7 +454,7 @@ fn post_beyond_caps_is_rejected_before_the_driver() {
         "{e}"
     );
     // Five WRs on a 4-deep send queue: refused as a whole.
-    let five = (0..5)
+    let five: Vec<SourceWr> = (0..5)
         .map(|i| SendWr::write(src.slice(0..64).unwrap(), dst.remote()).tag(i))
         .collect();
     let e = a.post_send_batch(five).unwrap_err();
@@ -527,7 +567,7 @@ fn teardown_with_work_in_flight() {
     let (s, mut a, mut b) = local_pair(64);
     let src = MemoryRegion::new(&s.pd, MIB, Access::ALL_RDMA).unwrap();
     let dst = MemoryRegion::new(&s.pd, MIB, Access::ALL_RDMA).unwrap();
-    let wrs = (0..64)
+    let wrs: Vec<SourceWr> = (0..64)
         .map(|i| SendWr::write(src.full(), dst.remote()).tag(i))
         .collect();
     a.post_send_batch(wrs).unwrap();
@@ -630,4 +670,42 @@ fn a_batch_beyond_the_shared_cq_is_refused_before_posting() {
     c.post_send_batch(batch(left)).unwrap();
     let done = cq.poll_blocking(cap, T).unwrap();
     assert!(done.iter().all(Completion::is_ok));
+}
+
+#[test]
+#[ignore = "soft-RoCE VM tier: run by tests/rxe/run.sh"]
+fn steady_state_posting_and_polling_allocate_nothing() {
+    let (s, mut x, mut y) = local_pair(64);
+    let src = MemoryRegion::new(&s.pd, 4096, Access::LOCAL_WRITE).unwrap();
+    let dst = MemoryRegion::new(&s.pd, 4096, Access::ALL_RDMA).unwrap();
+    let remote = dst.remote().slice(0..4096).unwrap();
+    // One WRITE_WITH_IMM (x) into a posted zero-length receive (y): both completions on the one CQ.
+    let mut round = |i: u32| {
+        y.post_recv_empty(u64::from(i)).unwrap();
+        x.post_write_imm(src.slice(0..4096).unwrap(), remote, i, u64::from(i))
+            .unwrap();
+        let mut got = 0;
+        let start = std::time::Instant::now();
+        while got < 2 {
+            for c in s.cq.completions() {
+                let c = c.unwrap();
+                assert!(c.is_ok(), "{c:?}");
+                got += 1;
+            }
+            assert!(start.elapsed() < T, "completions of round {i}");
+        }
+    };
+    for i in 0..100 {
+        round(i);
+    }
+    let n = counting::allocations(|| {
+        for i in 100..1_100 {
+            round(i);
+        }
+    });
+    assert_eq!(
+        n, 0,
+        "allocations in 1,000 rounds of post_recv + post_write_imm + poll"
+    );
+    assert_eq!(s.cq.in_flight(), 0);
 }

@@ -331,7 +331,8 @@ pub(super) fn post_recvs<S>(
     Ok(())
 }
 
-/// Polls `cq` for up to [`SPIN_FOR`], then sleeps on its channel for up to [`IDLE_WAIT`].
+/// Polls `cq` for up to [`SPIN_FOR`], then sleeps on its channel for up to [`IDLE_WAIT`]. Appends
+/// to `out`, which keeps its capacity: the pollers allocate nothing per completion.
 pub(super) fn poll_some(
     cq: &CompletionQueue,
     out: &mut Vec<Completion>,
@@ -343,12 +344,8 @@ pub(super) fn poll_some(
         }
         std::hint::spin_loop();
     }
-    match cq.wait(Some(IDLE_WAIT)) {
-        Ok(v) => {
-            out.extend(v);
-            Ok(())
-        }
-        Err(erdma_verbs::Error::Timeout(..)) => Ok(()),
+    match cq.wait_into(out, Some(IDLE_WAIT)) {
+        Ok(_) | Err(erdma_verbs::Error::Timeout(..)) => Ok(()),
         Err(e) => Err(e),
     }
 }

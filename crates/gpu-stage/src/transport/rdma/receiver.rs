@@ -424,11 +424,12 @@ fn credit_loop(
         fail("credit buffers are smaller than 8 bytes".into());
         return;
     };
+    // Reused between grants: the loop allocates nothing once it held a full ring's worth.
+    let mut got = Vec::with_capacity(slots as usize);
     loop {
         if shared.stopping() {
             return;
         }
-        let mut got = Vec::new();
         let mut wait = IDLE_WAIT;
         // Take every slot that is free now (the first may wait a little).
         while (got.len() as u64) < slots {
@@ -448,7 +449,7 @@ fn credit_loop(
         }
         g += got.len() as u64;
         // Recorded before the credit goes out: the sender may write into these slots from then on.
-        shared.lock().credits.extend(got);
+        shared.lock().credits.extend(got.drain(..));
         let posted = lock_qp(qp0).post_write_imm(local.clone(), remote, encode_imm(g), CREDIT_TAG);
         if let Err(e) = posted {
             fail(format!("granting credit {g} to the {peer}: {e}"));
