@@ -198,6 +198,41 @@ fn a_dry_run_stopped_by_a_script_error_writes_a_plan_that_refuses_to_run() {
 }
 
 #[test]
+fn a_workflow_reads_its_folder_and_the_files_named_on_the_command_line_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let wf_dir = dir.path().join("wf");
+    std::fs::create_dir(&wf_dir).unwrap();
+    std::fs::write(wf_dir.join("beside.txt"), "beside").unwrap();
+    let input = dir.path().join("input.txt");
+    std::fs::write(&input, "input").unwrap();
+    let wf = wf_dir.join("r.rhai");
+    std::fs::write(
+        &wf,
+        "let a = fs::read(\"beside.txt\");\nlet b = fs::read(params::get(\"input\", \"/etc/passwd\"));\nreport::info(\"read\", a + \" \" + b);\n",
+    )
+    .unwrap();
+    rdmakit()
+        .args(["run", "--dry-run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&wf)
+        .arg("--set")
+        .arg(format!("input={}", input.display()))
+        .assert()
+        .success();
+    let report = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    assert!(report.contains("beside input"), "{report}");
+    rdmakit()
+        .args(["run", "--dry-run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&wf)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "fs::read: \"/etc/passwd\" is outside what a workflow may read",
+        ));
+}
+
+#[test]
 fn unknown_workflow_is_an_input_error() {
     rdmakit()
         .args(["run", "nope.rhai", "--dry-run"])

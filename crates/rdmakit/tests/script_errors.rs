@@ -289,3 +289,104 @@ fn cluster_errors_are_told_apart_by_type_not_by_a_message_prefix() {
         .expect("rethrown");
     assert!(e.cluster, "{e:?}");
 }
+
+fn run_reading(
+    script: &str,
+    cfg: impl FnOnce(&mut rdmakit::host::HostConfig),
+) -> rdmakit::host::RunOutcome {
+    let out = tempfile::tempdir().unwrap();
+    let dry = std::sync::Arc::new(rdmakit::exec::dry::DryRunExecutor::new(
+        "t.rhai", None, None,
+    ));
+    let mut config = rdmakit::host::HostConfig::new(out.path());
+    cfg(&mut config);
+    let host = rdmakit::host::Host::new(dry, config, rdmakit::cancel::Cancel::new(), "t.rhai");
+    host.run("t.rhai", script)
+}
+
+#[test]
+fn fs_read_is_confined_to_the_out_dir_the_workflow_folder_and_named_files() {
+    let wf = tempfile::tempdir().unwrap();
+    std::fs::write(wf.path().join("data.txt"), "from the workflow folder").unwrap();
+    let named = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(named.path(), "named on the command line").unwrap();
+    let elsewhere = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(elsewhere.path(), "not yours").unwrap();
+    let (wf_dir, named_path) = (wf.path().to_owned(), named.path().to_owned());
+    let allow = move |c: &mut rdmakit::host::HostConfig| {
+        c.read_dirs = vec![wf_dir.clone()];
+        c.read_files = vec![named_path.clone()];
+    };
+
+    // Allowed: a file the run wrote, one in the workflow's folder (relative or absolute), a named file.
+    let script = format!(
+        "fs::write(\"own.txt\", \"own\");\n\
+         if fs::read(\"own.txt\") != \"own\" {{ throw \"own\"; }}\n\
+         if fs::read(\"data.txt\") != \"from the workflow folder\" {{ throw \"rel\"; }}\n\
+         if fs::read({:?}) != \"from the workflow folder\" {{ throw \"abs\"; }}\n\
+         if fs::read({:?}) != \"named on the command line\" {{ throw \"named\"; }}\n",
+        wf.path().join("data.txt").display().to_string(),
+        named.path().display().to_string(),
+    );
+    let o = run_reading(&script, allow.clone());
+    assert!(o.error.is_none(), "{:?}", o.error);
+
+    // Refused, naming the path and what is allowed: /etc/passwd, another file, `..` out of the out dir,
+    // a symlink in the out dir that points outside, and the other readers (cp, apply, exists).
+    let outside = elsewhere.path().display().to_string();
+    for (script, path) in [
+        (
+            "fs::read(\"/etc/passwd\");".to_owned(),
+            "/etc/passwd".to_owned(),
+        ),
+        (format!("fs::read({outside:?});"), outside.clone()),
+        (
+            "fs::read(\"../../../../../../etc/passwd\");".to_owned(),
+            "../../../../../../etc/passwd".to_owned(),
+        ),
+        (
+            format!("kube::cp({outside:?}, \"pod\", \"/tmp/x\");"),
+            outside.clone(),
+        ),
+        (
+            "kube::apply(\"/etc/passwd\");".to_owned(),
+            "/etc/passwd".to_owned(),
+        ),
+        (
+            "fs::exists(\"/etc/passwd\");".to_owned(),
+            "/etc/passwd".to_owned(),
+        ),
+    ] {
+        let e = run_reading(&script, allow.clone()).error.expect("refused");
+        assert!(
+            e.message
+                .contains(&format!("{path:?} is outside what a workflow may read")),
+            "{script}: {}",
+            e.message
+        );
+        assert!(e.message.contains("the out dir ("), "{}", e.message);
+        assert!(
+            e.message.contains(&wf.path().display().to_string()),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("--set KEY=PATH"), "{}", e.message);
+        assert!(!e.cluster);
+    }
+    let out = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", out.path().join("link")).unwrap();
+    let dry = std::sync::Arc::new(rdmakit::exec::dry::DryRunExecutor::new(
+        "t.rhai", None, None,
+    ));
+    let host = rdmakit::host::Host::new(
+        dry,
+        rdmakit::host::HostConfig::new(out.path()),
+        rdmakit::cancel::Cancel::new(),
+        "t.rhai",
+    );
+    let e = host
+        .run("t.rhai", "fs::read(\"link\");")
+        .error
+        .expect("refused");
+    assert!(e.message.contains("\"link\" is outside"), "{}", e.message);
+}

@@ -35,6 +35,9 @@ Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/
 OUT/.rdmakit-files lists what the run wrote; the next run in OUT removes those files first (unless changed
 since) and never others, and lints, validates and applies only the files it wrote itself.
 
+A workflow reads (fs::read, kube::cp, kube::apply...) only the out dir, its own folder, its library and
+vendor folders, and files named on the command line (--set KEY=PATH); other paths are refused (exit 2).
+
 --set KEY must be a render value (rdmakit render --help), `keep`, or a parameter the workflow reads with
 params::get(\"KEY\", ...) in its own text or a module it imports (comments do not count). Any other key is
 an error (exit 2) before anything runs, naming the nearest known key. A workflow that computes the key it
@@ -86,7 +89,16 @@ fn load(workflow: &str) -> Result<Loaded, Failure> {
             name,
             source,
             display: workflow.to_owned(),
-            dir: path.parent().map(Path::to_owned),
+            dir: path
+                .parent()
+                .map(|d| {
+                    if d.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        d
+                    }
+                })
+                .map(Path::to_owned),
         });
     }
     match rdmakit::workflows::builtin(workflow) {
@@ -134,6 +146,16 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
             config.vendor_dirs.push(vendors);
         }
     }
+    // What the script may read: the out dir, the workflow's folder and libraries, files named by --set.
+    config.read_dirs = wf.dir.iter().cloned().collect();
+    config.read_dirs.extend(config.lib_dirs.iter().cloned());
+    config.read_dirs.extend(config.vendor_dirs.iter().cloned());
+    config.read_files = args
+        .set
+        .iter()
+        .map(|(_, v)| PathBuf::from(v))
+        .filter(|p| p.is_file())
+        .collect();
     let uses = ParamUse::scan(&wf.source, &config.lib_dirs);
     let unknown = uses.unknown(config.params.keys());
     if !uses.dynamic && !unknown.is_empty() {

@@ -259,7 +259,7 @@ fn validate_module(ctx: &Arc<Ctx>) -> Module {
     // bundle(dir) -> violations; records "bundle: schema validation" (local files, no cluster involved).
     let c = ctx.clone();
     regp!(&mut m, "bundle", move |dir: &str| -> RResult<Dynamic> {
-        let path = c.resolve_path(dir);
+        let path = c.resolve_path(dir, "validate::bundle")?;
         let docs = run_docs(&c, &path).map_err(runtime_error)?;
         let violations = k8s_render::validate::validate(&docs, &k8s_render::validate::ValidateOptions::default());
         let errors: Vec<String> = violations
@@ -292,7 +292,7 @@ fn lint_module(ctx: &Arc<Ctx>) -> Module {
         };
         let nodes = super::convert::opt_int(&opts, "nodes")?.map(|n| n.clamp(0, i64::from(u32::MAX)) as u32);
         let benchmark = super::convert::opt_bool(&opts, "benchmark")?.unwrap_or(false);
-        let path = c.resolve_path(dir);
+        let path = c.resolve_path(dir, "lint::bundle")?;
         let docs = run_docs(&c, &path).map_err(runtime_error)?;
         let findings = k8s_render::lint::lint(&docs, &lint_options(profile.as_ref(), nodes, benchmark));
         let mut r = c.report();

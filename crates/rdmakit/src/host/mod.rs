@@ -97,6 +97,11 @@ pub struct HostConfig {
     pub vendor_dirs: Vec<PathBuf>,
     /// Send the script's `print` to stderr, keeping stdout for data (`--json`).
     pub print_to_stderr: bool,
+    /// Folders a script may read besides the out dir (`fs::read`, `kube::cp`, `kube::apply`...): the
+    /// workflow's own folder and its library folders.
+    pub read_dirs: Vec<PathBuf>,
+    /// Single files a script may read: the ones named on the command line (`--set KEY=PATH`).
+    pub read_files: Vec<PathBuf>,
 }
 
 impl HostConfig {
@@ -110,6 +115,8 @@ impl HostConfig {
             limits: Limits::default(),
             vendor_dirs: Vec::new(),
             print_to_stderr: false,
+            read_dirs: Vec::new(),
+            read_files: Vec::new(),
         }
     }
 }
@@ -189,19 +196,78 @@ impl Ctx {
         Ok(own)
     }
 
-    /// Resolves a script-supplied path: relative paths are looked up in the out dir first, then the CWD.
-    pub(crate) fn resolve_path(&self, p: &str) -> PathBuf {
+    /// Resolves a path a script reads (`fs::read`, `kube::cp`, `kube::apply`, `lint::bundle`...): a relative
+    /// path is looked up in the out dir, then the readable folders, then the working directory. What a
+    /// script may read is confined to the out dir, [`HostConfig::read_dirs`] (the workflow's folder, its
+    /// libraries) and [`HostConfig::read_files`] (files named on the command line), symlinks resolved; any
+    /// other path is refused, naming what is allowed. `what` names the caller in the error.
+    pub(crate) fn resolve_path(&self, p: &str, what: &str) -> Result<PathBuf, Box<EvalAltResult>> {
         let path = Path::new(p);
-        if path.is_absolute() {
-            return path.to_owned();
-        }
-        let in_out = self.config.out_dir.join(path);
-        if in_out.exists() {
-            in_out
-        } else {
+        let resolved = if path.is_absolute() {
             path.to_owned()
+        } else {
+            std::iter::once(&self.config.out_dir)
+                .chain(&self.config.read_dirs)
+                .map(|d| d.join(path))
+                .chain(std::iter::once(path.to_owned()))
+                .find(|c| c.exists())
+                // Found nowhere: the out dir's path, so the caller reports it missing there.
+                .unwrap_or_else(|| self.config.out_dir.join(path))
+        };
+        let real = |q: &Path| q.canonicalize().unwrap_or_else(|_| lexical(q));
+        let target = real(&resolved);
+        let allowed = std::iter::once(&self.config.out_dir)
+            .chain(&self.config.read_dirs)
+            .any(|d| target.starts_with(real(d)))
+            || self.config.read_files.iter().any(|f| real(f) == target);
+        if allowed {
+            return Ok(resolved);
+        }
+        let mut places = vec![format!("the out dir ({})", self.config.out_dir.display())];
+        places.extend(
+            self.config
+                .read_dirs
+                .iter()
+                .map(|d| format!("{}/", d.display())),
+        );
+        if !self.config.read_files.is_empty() {
+            places.push(format!(
+                "the files named on the command line ({})",
+                self.config
+                    .read_files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Err(runtime_error(format!(
+            "{what}: {p:?} is outside what a workflow may read: {} (name the file on the command line with \
+             --set KEY=PATH, or copy it into one of these)",
+            places.join(", ")
+        )))
+    }
+}
+
+/// `path` made absolute against the working directory with `.` and `..` folded (for paths that do not
+/// exist, which cannot be canonicalized).
+fn lexical(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
         }
     }
+    out
 }
 
 /// A script failure, located.

@@ -41,8 +41,8 @@ pub(crate) fn register(engine: &mut Engine, ctx: &Arc<Ctx>) {
     engine.register_static_module("shell", shell_module(ctx).into());
 }
 
-fn manifests_for(ctx: &Ctx, path: &str) -> RResult<Vec<Manifest>> {
-    let p = ctx.resolve_path(path);
+fn manifests_for(ctx: &Ctx, path: &str, what: &str) -> RResult<Vec<Manifest>> {
+    let p = ctx.resolve_path(path, what)?;
     let files = ctx.yaml_files(&p).map_err(exec_err)?;
     files
         .iter()
@@ -155,7 +155,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         check_keys("kube::apply", &opts, &["timeout"])?;
         let t = opt_timeout(&opts, 120)?;
         let mut out = Array::new();
-        for m in manifests_for(&c, path)? {
+        for m in manifests_for(&c, path, "kube::apply")? {
             let refs = c.exec.apply(&m, t);
             // A partly applied manifest is recorded too: its cleanup deletes what did land.
             c.ledger.applied(&m);
@@ -173,7 +173,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         let t = opt_timeout(&opts, 120)?;
         let mut out = Array::new();
         // Delete files in reverse order: workloads before the things they use.
-        for m in manifests_for(&c, path)?.iter().rev() {
+        for m in manifests_for(&c, path, "kube::delete")?.iter().rev() {
             out.extend(refs_to_array(c.exec.delete(m, t).map_err(exec_err)?));
             c.ledger.deleted(m);
         }
@@ -271,7 +271,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
     let c = ctx.clone();
     let cp = move |local: &str, pod: &str, remote: &str, opts: Map| -> RResult<()> {
         check_keys("kube::cp", &opts, &["container", "timeout", "namespace"])?;
-        let path = c.resolve_path(local);
+        let path = c.resolve_path(local, "kube::cp")?;
         if !path.is_file() {
             return Err(runtime_error(format!("kube::cp: {local}: no such file")));
         }
@@ -783,13 +783,13 @@ fn fs_module(ctx: &Arc<Ctx>) -> Module {
     }, rel: &str, text: &str);
     let c = ctx.clone();
     regp!(&mut m, "read", move |path: &str| -> RResult<String> {
-        let p = c.resolve_path(path);
+        let p = c.resolve_path(path, "fs::read")?;
         std::fs::read_to_string(&p).map_err(|e| runtime_error(format!("{}: {e}", p.display())))
     }, path: &str);
     let c = ctx.clone();
-    reg!(&mut m, "exists", move |path: &str| c
-        .resolve_path(path)
-        .exists());
+    regp!(&mut m, "exists", move |path: &str| -> RResult<bool> {
+        Ok(c.resolve_path(path, "fs::exists")?.exists())
+    }, path: &str);
     let c = ctx.clone();
     reg!(&mut m, "out_dir", move || c
         .config
