@@ -1,5 +1,9 @@
 //! Workflows shipped with rdmakit (`scripts/workflows/`), embedded so `rdmakit run NAME` works anywhere.
 
+/// How errors name the text of a built-in workflow or library module (`<built-in>/vke-ib-pod.rhai:40:22`,
+/// `<built-in>/lib/verify.rhai:12:5`): not a local path, which may hold other text or none.
+pub const BUILTIN_PREFIX: &str = "<built-in>";
+
 /// `(name, source)` of every built-in workflow.
 pub const BUILTIN: &[(&str, &str)] = &[
     (

@@ -233,6 +233,46 @@ fn a_workflow_reads_its_folder_and_the_files_named_on_the_command_line_only() {
 }
 
 #[test]
+fn a_built_in_workflow_error_cites_the_built_in_text_not_a_local_path() {
+    // Run from a folder whose scripts/workflows/ holds other text: the error must not point there.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("scripts/workflows")).unwrap();
+    std::fs::write(
+        dir.path().join("scripts/workflows/vke-ib-pod.rhai"),
+        "// mine\n",
+    )
+    .unwrap();
+    let o = Command::cargo_bin("rdmakit")
+        .unwrap()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "vke-ib-pod",
+            "--dry-run",
+            "--out",
+            "out",
+            "--set",
+            "profile=nope",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let at = stderr.find("<built-in>/vke-ib-pod.rhai:").expect(&stderr);
+    let pos: Vec<&str> = stderr[at + "<built-in>/vke-ib-pod.rhai:".len()..]
+        .split(':')
+        .take(2)
+        .collect();
+    assert!(
+        pos.iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("unknown profile `nope`"), "{stderr}");
+    assert!(!stderr.contains("scripts/workflows"), "{stderr}");
+}
+
+#[test]
 fn unknown_workflow_is_an_input_error() {
     rdmakit()
         .args(["run", "nope.rhai", "--dry-run"])

@@ -105,7 +105,8 @@ fn load(workflow: &str) -> Result<Loaded, Failure> {
         Some(source) => {
             let name = workflow.trim_end_matches(".rhai").to_owned();
             Ok(Loaded {
-                display: format!("scripts/workflows/{name}.rhai"),
+                // Not a local path: the text is the binary's, and a file there may hold other text.
+                display: format!("{}/{name}.rhai", rdmakit::workflows::BUILTIN_PREFIX),
                 name,
                 source: source.to_owned(),
                 dir: None,

@@ -43,7 +43,10 @@ impl LibResolver {
                 Ok((p.display().to_string(), text))
             }
             None => match EMBEDDED_LIBS.iter().find(|(n, _)| *n == bare) {
-                Some((n, text)) => Ok((format!("scripts/lib/{n}.rhai"), (*text).to_owned())),
+                Some((n, text)) => Ok((
+                    format!("{}/lib/{n}.rhai", crate::workflows::BUILTIN_PREFIX),
+                    (*text).to_owned(),
+                )),
                 None => Err(EvalAltResult::ErrorModuleNotFound(path.to_owned(), pos).into()),
             },
         }
@@ -75,5 +78,25 @@ impl ModuleResolver for LibResolver {
         pos: Position,
     ) -> Result<Shared<Module>, Box<EvalAltResult>> {
         self.load(engine, path, pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_modules_are_named_as_built_in_text() {
+        let r = LibResolver::default();
+        let (name, text) = r.source("verify", Position::NONE).unwrap();
+        assert_eq!(name, "<built-in>/lib/verify.rhai");
+        assert!(!text.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("verify.rhai"), "fn x() { 1 }").unwrap();
+        let r = LibResolver {
+            dirs: vec![dir.path().to_owned()],
+        };
+        let (name, _) = r.source("verify", Position::NONE).unwrap();
+        assert_eq!(name, dir.path().join("verify.rhai").display().to_string());
     }
 }
