@@ -1,16 +1,9 @@
 //! Every built-in profile (loaded from its Rhai script through `rdmakit::profiles`) × every system:
 //! one snapshot each, plus properties that must hold for all of them.
 
-use k8s_render::{Bundle, FileKind, RenderError, System, Values, render, render_all};
+use k8s_render::{FileKind, RenderError, System, Values, render, render_all};
 use rdmakit::profiles::{builtin_names, load_builtin};
-
-fn listing(b: &Bundle) -> String {
-    let mut out = String::new();
-    for f in b.files() {
-        out.push_str(&format!("==> {} <==\n{}", f.path, f.contents));
-    }
-    out
-}
+use rdmakit_tests::bundle_listing as listing;
 
 #[test]
 fn snapshot_every_profile_and_system() {

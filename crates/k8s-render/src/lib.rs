@@ -25,7 +25,8 @@
 //!     gpu_resource: "nvidia.com/gpu".into(),
 //!     pod: PodSettings { capabilities: vec!["IPC_LOCK".into()], ..PodSettings::default() },
 //!     nccl: NcclSettings {
-//!         ib_hca: "mlx5".into(),
+//!         transport: Default::default(),
+//!         ib_hca: Some("mlx5".into()),
 //!         socket_ifname: Some("eth0".into()),
 //!         gid_index: Some(3),
 //!         extra_env: BTreeMap::new(),
@@ -41,6 +42,7 @@
 //!     userspace: Default::default(),
 //!     devices: DeviceSpec {
 //!         name_pattern: "mlx5_*".into(),
+//!         driver: Some("mlx5_ib".into()),
 //!         tx_counter: "ports/1/counters/port_xmit_data".into(),
 //!         rx_counter: None,
 //!         counter_multiplier: 4,
@@ -48,6 +50,7 @@
 //!     storage_class: None,
 //!     notes: vec![],
 //!     values: BTreeMap::new(),
+//!     instance_types: BTreeMap::new(),
 //! };
 //! let mut values = Values::default();
 //! values.set("worker_replicas", "4")?;
@@ -76,7 +79,7 @@ pub mod values;
 pub mod yaml;
 
 pub use bundle::{Bundle, BundleError, BundleFile, FileKind};
-pub use profile::{Profile, ProfileInvalid, RdmaAttachment};
+pub use profile::{ExpectationFacts, Profile, ProfileInvalid, RdmaAttachment};
 pub use render::{RenderError, render, render_all, render_systems};
 pub use system::{System, UnknownSystem};
 pub use values::{Values, ValuesError};

@@ -58,6 +58,37 @@ pub struct LintOptions {
     /// The profile's `NCCL_IB_GID_INDEX`; enables `nccl-gid-index-mismatch`.
     #[serde(default)]
     pub gid_index: Option<u32>,
+    /// The profile reaches the fabric through a net plugin or sockets, not NCCL's IB verbs
+    /// transport: the `NCCL_IB_HCA` rules do not apply.
+    #[serde(default)]
+    pub not_ib_verbs: bool,
+    /// The profile's net plugin; enables the `nccl-plugin-*` rules.
+    #[serde(default)]
+    pub plugin: Option<PluginLint>,
+}
+
+/// What the plugin rules check: the library a Dockerfile must install, the environment NCCL
+/// containers must carry, and the versions known to fail.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PluginLint {
+    /// Plugin name (`aws-ofi-nccl`).
+    pub name: String,
+    /// Library file (`libnccl-net-ofi.so`).
+    pub library: String,
+    /// Directory of the library in the container.
+    pub library_dir: String,
+    /// The image installs the plugin (Dockerfile rule); false: the node provides it.
+    pub in_image: bool,
+    /// Variables every NCCL container needs, with the profile's values (`FI_PROVIDER=efa`).
+    pub required_env: Vec<(String, String)>,
+    /// Versions known to fail.
+    pub known_bad: Vec<String>,
+    /// Why they fail.
+    pub bad_reason: Option<String>,
+    /// Versions known to work.
+    pub known_good: Vec<String>,
+    /// Text after which a version follows (`AWS_OFI_NCCL_VERSION`); the name is always one.
+    pub version_markers: Vec<String>,
 }
 
 impl LintOptions {
@@ -81,6 +112,22 @@ impl LintOptions {
                 .as_ref()
                 .map(|a| a.repo.clone()),
             gid_index: profile.nccl.gid_index,
+            not_ib_verbs: !profile.uses_ib_verbs(),
+            plugin: profile.net_plugin().map(|p| PluginLint {
+                name: p.name.clone(),
+                library: p.library.clone(),
+                library_dir: p.library_dir.clone(),
+                in_image: p.source == crate::profile::PluginSource::Image,
+                required_env: p
+                    .required_env
+                    .iter()
+                    .map(|k| (k.clone(), p.env.get(k).cloned().unwrap_or_default()))
+                    .collect(),
+                known_bad: p.known_bad.clone(),
+                bad_reason: p.bad_reason.clone(),
+                known_good: p.known_good.clone(),
+                version_markers: p.version_markers.clone(),
+            }),
         }
     }
 }
@@ -222,7 +269,7 @@ fn shell_env_re() -> Option<&'static Regex> {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r#"(?:^|[\s;'"(])(-x\s+)?((?:NCCL|UCX)_[A-Z0-9_]+)=("[^"]*"|'[^']*'|[^\s;&|'"\\)]*)"#,
+            r#"(?:^|[\s;'"(])(-x\s+)?((?:NCCL|UCX|FI|OFI_NCCL)_[A-Z0-9_]+|LD_LIBRARY_PATH)=("[^"]*"|'[^']*'|[^\s;&|'"\\)]*)"#,
         )
         .ok()
     })
@@ -865,7 +912,9 @@ fn lint_nccl_env(
                 "request the profile's RDMA resource in resources.limits (e.g. aliyun/erdma: 1, rdma/rdma_shared_device_a: 1, vke.volcengine.com/infiniband-rdma: 1) or add a DRA resourceClaim",
             );
         }
-        if let (Some(pattern), Some(v)) = (options.device_pattern.as_deref(), hca.value.as_deref())
+        if !options.not_ib_verbs
+            && let (Some(pattern), Some(v)) =
+                (options.device_pattern.as_deref(), hca.value.as_deref())
             && let Some(bad) = hca_mismatch(v, pattern)
         {
             cx.hit(
@@ -878,7 +927,10 @@ fn lint_nccl_env(
                 ),
             );
         }
-        if c.env_value("NCCL_SOCKET_IFNAME").is_none() && pod.flag("hostNetwork") {
+        if !options.not_ib_verbs
+            && c.env_value("NCCL_SOCKET_IFNAME").is_none()
+            && pod.flag("hostNetwork")
+        {
             cx.hit(
                 SOCKET_IFNAME,
                 hca.path.clone(),
@@ -887,6 +939,7 @@ fn lint_nccl_env(
             );
         }
     }
+    lint_plugin_env(cx, c, role, pod_rdma);
     if let Some(e) = c.env_value("NCCL_SHM_DISABLE")
         && is_on(e.value.as_deref())
         && !options.benchmark
@@ -987,6 +1040,91 @@ fn lint_nccl_env(
             e.path.clone(),
             format!("container {:?} ({role}) configures UCX ({}) on eRDMA", c.name, e.name),
             "stock UCX cannot use eRDMA (no UD, no SRQ); use NCCL, or a UCX rebuilt with the eRDMA patch",
+        );
+    }
+}
+
+/// The plugin's required environment on an RDMA container that runs NCCL, and `NCCL_NET`
+/// forcing sockets where the profile's plugin should carry the traffic.
+fn lint_plugin_env(cx: &mut Ctx<'_>, c: &Container<'_>, role: &str, pod_rdma: bool) {
+    let Some(plugin) = cx.options.plugin.as_ref() else {
+        return;
+    };
+    // Only containers that run NCCL on the fabric: an RDMA device and NCCL settings.
+    if !(pod_rdma && c.has_nccl_env()) {
+        return;
+    }
+    for (key, want) in &plugin.required_env {
+        match c.env_value(key) {
+            None => cx.hit(
+                PLUGIN_ENV,
+                c.path.key("env"),
+                format!(
+                    "container {:?} ({role}) runs NCCL with the {} plugin but does not set {key}",
+                    c.name, plugin.name
+                ),
+                format!("add `{{name: {key}, value: \"{want}\"}}` to the container's env (or `-x {key}={want}` to mpirun)"),
+            ),
+            Some(e) if e.value.as_deref().is_some_and(|v| !want.is_empty() && v.trim() != want) => {
+                let got = e.value.clone().unwrap_or_default();
+                cx.hit(
+                    PLUGIN_ENV,
+                    e.path.clone(),
+                    format!(
+                        "container {:?} ({role}) sets {key}={got}{}, the {} plugin needs {key}={want}",
+                        c.name,
+                        origin(e),
+                        plugin.name
+                    ),
+                    format!("set {key}={want}"),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    if !plugin.in_image {
+        let dir = plugin.library_dir.trim_end_matches('/');
+        let mounted = c.mounts().iter().any(|(p, _)| {
+            let p = p.trim_end_matches('/');
+            dir == p || dir.starts_with(&format!("{p}/"))
+        });
+        if !mounted {
+            cx.hit(
+                PLUGIN_HOST_MOUNT,
+                c.path.key("volumeMounts"),
+                format!(
+                    "container {:?} ({role}) runs NCCL with the {} plugin but mounts nothing at {}",
+                    c.name, plugin.name, plugin.library_dir
+                ),
+                format!(
+                    "mount the node's plugin directory (a hostPath volume) at {} or above it, as the profile's pod.host_paths do",
+                    plugin.library_dir
+                ),
+            );
+        }
+    }
+    if let Some(e) = c.env_value("NCCL_NET")
+        && e.value
+            .as_deref()
+            .map(str::trim)
+            .is_some_and(|v| v.eq_ignore_ascii_case("socket"))
+    {
+        let severity = if cx.options.benchmark {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
+        cx.emit(
+            PLUGIN_SOCKETS,
+            severity,
+            e.path.clone(),
+            format!(
+                "container {:?} ({role}) sets NCCL_NET=Socket{}: the {} plugin is not used",
+                c.name,
+                origin(e),
+                plugin.name
+            ),
+            "remove NCCL_NET=Socket (keep it only for a deliberate TCP comparison run)",
         );
     }
 }
@@ -1174,9 +1312,13 @@ fn lint_strings(cx: &mut Ctx<'_>, erdma: bool) {
     collect(&cx.doc.value, FieldPath::root(), &mut strings);
     let has_good_pin = strings.iter().any(|(_, s)| good_nccl_pin(s));
     for (path, s) in strings {
-        for ((rule, severity, message, fix), _) in
-            text_rules(s, erdma, other_vendor(cx.options), has_good_pin)
-        {
+        for ((rule, severity, message, fix), _) in text_rules(
+            s,
+            erdma,
+            other_vendor(cx.options),
+            has_good_pin,
+            cx.options.plugin.as_ref(),
+        ) {
             cx.emit(rule, severity, path.clone(), message, fix);
         }
     }

@@ -2,8 +2,8 @@
 //! packages the profile needs, and the vendor APT source they must come from.
 
 use super::{
-    DOCKERFILE_APT_SOURCE, DOCKERFILE_USERSPACE, Finding, LintOptions, Severity, TORCH_NCCL,
-    good_nccl_pin, other_vendor, sort, text_rules,
+    DOCKERFILE_APT_SOURCE, DOCKERFILE_USERSPACE, Finding, LintOptions, PLUGIN_MISSING, Severity,
+    TORCH_NCCL, good_nccl_pin, other_vendor, sort, text_rules,
 };
 use crate::manifest::FieldPath;
 
@@ -151,9 +151,13 @@ pub fn lint_dockerfile(source: &str, text: &str, options: &LintOptions) -> Vec<F
         .join("\n");
     let has_good_pin = good_nccl_pin(&code);
     let ins = instructions(text);
-    for ((rule, severity, message, fix), at) in
-        text_rules(&code, erdma, other_vendor(options), has_good_pin)
-    {
+    for ((rule, severity, message, fix), at) in text_rules(
+        &code,
+        erdma,
+        other_vendor(options),
+        has_good_pin,
+        options.plugin.as_ref(),
+    ) {
         let line = code[..at].matches('\n').count() as u64 + 1;
         let keyword = ins
             .iter()
@@ -185,7 +189,38 @@ pub fn lint_dockerfile(source: &str, text: &str, options: &LintOptions) -> Vec<F
             ));
         }
     }
-    let required: Vec<String> = if options.userspace_packages.is_empty() {
+    let from_line = ins
+        .iter()
+        .find(|i| i.keyword == "FROM")
+        .map_or(1, |i| i.line);
+    if let Some(p) = options.plugin.as_ref().filter(|p| p.in_image) {
+        let lower = code.to_ascii_lowercase();
+        if !lower.contains(&p.name.to_ascii_lowercase())
+            && !lower.contains(&p.library.to_ascii_lowercase())
+        {
+            out.push(finding(
+                PLUGIN_MISSING,
+                Severity::Error,
+                "FROM",
+                from_line,
+                format!(
+                    "never installs the {} plugin ({} in {})",
+                    p.name, p.library, p.library_dir
+                ),
+                format!(
+                    "add the plugin's install steps and `ENV LD_LIBRARY_PATH={}:$LD_LIBRARY_PATH` (`rdmakit render image --profile <profile>` writes them)",
+                    p.library_dir
+                ),
+            ));
+        }
+    }
+    // A plugin installer that brings its own rdma-core (the EFA installer) replaces the
+    // distribution's packages; with no packages named, there is nothing to require.
+    let plugin_userspace = options.plugin.as_ref().is_some_and(|p| p.in_image)
+        && options.userspace_packages.is_empty();
+    let required: Vec<String> = if plugin_userspace {
+        Vec::new()
+    } else if options.userspace_packages.is_empty() {
         DEFAULT_USERSPACE.iter().map(|p| (*p).to_owned()).collect()
     } else {
         options.userspace_packages.clone()
@@ -203,7 +238,7 @@ pub fn lint_dockerfile(source: &str, text: &str, options: &LintOptions) -> Vec<F
         .map(String::as_str)
         .filter(|p| !has(p))
         .collect();
-    if !missing.is_empty() {
+    if !required.is_empty() && !missing.is_empty() {
         let line = ins
             .iter()
             .find(|i| i.keyword == "FROM")

@@ -101,6 +101,21 @@ rules! {
     RDT_DRIVER_GET = "rdt-ray-get-copies-through-object-store", Warning,
         "ray.get on the result of an RDT (tensor_transport) method",
         "ray.get of an RDT reference in the driver or a non-GPU process falls back to the object store: the tensor is copied to host memory and serialised, which is the path RDT exists to avoid; pass the reference to the receiving actor instead.";
+    PLUGIN_MISSING = "nccl-plugin-missing-from-image", Error,
+        "Dockerfile does not install the profile's NCCL net plugin",
+        "On a fabric NCCL reaches through a net plugin (aws-ofi-nccl on EFA), NCCL looks for libnccl-net*.so at start-up; when the image lacks it NCCL prints 'NET/Plugin: Could not find' and silently runs over TCP sockets at a fraction of the bandwidth, with no error.";
+    PLUGIN_ENV = "nccl-plugin-env-missing", Error,
+        "NCCL container without the environment the profile's net plugin needs",
+        "The net plugin reads its provider settings from the environment (aws-ofi-nccl: FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1); without them libfabric may pick another provider (tcp, sockets) or GPUDirect stays off, and NCCL runs far below the fabric's rate.";
+    PLUGIN_BAD = "nccl-plugin-known-bad-version", Error,
+        "NCCL net plugin version known to fail pinned",
+        "Some plugin releases crash or lose bandwidth with the drivers and installers of their time (aws-ofi-nccl 1.12.0-aws with EFA installer 1.35.0 and later); the profile lists them with the reason and the versions known to work.";
+    PLUGIN_SOCKETS = "nccl-net-socket-with-plugin", Error,
+        "NCCL_NET=Socket on a profile whose traffic goes through a net plugin",
+        "NCCL_NET=Socket makes NCCL skip the plugin and move every byte over TCP; the job succeeds, the fabric's counters stay flat and the bandwidth is a fraction of the expected.";
+    PLUGIN_HOST_MOUNT = "nccl-plugin-host-mount-missing", Error,
+        "NCCL pod without the hostPath mount that brings the node's net plugin in",
+        "Where a node installer puts the plugin on the node (GKE's nccl-rdma-installer: /home/kubernetes/bin/gib), pods see it only through a hostPath mount; without it NCCL finds no plugin and falls back to sockets.";
     SOCKET_IFNAME = "nccl-socket-ifname-unset", Info,
         "NCCL over RDMA without NCCL_SOCKET_IFNAME",
         "NCCL bootstraps and falls back over a TCP interface it picks itself; on hosts with several interfaces (docker0, lo, secondary NICs) it can pick one the peer cannot reach.";

@@ -19,9 +19,13 @@ pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding
         .as_deref()
         .is_some_and(|p| p.contains("erdma"));
     let has_good_pin = good_nccl_pin(text);
-    for ((rule, severity, message, fix), at) in
-        text_rules(text, erdma, other_vendor(options), has_good_pin)
-    {
+    for ((rule, severity, message, fix), at) in text_rules(
+        text,
+        erdma,
+        other_vendor(options),
+        has_good_pin,
+        options.plugin.as_ref(),
+    ) {
         let line = text[..at].matches('\n').count() as u64 + 1;
         out.push(Finding {
             rule: rule.id,
@@ -81,6 +85,7 @@ pub(super) fn text_rules(
     erdma: bool,
     other_vendor: bool,
     has_good_pin: bool,
+    plugin: Option<&PluginLint>,
 ) -> Vec<(TextHit, usize)> {
     let pin_severity = if other_vendor && !erdma {
         Severity::Warning
@@ -88,6 +93,9 @@ pub(super) fn text_rules(
         Severity::Error
     };
     let mut hits = Vec::new();
+    if let Some(p) = plugin {
+        hits.extend(plugin_version_hits(text, p));
+    }
     if let Some(re) = bad_nccl_re() {
         for c in re.captures_iter(text) {
             let version = c.get(2).map_or("", |m| m.as_str());
@@ -178,6 +186,58 @@ pub(super) fn text_rules(
                     "call ray.experimental.collective.create_collective_group([producer, consumer], backend=\"nccl\") before the first transfer".to_owned(),
                 ),
                 at,
+            ));
+        }
+    }
+    hits
+}
+
+/// A plugin version on the profile's known-bad list after one of its markers (`aws-ofi-nccl-1.12.0`,
+/// `AWS_OFI_NCCL_VERSION=v1.12.0-aws`).
+fn plugin_version_hits(text: &str, p: &PluginLint) -> Vec<(TextHit, usize)> {
+    if p.known_bad.is_empty() {
+        return Vec::new();
+    }
+    let mut markers: Vec<String> = vec![p.name.clone()];
+    markers.extend(p.version_markers.iter().cloned());
+    let mut hits = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for m in markers.iter().filter(|m| !m.trim().is_empty()) {
+        let Ok(re) = Regex::new(&format!(
+            r"(?i){}[\s=:@/_-]{{0,3}}v?(\d+(?:\.\d+)+)",
+            regex::escape(m)
+        )) else {
+            continue;
+        };
+        for c in re.captures_iter(text) {
+            let (Some(whole), Some(v)) = (c.get(0), c.get(1)) else {
+                continue;
+            };
+            if !p.known_bad.iter().any(|b| b == v.as_str()) || !seen.insert(whole.start()) {
+                continue;
+            }
+            let good = if p.known_good.is_empty() {
+                "a version outside the known-bad list".to_owned()
+            } else {
+                p.known_good.join(" or ")
+            };
+            hits.push((
+                (
+                    PLUGIN_BAD,
+                    Severity::Error,
+                    format!(
+                        "pins {} {}{} ({:?})",
+                        p.name,
+                        v.as_str(),
+                        p.bad_reason
+                            .as_deref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default(),
+                        whole.as_str()
+                    ),
+                    format!("pin {} {good} instead", p.name),
+                ),
+                whole.start(),
             ));
         }
     }

@@ -59,6 +59,73 @@ pub struct Profile {
     /// ([`Values::with_profile_defaults`](crate::Values::with_profile_defaults)).
     #[serde(default)]
     pub values: BTreeMap<String, serde_json::Value>,
+    /// Instance types (node shapes) this profile knows, keyed by the provider's name
+    /// (`p5.48xlarge`, `ecs.gn8is-2x.8xlarge`): GPUs, RDMA devices, NIC rate and count, GPUDirect,
+    /// PCIe generation. The `instance_type` value picks one; its GPU count becomes the default
+    /// `gpus_per_worker` and its `resources` the device-plugin counts (see [`InstanceType`]).
+    #[serde(default)]
+    pub instance_types: BTreeMap<String, InstanceType>,
+}
+
+/// One node shape of a profile: what the hardware has, as the provider documents it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceType {
+    /// GPUs per node (`8` on p5.48xlarge, `2` on ecs.gn8is-2x.8xlarge).
+    pub gpus: u32,
+    /// GPU model, for people (`H100 80GB`).
+    #[serde(default)]
+    pub gpu_model: Option<String>,
+    /// RDMA devices per node as the device plugin or DRA driver counts them (EFA interfaces,
+    /// HCAs, eRDMA adapters).
+    pub rdma_devices: u32,
+    /// Line rate of one RDMA NIC in Gb/s (decimal, as vendors quote it: 100 for an EFA
+    /// interface of p5.48xlarge, 400 for a ConnectX-7 NDR port); leave it out when the vendor
+    /// does not publish it (the expected-bandwidth model then cannot run).
+    #[serde(default)]
+    pub nic_gbps: Option<f64>,
+    /// RDMA NICs carrying that rate; default `rdma_devices`.
+    #[serde(default)]
+    pub nics: Option<u32>,
+    /// Whether GPUDirect RDMA works on this instance type (the NIC reads GPU memory).
+    pub gpudirect: bool,
+    /// PCIe generation of the GPU's host link (3 to 6).
+    pub pcie_gen: u8,
+    /// PCIe lanes of the GPU's host link.
+    #[serde(default = "sixteen")]
+    pub pcie_lanes: u8,
+    /// Device-plugin resource counts a pod that takes the whole node asks for
+    /// (`vpc.amazonaws.com/efa: 32`); empty keeps `rdma.resources`.
+    #[serde(default)]
+    pub resources: BTreeMap<String, u32>,
+    /// Where the figures come from, and what could not be verified.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+fn sixteen() -> u8 {
+    16
+}
+
+/// What `probe::expect` needs from a profile: the hardware facts of one instance type and how
+/// many NICs a transfer spreads over. Field names and meaning are those of
+/// `probe::expect::ExpectationInputs` (serialised, it deserialises into that type, with the
+/// measured rates absent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExpectationFacts {
+    /// Line rate of one NIC in Gb/s.
+    pub nic_line_gbps: f64,
+    /// RDMA NICs on the node.
+    pub nics_per_node: u32,
+    /// NICs the transfer spreads over: 1 when `NCCL_IB_HCA` names one device, the listed
+    /// count for a list, every NIC for a prefix, a net plugin or DRA.
+    pub nics_used: u32,
+    /// Whether GPUDirect RDMA is on.
+    pub gpudirect: bool,
+    /// PCIe generation of the GPU's link.
+    pub pcie_gen: u8,
+    /// PCIe lanes of the GPU's link.
+    pub pcie_lanes: u8,
 }
 
 fn default_gpu_resource() -> String {
@@ -121,6 +188,10 @@ pub struct PodSettings {
     /// hostPath mounts, e.g. `/var/run/nvidia-topologyd` on VKE.
     #[serde(default)]
     pub host_paths: Vec<HostPathMount>,
+    /// Annotations on every RDMA pod, for platforms that attach secondary networks through
+    /// them (Multus `k8s.v1.cni.cncf.io/networks`, GKE `networking.gke.io/interfaces`).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// A memory-backed emptyDir mounted at `/dev/shm`.
@@ -180,8 +251,13 @@ fn exists() -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NcclSettings {
-    /// `NCCL_IB_HCA`: a device name (`erdma_0`) or prefix (`erdma`, `mlx5`).
-    pub ib_hca: String,
+    /// How NCCL reaches the fabric: its own IB verbs transport (default), a net plugin, or sockets.
+    #[serde(default)]
+    pub transport: NcclTransport,
+    /// `NCCL_IB_HCA`: a device name (`erdma_0`) or prefix (`erdma`, `mlx5`). Required with the
+    /// `ib-verbs` transport; a net plugin or sockets do not read it (leave it out there).
+    #[serde(default)]
+    pub ib_hca: Option<String>,
     /// `NCCL_SOCKET_IFNAME`: the interface for bootstrap and TCP fallback (`eth0`).
     #[serde(default)]
     pub socket_ifname: Option<String>,
@@ -206,6 +282,79 @@ pub struct NcclSettings {
     /// Versions known to work on this fabric.
     #[serde(default)]
     pub known_good: Vec<String>,
+}
+
+/// How NCCL reaches the fabric.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum NcclTransport {
+    /// NCCL's built-in IB verbs transport (`NET/IB`), pointed at devices with `NCCL_IB_HCA`.
+    #[default]
+    IbVerbs,
+    /// A network plugin NCCL loads (`libnccl-net*.so`): aws-ofi-nccl over libfabric on EFA,
+    /// Google's gIB on GKE RDMA.
+    NetPlugin(Box<NetPlugin>),
+    /// TCP sockets only (`NET/Socket`): no RDMA; for fabrics without verbs or for A/B runs.
+    Sockets,
+}
+
+/// An NCCL net plugin: the library, where it comes from, its environment and versions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetPlugin {
+    /// Project name, also what version pins are recognised by (`aws-ofi-nccl`).
+    pub name: String,
+    /// File NCCL loads (`libnccl-net-ofi.so`, `libnccl-net.so`).
+    pub library: String,
+    /// Directory of `library` inside the container; added to `LD_LIBRARY_PATH`.
+    pub library_dir: String,
+    /// `image`: the Dockerfile installs it (`install` steps); `host`: a node installer puts it
+    /// on the node and a `pod.host_paths` mount brings it into the container.
+    #[serde(default)]
+    pub source: PluginSource,
+    /// Environment the plugin needs on every NCCL container (`FI_PROVIDER: efa`).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Keys of `env` whose absence breaks the plugin (`FI_PROVIDER`); linted in manifests.
+    #[serde(default)]
+    pub required_env: Vec<String>,
+    /// apt packages the install steps need (`libhwloc-dev`).
+    #[serde(default)]
+    pub packages: Vec<String>,
+    /// Dockerfile `RUN` steps (shell, joined with `&&`) that put the library into the image;
+    /// `${VERSION}` is replaced by `version`.
+    #[serde(default)]
+    pub install: Vec<String>,
+    /// Plugin version the install steps put in the image.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Plugin versions known to fail.
+    #[serde(default)]
+    pub known_bad: Vec<String>,
+    /// Why the known-bad versions fail.
+    #[serde(default)]
+    pub bad_reason: Option<String>,
+    /// Plugin versions known to work.
+    #[serde(default)]
+    pub known_good: Vec<String>,
+    /// Text after which a plugin version follows in Dockerfiles and manifests
+    /// (`AWS_OFI_NCCL_VERSION`, `nccl-plugin-gib:`); `name` is always one.
+    #[serde(default)]
+    pub version_markers: Vec<String>,
+    /// What NCCL's INFO log prints when the plugin carries the traffic (`NET/OFI`).
+    #[serde(default)]
+    pub log_marker: Option<String>,
+}
+
+/// Where a net plugin's library comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginSource {
+    /// Installed into the image by the Dockerfile.
+    #[default]
+    Image,
+    /// Installed on the node; mounted into the pod with a hostPath.
+    Host,
 }
 
 fn default_nccl_package() -> String {
@@ -244,8 +393,11 @@ pub struct AptSource {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceSpec {
-    /// Glob over `/sys/class/infiniband/` names (`erdma_*`, `mlx5_*`).
+    /// Glob over `/sys/class/infiniband/` names (`erdma_*`, `mlx5_*`, `rdmap*`).
     pub name_pattern: String,
+    /// Kernel driver of the devices (`erdma`, `mlx5_ib`, `efa`): which counter names apply.
+    #[serde(default)]
+    pub driver: Option<String>,
     /// Transmit counter, relative to `/sys/class/infiniband/<dev>/`.
     pub tx_counter: String,
     /// Receive counter, relative to `/sys/class/infiniband/<dev>/`.
@@ -392,12 +544,8 @@ impl Profile {
         {
             return Err(invalid("pod.shm.volume_name", "must be a DNS label"));
         }
-        if self.nccl.ib_hca.trim().is_empty() {
-            return Err(invalid(
-                "nccl.ib_hca",
-                "must name the device or prefix (e.g. erdma_0)",
-            ));
-        }
+        self.check_transport()?;
+        self.check_instance_types()?;
         if let Some(pin) = &self.nccl.pin {
             check_version("nccl.pin", pin)?;
             if self.nccl.known_bad.contains(pin) {
@@ -455,6 +603,301 @@ impl Profile {
         Ok(())
     }
 
+    /// The net plugin, when NCCL reaches the fabric through one.
+    pub fn net_plugin(&self) -> Option<&NetPlugin> {
+        match &self.nccl.transport {
+            NcclTransport::NetPlugin(p) => Some(p),
+            NcclTransport::IbVerbs | NcclTransport::Sockets => None,
+        }
+    }
+
+    /// Whether NCCL uses its own IB verbs transport (`NCCL_IB_HCA` applies).
+    pub fn uses_ib_verbs(&self) -> bool {
+        matches!(self.nccl.transport, NcclTransport::IbVerbs)
+    }
+
+    /// Whether plugin version `version` is on the plugin's known-bad list.
+    pub fn plugin_version_is_bad(&self, version: &str) -> bool {
+        self.net_plugin()
+            .is_some_and(|p| p.known_bad.iter().any(|v| v == version))
+    }
+
+    /// The instance type `name`, else the profile's `values.instance_type` default; `None` when
+    /// neither names one. An unknown name is an error listing the known ones.
+    pub fn instance_type<'a>(
+        &'a self,
+        name: Option<&str>,
+    ) -> Result<Option<(&'a str, &'a InstanceType)>, ProfileInvalid> {
+        let wanted = match name {
+            Some(n) if !n.trim().is_empty() => n.trim().to_owned(),
+            _ => match self
+                .values
+                .get("instance_type")
+                .and_then(crate::values::setting_text)
+            {
+                Some(n) if !n.is_empty() => n,
+                _ => return Ok(None),
+            },
+        };
+        match self.instance_types.get_key_value(wanted.as_str()) {
+            Some((k, it)) => Ok(Some((k.as_str(), it))),
+            None => Err(invalid(
+                "instance_type",
+                format!(
+                    "`{wanted}` is not an instance type of profile {}; known: {}",
+                    self.name,
+                    if self.instance_types.is_empty() {
+                        "none (add an `instance_types` table to the profile)".to_owned()
+                    } else {
+                        self.instance_types
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ),
+            )),
+        }
+    }
+
+    /// The hardware facts `probe::expect` needs for one instance type (`None`: the profile's
+    /// default instance type). Errors when the profile has no such instance type.
+    ///
+    /// `nics_used` follows how NCCL is pointed at the devices: `NCCL_IB_HCA=erdma_0` (one
+    /// device) uses 1 NIC, a list `mlx5_0,mlx5_1` its length, a prefix (`mlx5`) every NIC; a net
+    /// plugin and DRA spread over every NIC; sockets use none of them (1, so the model still
+    /// computes).
+    pub fn expectation_facts(
+        &self,
+        instance_type: Option<&str>,
+    ) -> Result<ExpectationFacts, ProfileInvalid> {
+        let Some((it_name, it)) = self.instance_type(instance_type)? else {
+            return Err(invalid(
+                "instance_type",
+                format!(
+                    "profile {} names no instance type: pass one ({})",
+                    self.name,
+                    if self.instance_types.is_empty() {
+                        "the profile has no `instance_types` table".to_owned()
+                    } else {
+                        self.instance_types
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ),
+            ));
+        };
+        let Some(nic_gbps) = it.nic_gbps else {
+            return Err(invalid(
+                format!("instance_types.{it_name}.nic_gbps"),
+                "the profile does not know the NIC line rate of this instance type: add it (Gb/s) to compute an expectation",
+            ));
+        };
+        let nics = it.nics.unwrap_or(it.rdma_devices).max(1);
+        let nics_used = match &self.nccl.transport {
+            NcclTransport::IbVerbs => self
+                .nccl
+                .ib_hca
+                .as_deref()
+                .map_or(nics, |h| hca_nic_count(h, nics)),
+            NcclTransport::NetPlugin(_) => nics,
+            NcclTransport::Sockets => 1,
+        };
+        Ok(ExpectationFacts {
+            nic_line_gbps: nic_gbps,
+            nics_per_node: nics,
+            nics_used: nics_used.clamp(1, nics),
+            gpudirect: it.gpudirect,
+            pcie_gen: it.pcie_gen,
+            pcie_lanes: it.pcie_lanes,
+        })
+    }
+
+    fn check_transport(&self) -> Result<(), ProfileInvalid> {
+        let hca = self.nccl.ib_hca.as_deref().map(str::trim);
+        match &self.nccl.transport {
+            NcclTransport::IbVerbs => {
+                if hca.is_none_or(str::is_empty) {
+                    return Err(invalid(
+                        "nccl.ib_hca",
+                        "must name the device or prefix (e.g. erdma_0) for the ib-verbs transport; \
+                         a fabric NCCL reaches through a net plugin sets nccl.transport: #{ kind: \"net-plugin\", ... } instead",
+                    ));
+                }
+            }
+            NcclTransport::Sockets => {
+                if hca.is_some() {
+                    return Err(invalid(
+                        "nccl.ib_hca",
+                        "the sockets transport does not read NCCL_IB_HCA: remove it",
+                    ));
+                }
+            }
+            NcclTransport::NetPlugin(p) => {
+                let f = |k: &str| format!("nccl.transport.{k}");
+                if p.name.trim().is_empty() {
+                    return Err(invalid(
+                        f("name"),
+                        "must name the plugin (e.g. aws-ofi-nccl)",
+                    ));
+                }
+                if p.library.contains('/') || !p.library.contains(".so") {
+                    return Err(invalid(
+                        f("library"),
+                        format!(
+                            "`{}` must be the library's file name (e.g. libnccl-net-ofi.so); its directory goes in library_dir",
+                            p.library
+                        ),
+                    ));
+                }
+                if !p.library_dir.starts_with('/') {
+                    return Err(invalid(
+                        f("library_dir"),
+                        "must be an absolute directory inside the container (e.g. /opt/aws-ofi-nccl/install/lib)",
+                    ));
+                }
+                for (i, k) in p.required_env.iter().enumerate() {
+                    if !p.env.contains_key(k) {
+                        return Err(invalid(
+                            format!("nccl.transport.required_env[{i}]"),
+                            format!("`{k}` is required but not set in nccl.transport.env"),
+                        ));
+                    }
+                }
+                for k in p.env.keys() {
+                    if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                        return Err(invalid(
+                            format!("nccl.transport.env.{k}"),
+                            "must be an environment variable name",
+                        ));
+                    }
+                }
+                for (i, v) in p.known_bad.iter().enumerate() {
+                    check_version(&format!("nccl.transport.known_bad[{i}]"), v)?;
+                }
+                for (i, v) in p.known_good.iter().enumerate() {
+                    check_version(&format!("nccl.transport.known_good[{i}]"), v)?;
+                }
+                if let Some(v) = &p.version {
+                    check_version(&f("version"), v)?;
+                    if p.known_bad.contains(v) {
+                        return Err(invalid(
+                            f("version"),
+                            format!("{v} is in the plugin's own known_bad list"),
+                        ));
+                    }
+                }
+                for (i, pkg) in p.packages.iter().enumerate() {
+                    if pkg.is_empty() || pkg.contains(char::is_whitespace) {
+                        return Err(invalid(
+                            format!("nccl.transport.packages[{i}]"),
+                            "must be one apt package name",
+                        ));
+                    }
+                }
+                match p.source {
+                    PluginSource::Image => {
+                        if p.install.is_empty() {
+                            return Err(invalid(
+                                f("install"),
+                                "a plugin with source \"image\" needs the Dockerfile steps that install it \
+                                 (or source: \"host\" with a pod.host_paths mount when a node installer provides it)",
+                            ));
+                        }
+                    }
+                    PluginSource::Host => {
+                        let mounted = self.pod.host_paths.iter().any(|m| {
+                            let mp = m.mount_path.trim_end_matches('/');
+                            p.library_dir == mp || p.library_dir.starts_with(&format!("{mp}/"))
+                        });
+                        if !mounted {
+                            return Err(invalid(
+                                f("library_dir"),
+                                format!(
+                                    "{} comes from the host but no pod.host_paths entry is mounted at or above it",
+                                    p.library_dir
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_instance_types(&self) -> Result<(), ProfileInvalid> {
+        for (name, it) in &self.instance_types {
+            let f = |k: &str| format!("instance_types.{name}.{k}");
+            if name.trim().is_empty() || name.contains(char::is_whitespace) {
+                return Err(invalid(
+                    "instance_types",
+                    format!("`{name}` is not an instance type name"),
+                ));
+            }
+            if it.gpus == 0 {
+                return Err(invalid(f("gpus"), "must be at least 1"));
+            }
+            if it.rdma_devices == 0 {
+                return Err(invalid(f("rdma_devices"), "must be at least 1"));
+            }
+            if it.nics == Some(0) {
+                return Err(invalid(f("nics"), "must be at least 1"));
+            }
+            if let Some(g) = it.nic_gbps
+                && !(g.is_finite() && g > 0.0)
+            {
+                return Err(invalid(
+                    f("nic_gbps"),
+                    format!("{g} must be a positive line rate in Gb/s (e.g. 400)"),
+                ));
+            }
+            if !(3..=6).contains(&it.pcie_gen) {
+                return Err(invalid(
+                    f("pcie_gen"),
+                    format!("{} is not a PCIe generation from 3 to 6", it.pcie_gen),
+                ));
+            }
+            if it.pcie_lanes == 0 {
+                return Err(invalid(f("pcie_lanes"), "must be at least 1"));
+            }
+            for (r, n) in &it.resources {
+                check_resource_name(&f(&format!("resources.{r}")), r)?;
+                if *n == 0 {
+                    return Err(invalid(
+                        f(&format!("resources.{r}")),
+                        "count must be at least 1",
+                    ));
+                }
+                match &self.rdma {
+                    RdmaAttachment::DevicePlugin { resources } if !resources.contains_key(r) => {
+                        return Err(invalid(
+                            f(&format!("resources.{r}")),
+                            format!(
+                                "`{r}` is not one of rdma.resources ({})",
+                                resources.keys().cloned().collect::<Vec<_>>().join(", ")
+                            ),
+                        ));
+                    }
+                    RdmaAttachment::Dra(_) => {
+                        return Err(invalid(
+                            f("resources"),
+                            "a DRA profile has no device-plugin resources: leave it out (the claim's count is rdma.count)",
+                        ));
+                    }
+                    RdmaAttachment::DevicePlugin { .. } => {}
+                }
+            }
+        }
+        if self.values.contains_key("instance_type") {
+            self.instance_type(None)
+                .map_err(|e| invalid("values.instance_type", e.message))?;
+        }
+        Ok(())
+    }
+
     /// The first device name that matches the pattern (`erdma_*` → `erdma_0`), for examples and commands.
     pub fn example_device(&self) -> String {
         match self.devices.name_pattern.strip_suffix('*') {
@@ -466,6 +909,27 @@ impl Profile {
     /// Whether NCCL `version` is on the profile's known-bad list.
     pub fn nccl_version_is_bad(&self, version: &str) -> bool {
         self.nccl.known_bad.iter().any(|v| v == version)
+    }
+}
+
+/// NICs an `NCCL_IB_HCA` value selects out of `nics`: one exact device (`erdma_0`, `=mlx5_0`,
+/// `mlx5_0:1`) is 1, a list is its length, a prefix or an exclusion (`^mlx5_2`) is every NIC.
+fn hca_nic_count(hca: &str, nics: u32) -> u32 {
+    let v = hca.trim();
+    if v.is_empty() || v.starts_with('^') {
+        return nics;
+    }
+    let list = v.strip_prefix('=').unwrap_or(v);
+    let entries: Vec<&str> = list
+        .split(',')
+        .map(|e| e.split(':').next().unwrap_or("").trim())
+        .filter(|e| !e.is_empty())
+        .collect();
+    let exact = |e: &&str| e.ends_with(|c: char| c.is_ascii_digit()) && e.contains('_');
+    if !entries.is_empty() && entries.iter().all(exact) {
+        u32::try_from(entries.len()).unwrap_or(nics)
+    } else {
+        nics
     }
 }
 
@@ -533,6 +997,85 @@ mod tests {
         let e = check_resource_name("gpu_resource", "Nvidia.com/gpu").unwrap_err();
         assert_eq!(e.field, "gpu_resource");
         assert!(check_resource_name("f", "a/").is_err());
+    }
+
+    #[test]
+    fn hca_selects_nics() {
+        assert_eq!(hca_nic_count("erdma_0", 2), 1);
+        assert_eq!(hca_nic_count("erdma", 2), 2);
+        assert_eq!(hca_nic_count("mlx5", 8), 8);
+        assert_eq!(hca_nic_count("=mlx5_0,mlx5_1", 8), 2);
+        assert_eq!(hca_nic_count("mlx5_0:1", 8), 1);
+        assert_eq!(hca_nic_count("^mlx5_2", 8), 8);
+    }
+
+    fn minimal(transport: serde_json::Value, ib_hca: Option<&str>) -> serde_json::Value {
+        serde_json::json!({
+            "name": "t", "fabric": "T", "short_name": "t",
+            "rdma": {"kind": "device-plugin", "resources": {"example.com/rdma": 1}},
+            "nccl": {"transport": transport, "ib_hca": ib_hca},
+            "devices": {"name_pattern": "x_*", "tx_counter": "ports/1/counters/port_xmit_data"},
+        })
+    }
+
+    #[test]
+    fn transport_checks_name_the_field() {
+        let ok = Profile::from_json(minimal(serde_json::json!({"kind": "ib-verbs"}), Some("x")))
+            .unwrap();
+        assert!(ok.check().is_ok() && ok.uses_ib_verbs());
+        let e = Profile::from_json(minimal(serde_json::json!({"kind": "ib-verbs"}), None))
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert_eq!(e.field, "nccl.ib_hca");
+        let e = Profile::from_json(minimal(serde_json::json!({"kind": "sockets"}), Some("x")))
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert_eq!(e.field, "nccl.ib_hca");
+        let plugin = serde_json::json!({
+            "kind": "net-plugin", "name": "p", "library": "libnccl-net-p.so",
+            "library_dir": "/opt/p/lib", "env": {"P_PROVIDER": "x"},
+            "required_env": ["P_PROVIDER", "P_OTHER"], "install": ["true"],
+        });
+        let e = Profile::from_json(minimal(plugin, None))
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert_eq!(e.field, "nccl.transport.required_env[1]");
+        let host = serde_json::json!({
+            "kind": "net-plugin", "name": "p", "library": "libnccl-net.so",
+            "library_dir": "/usr/local/p/lib", "source": "host",
+        });
+        let e = Profile::from_json(minimal(host, None))
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert_eq!(e.field, "nccl.transport.library_dir");
+        assert!(e.message.contains("host_paths"), "{e}");
+    }
+
+    #[test]
+    fn instance_types_are_checked() {
+        let mut v = minimal(serde_json::json!({"kind": "ib-verbs"}), Some("x"));
+        v["instance_types"] = serde_json::json!({
+            "big": {"gpus": 8, "rdma_devices": 4, "nic_gbps": 200.0, "gpudirect": true, "pcie_gen": 9}
+        });
+        let e = Profile::from_json(v.clone()).unwrap().check().unwrap_err();
+        assert_eq!(e.field, "instance_types.big.pcie_gen");
+        v["instance_types"]["big"]["pcie_gen"] = serde_json::json!(5);
+        v["values"] = serde_json::json!({"instance_type": "small"});
+        let e = Profile::from_json(v.clone()).unwrap().check().unwrap_err();
+        assert_eq!(e.field, "values.instance_type");
+        assert!(e.message.contains("big"), "{e}");
+        v["values"] = serde_json::json!({"instance_type": "big"});
+        let p = Profile::from_json(v).unwrap();
+        p.check().unwrap();
+        let f = p.expectation_facts(None).unwrap();
+        assert_eq!(
+            (f.nics_per_node, f.nics_used, f.nic_line_gbps),
+            (4, 4, 200.0)
+        );
     }
 
     #[test]

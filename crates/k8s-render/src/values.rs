@@ -93,6 +93,15 @@ pub struct Values {
     pub test_command: String,
     /// GPUs of the plain RDMA test pod.
     pub test_pod_gpus: u32,
+    /// Instance type of the RDMA nodes, a key of the profile's `instance_types`; default the
+    /// profile's. Its GPU count is the default `gpus_per_worker` and its resources the
+    /// device-plugin counts.
+    pub instance_type: Option<String>,
+    /// Path of `all_reduce_perf` in the nccl-tests image.
+    pub all_reduce_perf: String,
+    /// Net plugin version for the image (`${VERSION}` of its install steps); default the
+    /// profile's. Known-bad versions are refused.
+    pub nccl_plugin_version: Option<String>,
     /// Keys given through [`Values::set`]: a profile's value defaults never replace them.
     #[serde(skip)]
     explicit: BTreeSet<String>,
@@ -140,6 +149,9 @@ impl Default for Values {
             test_image: "busybox".to_owned(),
             test_command: "sleep 10000".to_owned(),
             test_pod_gpus: 0,
+            instance_type: None,
+            all_reduce_perf: "/opt/nccl_tests/build/all_reduce_perf".to_owned(),
+            nccl_plugin_version: None,
             explicit: BTreeSet::new(),
         }
     }
@@ -353,6 +365,21 @@ impl Values {
             ValueKind::Count,
             "GPUs of the plain RDMA test pod",
         ),
+        (
+            "instance_type",
+            ValueKind::OptionalText,
+            "instance type of the RDMA nodes, from the profile's instance_types (default: the profile's)",
+        ),
+        (
+            "all_reduce_perf",
+            ValueKind::Text,
+            "path of all_reduce_perf in the nccl-tests image",
+        ),
+        (
+            "nccl_plugin_version",
+            ValueKind::OptionalText,
+            "NCCL net plugin version for the image (default: the profile's)",
+        ),
     ];
 
     /// Applies one `key=value` override. The error names the key or the value and what was expected.
@@ -421,6 +448,9 @@ impl Values {
             "test_image" => self.test_image = parsed.text(),
             "test_command" => self.test_command = parsed.text(),
             "test_pod_gpus" => self.test_pod_gpus = parsed.count(),
+            "instance_type" => self.instance_type = parsed.opt(),
+            "all_reduce_perf" => self.all_reduce_perf = parsed.text(),
+            "nccl_plugin_version" => self.nccl_plugin_version = parsed.opt(),
             // KEYS and this match list the same keys; a key in KEYS without an arm is a bug caught by
             // the `every_key_is_settable` test.
             _ => {
@@ -450,6 +480,20 @@ impl Values {
     /// the profile wins over the crate's defaults (seed 002: `gpus_per_worker: 2` on
     /// ecs.gn8is-2x.8xlarge).
     pub fn with_profile_defaults(&self, profile: &Profile) -> Result<Values, ValuesError> {
+        let mut out = self.profile_values(profile)?;
+        // The instance type's GPU count is the node's: a worker that takes the node takes them
+        // all (seed 002: 2 L20 on ecs.gn8is-2x.8xlarge), unless gpus_per_worker was given.
+        let named = out.instance_type.clone();
+        if let Ok(Some((_, it))) = profile.instance_type(named.as_deref())
+            && !self.is_set("gpus_per_worker")
+            && self.gpus_per_worker == Values::default().gpus_per_worker
+        {
+            out.gpus_per_worker = it.gpus;
+        }
+        Ok(out)
+    }
+
+    fn profile_values(&self, profile: &Profile) -> Result<Values, ValuesError> {
         if profile.values.is_empty() {
             return Ok(self.clone());
         }
@@ -605,6 +649,15 @@ impl Values {
             .clone()
             .or_else(|| self.profile_default(profile, "nccl_version"))
             .or_else(|| profile.nccl.pin.clone())
+    }
+
+    /// Net plugin version that goes into the image (`None` without a plugin or a version).
+    pub fn plugin_version_for(&self, profile: &Profile) -> Option<String> {
+        let plugin = profile.net_plugin()?;
+        self.nccl_plugin_version
+            .clone()
+            .or_else(|| self.profile_default(profile, "nccl_plugin_version"))
+            .or_else(|| plugin.version.clone())
     }
 
     /// MPI slots per worker.

@@ -9,13 +9,13 @@ Rendered by rdmakit for profile @@PROFILE@@. Usage, with the pods of @@PODS_FILE
     kubectl exec @@POD1@@ -- python /tmp/nccl_allreduce_check.py --rank 1 --master-addr $MASTER
     wait
 
-A/B against TCP: run both ranks again with NCCL_IB_DISABLE=1, e.g.
-    kubectl exec @@POD0@@ -- env NCCL_IB_DISABLE=1 python /tmp/nccl_allreduce_check.py --rank 0 --master-addr $MASTER
+A/B against TCP: run both ranks again with @@TCP_KEY@@=@@TCP_VALUE@@, e.g.
+    kubectl exec @@POD0@@ -- env @@TCP_KEY@@=@@TCP_VALUE@@ python /tmp/nccl_allreduce_check.py --rank 0 --master-addr $MASTER
 
 Each rank prints the time of every all_reduce and how many bytes its RDMA devices (@@DEVICE_GLOB@@,
 counter @@TX_COUNTER@@) sent meanwhile. Over RDMA the counter grows by about the data moved; with
-NCCL_IB_DISABLE=1 the time can be similar but the counter stays flat: that tells the two paths apart.
-NCCL logs go to @@NCCL_DEBUG_FILE@@ when NCCL_DEBUG is set (look for "NET/IB : Using").
+@@TCP_KEY@@=@@TCP_VALUE@@ the time can be similar but the counter stays flat: that tells the two paths apart.
+NCCL logs go to @@NCCL_DEBUG_FILE@@ when NCCL_DEBUG is set (look for "@@LOG_MARKER@@").
 """
 
 import argparse
@@ -87,12 +87,12 @@ def main():
             flush=True,
         )
     after = tx_bytes()
-    ib = os.environ.get("NCCL_IB_DISABLE", "unset")
+    ib = os.environ.get("@@TCP_KEY@@", "unset")
     if before is None or after is None:
-        print(f"rank {args.rank}: no readable {TX_COUNTER} under {DEVICE_GLOB} (NCCL_IB_DISABLE={ib})", flush=True)
+        print(f"rank {args.rank}: no readable {TX_COUNTER} under {DEVICE_GLOB} (@@TCP_KEY@@={ib})", flush=True)
     else:
         print(
-            f"rank {args.rank}: {FABRIC} tx during check: {(after - before) / 2**30:.3f} GiB (NCCL_IB_DISABLE={ib})",
+            f"rank {args.rank}: {FABRIC} tx during check: {(after - before) / 2**30:.3f} GiB (@@TCP_KEY@@={ib})",
             flush=True,
         )
     dist.destroy_process_group()

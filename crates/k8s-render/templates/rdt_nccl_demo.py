@@ -18,7 +18,7 @@ Two requirements that are easy to miss:
     "ObjectRef ... not found in RDT object store after 60.0s".
   * The NCCL backend needs an explicit collective group (create_collective_group).
 
---tcp repeats the run with NCCL_IB_DISABLE=1 in the actors: it still succeeds, but the RDMA device
+--tcp repeats the run with @@TCP_KEY@@=@@TCP_VALUE@@ in the actors: it still succeeds, but the RDMA device
 counters (@@TX_COUNTER@@ of @@DEVICE_GLOB@@) stay flat. That A/B is how you prove the default run used RDMA.
 
 Do not modify a tensor after returning it: RDT does not copy, producer and consumer may share memory.
@@ -68,7 +68,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size-mib", type=int, default=DEFAULT_SIZE_MIB, help="tensor size in MiB")
     p.add_argument("--iters", type=int, default=DEFAULT_ITERS, help="transfers to time")
-    p.add_argument("--tcp", action="store_true", help="set NCCL_IB_DISABLE=1 in the actors (A/B run)")
+    p.add_argument("--tcp", action="store_true", help="set @@TCP_KEY@@=@@TCP_VALUE@@ in the actors (A/B run)")
     return p.parse_args()
 
 
@@ -85,7 +85,7 @@ def main():
             )
         }
         if args.tcp:
-            opts["runtime_env"] = {"env_vars": {"NCCL_IB_DISABLE": "1"}}
+            opts["runtime_env"] = {"env_vars": {"@@TCP_KEY@@": "@@TCP_VALUE@@"}}
         options.append(opts)
     producer = Producer.options(**options[0]).remote()
     consumer = Consumer.options(**options[1]).remote()
@@ -126,7 +126,7 @@ def main():
         for actor in (producer, consumer):
             ray.kill(actor)
         remove_placement_group(pg)
-    transport = "TCP (NCCL_IB_DISABLE=1)" if args.tcp else FABRIC
+    transport = "TCP (@@TCP_KEY@@=@@TCP_VALUE@@)" if args.tcp else FABRIC
     print(f"RDT over {transport}: {'OK' if all_ok else 'FAILED'}", flush=True)
     return 0 if all_ok else 1
 

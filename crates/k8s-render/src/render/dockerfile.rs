@@ -4,12 +4,79 @@ use std::fmt::Write as _;
 
 use super::{Ctx, RenderError};
 use crate::bundle::{Bundle, FileKind};
+use crate::profile::PluginSource;
 
 pub(crate) const FILE: &str = "Dockerfile";
 
 pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderError> {
     bundle.add_text(FILE, FileKind::Dockerfile, dockerfile(ctx))?;
     Ok(())
+}
+
+/// The net plugin's install steps, for a plugin the image carries (`source: image`).
+fn plugin_steps(ctx: &Ctx<'_>, d: &mut String) {
+    let p = ctx.profile;
+    let Some(plugin) = p.net_plugin() else {
+        return;
+    };
+    if plugin.source != PluginSource::Image {
+        let _ = writeln!(
+            d,
+            "# NCCL net plugin {} comes from the node ({}, mounted by the pods): nothing to install here.",
+            plugin.name, plugin.library_dir
+        );
+        return;
+    }
+    let version = ctx.values.plugin_version_for(p).unwrap_or_default();
+    let _ = writeln!(
+        d,
+        "# NCCL net plugin {}{}: {} in {}.",
+        plugin.name,
+        if version.is_empty() {
+            String::new()
+        } else {
+            format!(" {version}")
+        },
+        plugin.library,
+        plugin.library_dir
+    );
+    if !plugin.known_bad.is_empty() {
+        let why = plugin
+            .bad_reason
+            .clone()
+            .unwrap_or_else(|| "known to fail on this fabric".to_owned());
+        let _ = writeln!(
+            d,
+            "# {} {}: {why}.",
+            plugin.name,
+            plugin.known_bad.join(" and ")
+        );
+    }
+    let _ = writeln!(d, "USER root");
+    let mut steps: Vec<String> = Vec::new();
+    if !plugin.packages.is_empty() {
+        steps.push("apt-get update -qq".to_owned());
+        steps.push(format!(
+            "apt-get install -y -qq --no-install-recommends {}",
+            plugin.packages.join(" ")
+        ));
+    }
+    steps.extend(
+        plugin
+            .install
+            .iter()
+            .map(|s| s.replace("${VERSION}", &version)),
+    );
+    if !plugin.packages.is_empty() {
+        steps.push("rm -rf /var/lib/apt/lists/*".to_owned());
+    }
+    let _ = writeln!(d, "RUN {}", steps.join(" \\\n && "));
+    let _ = writeln!(
+        d,
+        "ENV LD_LIBRARY_PATH={}:${{LD_LIBRARY_PATH}}",
+        plugin.library_dir
+    );
+    let _ = writeln!(d, "USER ray");
 }
 
 fn dockerfile(ctx: &Ctx<'_>) -> String {
@@ -74,6 +141,7 @@ fn dockerfile(ctx: &Ctx<'_>) -> String {
         // The Ray images run as user `ray`; go back to it so pip writes into its environment.
         let _ = writeln!(d, "USER ray");
     }
+    plugin_steps(ctx, &mut d);
     if let Some(version) = v.nccl_version_for(p) {
         if !p.nccl.known_bad.is_empty() {
             let why = p

@@ -56,6 +56,22 @@ pub enum RenderError {
         /// Comma-separated known-good versions.
         good: String,
     },
+    /// The requested net plugin version is known to fail.
+    #[error(
+        "{plugin} {version} is known bad on profile `{profile}`{reason}; use one of the known good versions: {good}"
+    )]
+    BadPluginVersion {
+        /// Plugin name.
+        plugin: String,
+        /// Version asked for.
+        version: String,
+        /// Profile name.
+        profile: String,
+        /// `: why` or empty.
+        reason: String,
+        /// Comma-separated known-good versions.
+        good: String,
+    },
     /// Assembling the bundle failed.
     #[error(transparent)]
     Bundle(#[from] BundleError),

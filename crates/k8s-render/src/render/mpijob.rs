@@ -11,8 +11,6 @@ use crate::bundle::Bundle;
 use crate::crd::{MpiJob, MpiJobSpec, MpiReplicaSpec};
 
 pub(crate) const FILE: &str = "mpi-job.yaml";
-/// Where the nccl-tests images used with mpi-operator keep the binaries.
-const ALL_REDUCE_PERF: &str = "/opt/nccl_tests/build/all_reduce_perf";
 
 pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderError> {
     bundle.add_manifests(FILE, &[mpi_job(ctx)])?;
@@ -36,11 +34,23 @@ pub(crate) fn launcher_script(ctx: &Ctx<'_>) -> String {
         "  -bind-to none".to_owned(),
         "  --mca pml ob1".to_owned(),
         "  --mca btl tcp,self".to_owned(),
-        format!("  --mca btl_tcp_if_include {ifname}"),
+    ];
+    // An exclusion list (`^docker,lo,veth`) is NCCL syntax, not Open MPI's: MPI keeps the
+    // image's own interface choice then (OMPI_MCA_btl_tcp_if_exclude in the EFA images).
+    if !ifname.starts_with('^') {
+        lines.push(format!("  --mca btl_tcp_if_include {ifname}"));
+    }
+    let transport = ctx.transport_env();
+    // The plugin's own LD_LIBRARY_PATH (gIB: /usr/local/nvidia/lib64) replaces the launcher's.
+    let ld_path = match transport.iter().find(|(k, _)| k == "LD_LIBRARY_PATH") {
+        Some((_, v)) => format!("  -x LD_LIBRARY_PATH={}", shell_word(v)),
+        None => "  -x LD_LIBRARY_PATH".to_owned(),
+    };
+    lines.extend([
         "  --mca coll_hcoll_enable 0".to_owned(),
         "  --mca coll_ucc_enable 0".to_owned(),
-        "  -x LD_LIBRARY_PATH".to_owned(),
-    ];
+        ld_path,
+    ]);
     let debug = if v.nccl_debug.is_empty() {
         "INFO"
     } else {
@@ -48,22 +58,35 @@ pub(crate) fn launcher_script(ctx: &Ctx<'_>) -> String {
     };
     lines.push(format!("  -x NCCL_DEBUG={debug}"));
     lines.push(format!("  -x NCCL_SOCKET_IFNAME={ifname}"));
-    lines.push(format!("  -x NCCL_IB_HCA={}", n.ib_hca));
-    if let Some(gid) = n.gid_index {
-        lines.push(format!("  -x NCCL_IB_GID_INDEX={gid}"));
-    }
-    for (k, val) in &n.extra_env {
-        lines.push(format!("  -x {k}={val}"));
+    for (k, val) in transport {
+        // LD_LIBRARY_PATH is exported as the launcher sees it (above); the socket interface too.
+        if k == "NCCL_SOCKET_IFNAME" || k == "LD_LIBRARY_PATH" || k == "NCCL_IB_DISABLE" {
+            continue;
+        }
+        lines.push(format!("  -x {k}={}", shell_word(&val)));
     }
     if v.nccl_shm_disable {
         // Forces intra-node traffic through the NIC too: right for a benchmark, wrong for production.
         lines.push("  -x NCCL_SHM_DISABLE=1".to_owned());
     }
     lines.push(format!(
-        "  {ALL_REDUCE_PERF} -b {} -e {} -f 2 -g 1 -c 0",
-        v.nccl_tests_min_bytes, v.nccl_tests_max_bytes
+        "  {} -b {} -e {} -f 2 -g 1 -c 0",
+        v.all_reduce_perf, v.nccl_tests_min_bytes, v.nccl_tests_max_bytes
     ));
     format!("sleep 10\n{}\n", lines.join(" \\\n"))
+}
+
+/// `value` as one shell word: as it is when it is plain, single-quoted otherwise.
+fn shell_word(value: &str) -> String {
+    if !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:=,@%+^".contains(c))
+    {
+        value.to_owned()
+    } else {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    }
 }
 
 pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> MpiJob {
@@ -109,14 +132,14 @@ pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> MpiJob {
             "Launcher".to_owned(),
             MpiReplicaSpec {
                 replicas: Some(1),
-                template: template(ctx, launcher_spec),
+                template: template(ctx, launcher_spec, false),
             },
         ),
         (
             "Worker".to_owned(),
             MpiReplicaSpec {
                 replicas: Some(to_i32(v.mpi_workers)),
-                template: template(ctx, worker_spec),
+                template: template(ctx, worker_spec, true),
             },
         ),
     ]);
@@ -129,10 +152,11 @@ pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> MpiJob {
     )
 }
 
-fn template(ctx: &Ctx<'_>, spec: PodSpec) -> PodTemplateSpec {
+fn template(ctx: &Ctx<'_>, spec: PodSpec, rdma: bool) -> PodTemplateSpec {
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: ctx.meta("", &[]).labels,
+            annotations: if rdma { ctx.pod_annotations() } else { None },
             ..ObjectMeta::default()
         }),
         spec: Some(spec),

@@ -42,7 +42,10 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
             // The check is only meaningful across nodes.
             spec.affinity = Some(spread_by_hostname(&[("app", app.as_str())]));
             Pod {
-                metadata: ctx.meta(name, &[("app", app.as_str())]),
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    annotations: ctx.pod_annotations(),
+                    ..ctx.meta(name, &[("app", app.as_str())])
+                },
                 spec: Some(spec),
                 status: None,
             }
@@ -75,6 +78,9 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
             ("MULTIPLIER", p.devices.counter_multiplier.to_string()),
             ("SIZE_MIB", v.check_size_mib.to_string()),
             ("NCCL_DEBUG_FILE", debug_file),
+            ("TCP_KEY", ctx.tcp_switch().0.to_owned()),
+            ("TCP_VALUE", ctx.tcp_switch().1.to_owned()),
+            ("LOG_MARKER", ctx.log_marker()),
         ],
     )?;
     bundle.add_text(PROGRAM, FileKind::Python, text)?;

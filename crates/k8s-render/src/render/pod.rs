@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::RenderError;
-use crate::profile::{DraSettings, Profile, RdmaAttachment};
+use crate::profile::{DraSettings, InstanceType, NcclTransport, Profile, RdmaAttachment};
 use crate::values::Values;
 
 /// Label every rendered object carries.
@@ -22,6 +22,8 @@ pub(crate) const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "rd
 pub(crate) struct Ctx<'a> {
     pub(crate) profile: &'a Profile,
     pub(crate) values: &'a Values,
+    /// The instance type the values (or the profile's default) name.
+    pub(crate) instance: Option<&'a InstanceType>,
 }
 
 /// What a container should hold.
@@ -65,7 +67,116 @@ impl<'a> Ctx<'a> {
                 good: profile.nccl.known_good.join(", "),
             });
         }
-        Ok(Ctx { profile, values })
+        let instance = profile
+            .instance_type(values.instance_type.as_deref())
+            .map_err(|e| crate::values::ValuesError::BadValue {
+                key: "instance_type".to_owned(),
+                value: values.instance_type.clone().unwrap_or_default(),
+                expected: e.message,
+            })?
+            .map(|(_, it)| it);
+        if let (Some(plugin), Some(version)) =
+            (profile.net_plugin(), values.plugin_version_for(profile))
+            && profile.plugin_version_is_bad(&version)
+        {
+            return Err(RenderError::BadPluginVersion {
+                plugin: plugin.name.clone(),
+                version,
+                profile: profile.name.clone(),
+                reason: plugin
+                    .bad_reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default(),
+                good: plugin.known_good.join(", "),
+            });
+        }
+        Ok(Ctx {
+            profile,
+            values,
+            instance,
+        })
+    }
+
+    /// Device-plugin resources of an RDMA container: the instance type's counts where it has
+    /// them, else the profile's.
+    pub(crate) fn rdma_resources(&self) -> BTreeMap<String, u32> {
+        match &self.profile.rdma {
+            RdmaAttachment::DevicePlugin { resources } => {
+                let mut out = resources.clone();
+                if let Some(it) = self.instance {
+                    for (k, v) in &it.resources {
+                        out.insert(k.clone(), *v);
+                    }
+                }
+                out
+            }
+            RdmaAttachment::Dra(_) => BTreeMap::new(),
+        }
+    }
+
+    /// Annotations of RDMA pods (secondary networks), `None` when the profile has none.
+    pub(crate) fn pod_annotations(&self) -> Option<BTreeMap<String, String>> {
+        let a = &self.profile.pod.annotations;
+        (!a.is_empty()).then(|| a.clone())
+    }
+
+    /// The variable and value that force NCCL onto TCP for an A/B run: `NCCL_IB_DISABLE=1` for
+    /// NCCL's IB transport, `NCCL_NET=Socket` where a net plugin (or nothing) carries the traffic.
+    pub(crate) fn tcp_switch(&self) -> (&'static str, &'static str) {
+        if self.profile.uses_ib_verbs() {
+            ("NCCL_IB_DISABLE", "1")
+        } else {
+            ("NCCL_NET", "Socket")
+        }
+    }
+
+    /// What NCCL's INFO log prints when the fabric carries the traffic.
+    pub(crate) fn log_marker(&self) -> String {
+        match &self.profile.nccl.transport {
+            NcclTransport::IbVerbs => "NET/IB : Using".to_owned(),
+            NcclTransport::NetPlugin(p) => p
+                .log_marker
+                .clone()
+                .unwrap_or_else(|| format!("NET/Plugin (the {} plugin)", p.name)),
+            NcclTransport::Sockets => "NET/Socket : Using".to_owned(),
+        }
+    }
+
+    /// NCCL variables of the transport, in the order they are rendered (without the debug ones).
+    pub(crate) fn transport_env(&self) -> Vec<(String, String)> {
+        let n = &self.profile.nccl;
+        let mut env = Vec::new();
+        match &n.transport {
+            NcclTransport::IbVerbs => {
+                env.push(("NCCL_IB_DISABLE".to_owned(), "0".to_owned()));
+                env.push((
+                    "NCCL_IB_HCA".to_owned(),
+                    n.ib_hca.clone().unwrap_or_default(),
+                ));
+            }
+            NcclTransport::NetPlugin(p) => {
+                if let Some(h) = &n.ib_hca {
+                    env.push(("NCCL_IB_HCA".to_owned(), h.clone()));
+                }
+                for (k, v) in &p.env {
+                    env.push((k.clone(), v.clone()));
+                }
+            }
+            NcclTransport::Sockets => {
+                env.push(("NCCL_NET".to_owned(), "Socket".to_owned()));
+            }
+        }
+        if let Some(ifname) = &n.socket_ifname {
+            env.push(("NCCL_SOCKET_IFNAME".to_owned(), ifname.clone()));
+        }
+        if let Some(gid) = n.gid_index {
+            env.push(("NCCL_IB_GID_INDEX".to_owned(), gid.to_string()));
+        }
+        for (k, v) in &n.extra_env {
+            env.push((k.clone(), v.clone()));
+        }
+        env
     }
 
     pub(crate) fn dra(&self) -> Option<&'a DraSettings> {
@@ -96,20 +207,7 @@ impl<'a> Ctx<'a> {
 
     /// NCCL environment of an RDMA container: device, interface, GID, debug logging to files.
     pub(crate) fn nccl_env(&self) -> Vec<EnvVar> {
-        let n = &self.profile.nccl;
-        let mut env = vec![
-            ("NCCL_IB_DISABLE".to_owned(), "0".to_owned()),
-            ("NCCL_IB_HCA".to_owned(), n.ib_hca.clone()),
-        ];
-        if let Some(ifname) = &n.socket_ifname {
-            env.push(("NCCL_SOCKET_IFNAME".to_owned(), ifname.clone()));
-        }
-        if let Some(gid) = n.gid_index {
-            env.push(("NCCL_IB_GID_INDEX".to_owned(), gid.to_string()));
-        }
-        for (k, v) in &n.extra_env {
-            env.push((k.clone(), v.clone()));
-        }
+        let mut env = self.transport_env();
         if !self.values.nccl_debug.is_empty() {
             env.push(("NCCL_DEBUG".to_owned(), self.values.nccl_debug.clone()));
             if !self.values.nccl_debug_file.is_empty() {
@@ -139,9 +237,9 @@ impl<'a> Ctx<'a> {
         let mut claims = None;
         if spec.rdma {
             match &self.profile.rdma {
-                RdmaAttachment::DevicePlugin { resources } => {
-                    for (name, count) in resources {
-                        quantities.insert(name.clone(), Quantity(count.to_string()));
+                RdmaAttachment::DevicePlugin { .. } => {
+                    for (name, count) in self.rdma_resources() {
+                        quantities.insert(name, Quantity(count.to_string()));
                     }
                 }
                 RdmaAttachment::Dra(dra) => {

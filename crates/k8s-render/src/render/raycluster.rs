@@ -79,7 +79,7 @@ pub(crate) fn ray_cluster(ctx: &Ctx<'_>) -> RayCluster {
             ray_version: Some(v.ray_version.clone()),
             head_group_spec: HeadGroupSpec {
                 ray_start_params: head_params,
-                template: template(ctx, head_spec),
+                template: template(ctx, head_spec, head_has_gpus),
             },
             worker_group_specs: vec![WorkerGroupSpec {
                 group_name: group.clone(),
@@ -87,17 +87,22 @@ pub(crate) fn ray_cluster(ctx: &Ctx<'_>) -> RayCluster {
                 min_replicas: replicas,
                 max_replicas: replicas,
                 ray_start_params: BTreeMap::new(),
-                template: template(ctx, worker_spec),
+                template: template(ctx, worker_spec, true),
             }],
         },
     )
 }
 
-fn template(ctx: &Ctx<'_>, spec: k8s_openapi::api::core::v1::PodSpec) -> PodTemplateSpec {
+fn template(
+    ctx: &Ctx<'_>,
+    spec: k8s_openapi::api::core::v1::PodSpec,
+    rdma: bool,
+) -> PodTemplateSpec {
     let labels = ctx.meta("", &[]).labels;
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels,
+            annotations: if rdma { ctx.pod_annotations() } else { None },
             ..ObjectMeta::default()
         }),
         spec: Some(spec),

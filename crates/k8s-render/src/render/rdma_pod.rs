@@ -24,7 +24,10 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
         extra_env: Vec::new(),
     });
     let pod = Pod {
-        metadata: ctx.meta(&v.test_pod_name, &[]),
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            annotations: ctx.pod_annotations(),
+            ..ctx.meta(&v.test_pod_name, &[])
+        },
         spec: Some(ctx.pod_spec(vec![container], true, false)),
         status: None,
     };

@@ -22,6 +22,8 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
             ("ITERATIONS", v.iterations.to_string()),
             ("TX_COUNTER", p.devices.tx_counter.clone()),
             ("DEVICE_GLOB", p.devices.name_pattern.clone()),
+            ("TCP_KEY", ctx.tcp_switch().0.to_owned()),
+            ("TCP_VALUE", ctx.tcp_switch().1.to_owned()),
         ],
     )?;
     bundle.add_text(FILE, FileKind::Python, text)?;
