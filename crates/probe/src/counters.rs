@@ -54,16 +54,19 @@ pub fn byte_sources(kind: DeviceKind) -> &'static [CounterSource] {
         src(Tx, &["hw_counters/hw_tx_bytes_cnt"], 1),
         src(Rx, &["hw_counters/hw_rx_bytes_cnt"], 1),
     ];
-    // EFA: `tx_bytes`/`rx_bytes` since the first stats (kernel 5.x); RDMA-write byte counters
-    // came later and are used only when the basic ones are missing.
+    // EFA (drivers/infiniband/hw/efa/efa_verbs.c): `tx_bytes`/`rx_bytes` since the first stats
+    // (kernel 5.x; under ports/1 in every version, the device-level copy went away when port and
+    // device stats were split); `rdma_write_bytes`/`rdma_write_recv_bytes` were added to the
+    // port stats later and are used only when the basic ones are missing.
     const EFA: &[CounterSource] = &[
         src(Tx, &["hw_counters/tx_bytes"], 1),
         src(Rx, &["hw_counters/rx_bytes"], 1),
         src(Tx, &["hw_counters/rdma_write_bytes"], 1),
         src(Rx, &["hw_counters/rdma_write_recv_bytes"], 1),
     ];
-    // bnxt_re: `*_roce_only_bytes` (RoCE traffic only) on current kernels, `tx_bytes`/`rx_bytes`
-    // (function-level) on older ones; PMA last.
+    // bnxt_re (drivers/infiniband/hw/bnxt_re/hw_counters.c): `*_roce_only_bytes` (RoCE traffic
+    // only, from the extended stats of newer chips and kernels), `tx_bytes`/`rx_bytes`
+    // (function-level) otherwise; PMA last.
     const BNXT: &[CounterSource] = &[
         src(Tx, &["hw_counters/tx_roce_only_bytes"], 1),
         src(Rx, &["hw_counters/rx_roce_only_bytes"], 1),
@@ -72,7 +75,8 @@ pub fn byte_sources(kind: DeviceKind) -> &'static [CounterSource] {
         PMA_BYTES[0],
         PMA_BYTES[1],
     ];
-    // irdma (RoCE v2 and iWARP over IP): IP octets, headers included, IPv4 and IPv6 summed.
+    // irdma (RoCE v2 and iWARP over IP; i40iw used the same names): IP octets, headers
+    // included, IPv4 and IPv6 summed.
     const IRDMA: &[CounterSource] = &[
         src(
             Tx,
@@ -89,6 +93,15 @@ pub fn byte_sources(kind: DeviceKind) -> &'static [CounterSource] {
         PMA_BYTES[0],
         PMA_BYTES[1],
     ];
+    // rxe: packet counters only in released kernels; the 2026 series "RDMA/rxe: support perf
+    // mgmt GET method" (linux-rdma, v5) adds `hw_counters/sent_bytes` / `rcvd_bytes` and the
+    // PMA counters (`port_xmit_data` = bytes >> 2). Used when present, else the packet estimate.
+    const RXE: &[CounterSource] = &[
+        src(Tx, &["hw_counters/sent_bytes"], 1),
+        src(Rx, &["hw_counters/rcvd_bytes"], 1),
+        PMA_BYTES[0],
+        PMA_BYTES[1],
+    ];
     const NONE: &[CounterSource] = &[];
     match kind {
         DeviceKind::Erdma => ERDMA,
@@ -96,7 +109,8 @@ pub fn byte_sources(kind: DeviceKind) -> &'static [CounterSource] {
         DeviceKind::BnxtRe => BNXT,
         DeviceKind::Irdma => IRDMA,
         DeviceKind::Mlx5 | DeviceKind::Other => &PMA_BYTES,
-        DeviceKind::Rxe | DeviceKind::Siw => NONE,
+        DeviceKind::Rxe => RXE,
+        DeviceKind::Siw => NONE,
     }
 }
 

@@ -138,6 +138,32 @@ fn rxe_uses_a_packet_estimate() {
 }
 
 #[test]
+fn rxe_byte_counters_win_where_the_kernel_has_them() {
+    // The linux-rdma series "RDMA/rxe: support perf mgmt GET method" adds hw_counters/sent_bytes
+    // and rcvd_bytes; with them the receipt counts bytes, not a packet estimate.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("rxe"), tmp.path());
+    let hw = tmp
+        .path()
+        .join("sys/class/infiniband/rxe0/ports/1/hw_counters");
+    std::fs::write(hw.join("sent_bytes"), "1000\n").unwrap();
+    std::fs::write(hw.join("rcvd_bytes"), "2000\n").unwrap();
+    let before = counters::snapshot(tmp.path(), "rxe0", 1).unwrap();
+    bump(tmp.path(), "rxe0", "hw_counters/sent_bytes", 300 << 20);
+    bump(tmp.path(), "rxe0", "hw_counters/sent_pkts", 80_000);
+    let after = counters::snapshot(tmp.path(), "rxe0", 1).unwrap();
+    let d = CounterDelta::between(&before, &after).unwrap();
+    assert_eq!(d.tx_bytes, Some(300 << 20));
+    let p = counters::prove(&d, 256 << 20, 0.9);
+    assert_eq!(
+        (p.basis, p.verdict),
+        (Basis::Bytes, Verdict::Ok),
+        "{}",
+        p.summary
+    );
+}
+
+#[test]
 fn counter_reset_is_reported_not_underflowed() {
     let root = fixture("erdma");
     let before = counters::snapshot(&root, "erdma_0", 1).unwrap();

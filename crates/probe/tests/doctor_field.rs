@@ -36,9 +36,9 @@ fn tcp_fallback_in_plugin_wording() {
     assert!(f.cause.contains("libnccl-net-ofi.so"), "{}", f.cause);
     // On EFA the missing OFI plugin is the reason for the fallback, and the fallback says so.
     let d = diag("nccl-ofi-plugin-missing.log");
-    assert_eq!(find(&d, "nccl-net-plugin-load-failed").line, 3);
+    assert_eq!(find(&d, "nccl-net-plugin-load-failed").line, 4);
     let fb = find(&d, "nccl-tcp-fallback");
-    assert!(fb.cause.contains("net plugin of line 3"), "{}", fb.cause);
+    assert!(fb.cause.contains("net plugin of line 4"), "{}", fb.cause);
     // Healthy plugin-era log: IB plugin, GPUDirect on, no fallback.
     let d = diag("nccl-plugin-ib-gdr.log");
     assert_eq!(find(&d, "nccl-net-plugin-ib").occurrences, 2);

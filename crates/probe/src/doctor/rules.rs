@@ -14,6 +14,7 @@ use crate::verdict::Verdict;
 
 /// Run every whole-log rule over the per-line findings.
 pub(super) fn post_pass(lines: &[String], findings: &mut Vec<Finding>) {
+    plugin_expected(lines, findings);
     tcp_fallback(lines, findings);
     known_bad_nccl(lines, findings);
     ib_hca_matches_nothing(findings);
@@ -61,13 +62,62 @@ fn whole_log_finding(
     }
 }
 
+/// Findings that say an external net plugin was not used, most specific first.
+const PLUGIN_FAILURES: &[&str] = &[
+    "nccl-ofi-getinfo-failed",
+    "nccl-ofi-libfabric-too-old",
+    "nccl-ofi-init-failed",
+    "nccl-net-plugin-not-found",
+    "nccl-net-plugin-dlopen-failed",
+    "nccl-net-plugin-unsupported",
+    "nccl-net-plugin-init-failed",
+    "nccl-net-plugin-load-failed",
+];
+
+/// Which fabric of this log needs an external net plugin: EFA devices (aws-ofi-nccl) or GKE's
+/// gIB (its paths and config checker in the log).
+fn plugin_fabric(lines: &[String]) -> Option<&'static str> {
+    if kinds_in_log(lines).contains(DeviceKind::Efa.label()) {
+        return Some("EFA, which NCCL reaches only through aws-ofi-nccl");
+    }
+    lines
+        .iter()
+        .any(|l| {
+            l.contains("/usr/local/gib") || l.contains("NCCL_SHIMNET") || l.contains("NET/gIB")
+        })
+        .then_some("GKE's RDMA NICs, which NCCL reaches through Google's gIB plugin")
+}
+
+/// `nccl-net-plugin-absent` is normal on most fabrics; where the log shows a fabric that needs a
+/// plugin (EFA, gIB), the absent plugin is the failure and says so.
+fn plugin_expected(lines: &[String], findings: &mut [Finding]) {
+    let Some(fabric) = plugin_fabric(lines) else {
+        return;
+    };
+    if let Some(f) = findings
+        .iter_mut()
+        .find(|f| f.id == "nccl-net-plugin-absent")
+    {
+        f.severity = Verdict::Warn;
+        f.cause = format!(
+            "no external NCCL net plugin (libnccl-net.so) in the image, but this log shows {fabric}: NCCL is left \
+             with its internal IB and socket transports"
+        );
+        f.fix = Some(crate::doctor::signatures::PLUGIN_PATH_FIX.to_string());
+    }
+}
+
 /// NCCL on TCP with no NET/IB anywhere: every form NCCL prints it in (`NET/Socket : Using`,
 /// `Using network Socket`, `Initialized NET plugin Socket`, `Assigned NET plugin Socket`).
 fn tcp_fallback(lines: &[String], findings: &mut Vec<Finding>) {
     let uses_ib = findings.iter().any(|f| {
         matches!(
             f.id.as_str(),
-            "nccl-net-ib-using" | "nccl-using-network-ib" | "nccl-net-plugin-ib"
+            "nccl-net-ib-using"
+                | "nccl-using-network-ib"
+                | "nccl-net-plugin-ib"
+                | "nccl-using-network-plugin"
+                | "nccl-channel-net-plugin"
         )
     });
     let ib_disabled = find(findings, "nccl-ib-disabled-env").is_some();
@@ -100,10 +150,11 @@ fn tcp_fallback(lines: &[String], findings: &mut Vec<Finding>) {
         )
     };
     let mut cause = cause;
-    if let (Verdict::Fail, Some(p)) = (severity, find(findings, "nccl-net-plugin-load-failed")) {
+    let plugin_failed = PLUGIN_FAILURES.iter().find_map(|id| find(findings, id));
+    if let (Verdict::Fail, Some(p)) = (severity, plugin_failed) {
         cause.push_str(&format!(
-            "; the net plugin of line {} did not load, so NCCL had only its internal transports",
-            p.line
+            "; the net plugin of line {} did not load or initialise ({}), so NCCL had only its internal transports",
+            p.line, p.id
         ));
     }
     let f = whole_log_finding("nccl-tcp-fallback", severity, lines, idx, cause, fix);

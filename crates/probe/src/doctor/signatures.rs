@@ -6,7 +6,10 @@
 use serde::Serialize;
 
 use crate::facts::limits::MEMLOCK_FIX;
+
+mod plugins;
 use crate::verdict::Verdict;
+pub(crate) use plugins::PLUGIN_PATH_FIX;
 
 /// Which component writes the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
@@ -487,47 +490,32 @@ pub static SIGNATURES: &[Signature] = &[
         "RDMA device {1} is visible to verbs",
         "",
     ),
-    // --- silent TCP fallback in NCCL's plugin wording (2.23+) -------------------------------------
-    sig(
-        "nccl-net-plugin-ib-failed",
-        Fail,
-        Nccl,
-        r"Failed to initialize NET plugin IB",
-        "NCCL's IB transport failed to initialise (no usable RDMA device, provider or libibverbs in the pod), so NCCL continues over TCP sockets",
-        NO_DEVICE_FIX,
-    ),
-    sig(
-        "nccl-net-plugin-socket",
-        Warn,
-        Nccl,
-        r"(?:Initialized|Assigned) NET plugin Socket",
-        "NCCL loaded its socket (TCP) network plugin for this communicator",
-        "See nccl-tcp-fallback: set NCCL_IB_DISABLE=0 and make NET/IB usable (device, provider, NCCL_IB_HCA).",
-    ),
-    sig(
-        "nccl-net-plugin-ib",
-        Good,
-        Nccl,
-        r"(?:Initialized|Assigned) NET plugin (IB\w*)",
-        "NCCL loaded its {1} (RDMA) network plugin",
-        "",
-    ),
-    sig(
-        "nccl-net-plugin-absent",
-        Info,
-        Nccl,
-        r"NET/Plugin ?: (?:Could not find: libnccl-net\.so|No plugin found \(libnccl-net\.so\)|Plugin load \(libnccl-net\.so\) returned 2)",
-        "no external NCCL net plugin (libnccl-net.so) in the image: NCCL uses its internal IB and socket transports (normal unless the fabric needs a vendor plugin such as aws-ofi-nccl)",
-        "",
-    ),
-    fallback(sig(
-        "nccl-net-plugin-load-failed",
-        Warn,
-        Nccl,
-        r"NET/Plugin ?: Plugin load \((\S+)\) returned (\d+)",
-        "the NCCL net plugin {1} did not load (error {2}): NCCL falls back to its internal transports and loses what the plugin adds (EFA, SHARP)",
-        "Check NCCL_NET_PLUGIN and that the plugin and its dependencies are on LD_LIBRARY_PATH in the image (`ldd <plugin>`).",
-    )),
+    // --- NCCL net plugins: NCCL's loader, aws-ofi-nccl, gIB (signatures/plugins.rs) ----------------
+    plugins::IB_FAILED,
+    plugins::SOCKET,
+    plugins::IB,
+    plugins::ABSENT,
+    plugins::LOAD_FAILED,
+    plugins::NET_PLUGIN_ENV,
+    plugins::NET_PLUGIN_LOADED,
+    plugins::NET_PLUGIN_NOT_FOUND,
+    plugins::NET_PLUGIN_DLOPEN_FAILED,
+    plugins::NET_PLUGIN_INIT_FAILED,
+    plugins::NET_PLUGIN_UNSUPPORTED,
+    plugins::NET_NONE_INITIALIZED,
+    plugins::USING_NETWORK_PLUGIN,
+    plugins::CHANNEL_NET_PLUGIN,
+    plugins::OFI_INIT,
+    plugins::OFI_PROVIDER_EFA,
+    plugins::OFI_PROVIDER_TCP,
+    plugins::OFI_GETINFO_FAILED,
+    plugins::OFI_INIT_FAILED,
+    plugins::OFI_LIBFABRIC_OLD,
+    plugins::GIB_INIT,
+    plugins::GIB_MISMATCH_ENFORCED,
+    plugins::GIB_MISMATCH_RECOMMENDED,
+    plugins::GIB_CONFIG_MISSING,
+    plugins::IBVERBS_CONFIG_DIR,
     // --- GID index (RoCE) ------------------------------------------------------------------------
     sig(
         "nccl-gid-type-mismatch",

@@ -1,0 +1,281 @@
+//! NCCL net plugins (issue 18): each plugin's "used", "not found", "did not load" and "fell back"
+//! lines, from fixtures in the shape NCCL, aws-ofi-nccl and gIB print them (sources in each
+//! fixture's first line and in `src/doctor/signatures/plugins.rs`).
+
+use probe::Verdict;
+use probe::doctor;
+
+mod logs_common;
+use logs_common::{diag, find, fix};
+
+fn one(line: &str) -> doctor::Diagnosis {
+    doctor::diagnose(line).expect("builtin knowledge base compiles")
+}
+
+#[test]
+fn efa_pod_without_its_devices() {
+    let d = diag("efa-ofi-no-device.log");
+    assert_eq!(d.verdict, Verdict::Fail);
+    let g = find(&d, "nccl-ofi-getinfo-failed");
+    assert_eq!((g.line, g.severity), (11, Verdict::Fail));
+    assert!(g.cause.contains("No data available"), "{}", g.cause);
+    assert!(fix(g).contains("vpc.amazonaws.com/efa"), "{}", fix(g));
+    assert!(fix(g).contains("fi_info -p efa -t FI_EP_RDM"), "{}", fix(g));
+    assert_eq!(find(&d, "nccl-ofi-init-failed").line, 12);
+    let fb = find(&d, "nccl-tcp-fallback");
+    assert!(
+        fb.cause.contains("line 11") && fb.cause.contains("nccl-ofi-getinfo-failed"),
+        "{}",
+        fb.cause
+    );
+    assert!(
+        find(&d, "nccl-ofi-plugin")
+            .cause
+            .contains("aws-ofi-nccl 1.14.0")
+    );
+}
+
+#[test]
+fn efa_healthy_is_not_a_fallback() {
+    let d = diag("efa-ofi-ok.log");
+    assert!(d.verdict <= Verdict::Info, "{:?}", d.findings);
+    assert!(d.has("nccl-ofi-provider-efa"));
+    assert!(
+        find(&d, "nccl-using-network-plugin")
+            .cause
+            .contains("Libfabric")
+    );
+    assert!(
+        find(&d, "nccl-channel-net-plugin")
+            .cause
+            .contains("/GDRDMA")
+    );
+    assert!(find(&d, "nccl-net-plugin-env").cause.ends_with("ofi"));
+    assert!(!d.has("nccl-tcp-fallback"));
+    // aws-ofi-nccl up to 1.13 wrote `Selected Provider is efa (found 4 nics)`; 1.3 only the name.
+    for old in [
+        "h:1:1 [0] NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)",
+        "algo-1:462:462 [0] NCCL INFO NET/OFI Selected Provider is efa",
+    ] {
+        assert!(one(old).has("nccl-ofi-provider-efa"), "{old}");
+    }
+    let d = one("algo-1:462:462 [0] NCCL INFO Using network AWS Libfabric");
+    assert!(d.has("nccl-using-network-plugin"));
+}
+
+#[test]
+fn ofi_over_libfabric_tcp_is_a_failure_although_nccl_says_libfabric() {
+    let d = diag("efa-ofi-provider-tcp.log");
+    let f = find(&d, "nccl-ofi-provider-tcp");
+    assert_eq!((f.line, f.severity), (7, Verdict::Fail));
+    assert!(f.cause.contains("tcp;ofi_rxm"), "{}", f.cause);
+    assert!(fix(f).contains("FI_PROVIDER=efa"), "{}", fix(f));
+    assert!(d.has("nccl-using-network-plugin"));
+    assert_eq!(d.verdict, Verdict::Fail);
+}
+
+#[test]
+fn libfabric_too_old_for_efa() {
+    let d = diag("efa-ofi-libfabric-old.log");
+    let f = find(&d, "nccl-ofi-libfabric-too-old");
+    assert_eq!(f.line, 9);
+    assert!(f.cause.contains("1.22.0"), "{}", f.cause);
+    let i = find(&d, "nccl-net-plugin-init-failed");
+    assert_eq!((i.line, i.severity), (12, Verdict::Warn));
+    assert!(i.cause.contains("Libfabric"), "{}", i.cause);
+    // NCCL's own IB plugin failure on the same kind of line is not also an external-plugin one.
+    let ib = one("h:1:1 [0] NCCL INFO Failed to initialize NET plugin IB");
+    assert!(ib.has("nccl-net-plugin-ib-failed"));
+    assert!(!ib.has("nccl-net-plugin-init-failed"));
+    let fb = find(&d, "nccl-tcp-fallback");
+    assert!(fb.cause.contains("line 9"), "{}", fb.cause);
+}
+
+#[test]
+fn named_plugin_not_in_the_image_in_every_nccl_wording() {
+    let d = diag("nccl-net-plugin-not-found.log");
+    let f = find(&d, "nccl-net-plugin-not-found");
+    assert_eq!((f.line, f.severity), (5, Verdict::Warn));
+    assert!(f.cause.contains("ofi libnccl-net-ofi.so"), "{}", f.cause);
+    assert!(fix(f).contains("/opt/amazon/ofi-nccl/lib"), "{}", fix(f));
+    assert!(fix(f).contains("/usr/local/gib/lib64"), "{}", fix(f));
+    assert!(
+        find(&d, "nccl-tcp-fallback")
+            .cause
+            .contains("nccl-net-plugin-not-found")
+    );
+    for (version, line) in [
+        (
+            "2.19",
+            "w:1:1 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net-ofi.so: cannot open shared object file: No such file or directory No plugin found (libnccl-net-ofi.so), using internal implementation",
+        ),
+        (
+            "2.21",
+            "w:1:1 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net-ofi.so)",
+        ),
+        (
+            "2.26",
+            "w:1:1 [0] NCCL INFO NET/Plugin: Could not find: ofi libnccl-net-ofi.so. Using internal net plugin.",
+        ),
+        (
+            "path",
+            "w:1:1 [0] NCCL INFO NET/Plugin: Could not find: /opt/x/libnccl-net.so",
+        ),
+    ] {
+        let d = one(line);
+        assert!(
+            d.has("nccl-net-plugin-not-found"),
+            "{version}: {:?}",
+            d.findings
+        );
+        assert!(!d.has("nccl-net-plugin-absent"), "{version}");
+    }
+    // The default libnccl-net.so missing is information, in every wording.
+    for line in [
+        "w:1:1 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or directory No plugin found (libnccl-net.so), using internal implementation",
+        "w:1:1 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)",
+        "w:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+        "w:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. ",
+        "w:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so",
+    ] {
+        let d = one(line);
+        assert_eq!(
+            find(&d, "nccl-net-plugin-absent").severity,
+            Verdict::Info,
+            "{line}"
+        );
+        assert!(!d.has("nccl-net-plugin-not-found"), "{line}");
+    }
+}
+
+#[test]
+fn absent_plugin_on_a_fabric_that_needs_one_is_a_warning() {
+    let efa = "h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so\n\
+               h:1:1 [0] NCCL INFO NET/IB : Using [0]rdmap16s27:1/IB [RO]; OOB eth0:10.0.0.1<0>\n";
+    let f = find(&one(efa), "nccl-net-plugin-absent").clone();
+    assert_eq!(f.severity, Verdict::Warn);
+    assert!(f.cause.contains("EFA"), "{}", f.cause);
+    assert!(fix(&f).contains("/opt/amazon/ofi-nccl/lib"));
+    let gib = "h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so\n\
+               h:1:1 [0] NCCL INFO NCCL_TUNER_CONFIG_PATH set by environment to /usr/local/gib/configs/tuner_config_a3u.txtpb\n";
+    let f = find(&one(gib), "nccl-net-plugin-absent").clone();
+    assert_eq!(f.severity, Verdict::Warn);
+    assert!(f.cause.contains("gIB"), "{}", f.cause);
+}
+
+#[test]
+fn plugin_found_but_its_dependencies_missing() {
+    let d = diag("nccl-ofi-libfabric-missing.log");
+    let f = find(&d, "nccl-net-plugin-dlopen-failed");
+    assert_eq!((f.line, f.severity), (4, Verdict::Warn));
+    assert!(
+        f.cause
+            .contains("plugin libnccl-net.so but could not load it: libfabric.so.1"),
+        "{}",
+        f.cause
+    );
+    assert!(fix(f).contains("ldd"));
+    for (version, line, want) in [
+        (
+            "2.21",
+            "w:1:1 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libfabric.so.1: cannot open shared object file: No such file or directory when loading libnccl-net-ofi.so",
+            "plugin libnccl-net-ofi.so but",
+        ),
+        (
+            "2.23",
+            "w:1:1 [0] NCCL INFO NET/Plugin: libfabric.so.1: cannot open shared object file: No such file or directory",
+            "plugin but could not load it: libfabric.so.1",
+        ),
+        (
+            "2.19",
+            "w:1:1 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libfabric.so.1: cannot open shared object file: No such file or directory.",
+            "load it: libfabric.so.1",
+        ),
+    ] {
+        let d = one(line);
+        let f = find(&d, "nccl-net-plugin-dlopen-failed");
+        assert!(f.cause.contains(want), "{version}: {}", f.cause);
+    }
+    // ≤ 2.18's wording keeps its own id.
+    let d = diag("nccl-ofi-plugin-missing.log");
+    assert!(
+        find(&d, "nccl-net-plugin-load-failed")
+            .cause
+            .contains("libnccl-net-ofi.so")
+    );
+    assert!(
+        find(&d, "nccl-net-plugin-env")
+            .cause
+            .contains("libnccl-net-ofi.so")
+    );
+}
+
+#[test]
+fn forced_network_without_a_fallback() {
+    let d = diag("nccl-net-none-initialized.log");
+    let f = find(&d, "nccl-net-none-initialized");
+    assert_eq!((f.line, f.severity), (5, Verdict::Fail));
+    assert!(fix(f).contains("NCCL_NET"), "{}", fix(f));
+    assert!(f.cause.contains("ncclInvalidUsage"));
+}
+
+#[test]
+fn plugin_built_for_another_nccl() {
+    let d = diag("nccl-net-plugin-unsupported.log");
+    let f = find(&d, "nccl-net-plugin-unsupported");
+    assert_eq!((f.line, f.severity), (4, Verdict::Warn));
+    assert!(f.cause.contains("/usr/local/lib/libnccl-net.so"));
+    assert_eq!(d.verdict, Verdict::Warn, "IB still works: {:?}", d.findings);
+}
+
+#[test]
+fn gib_used_and_its_config_checker() {
+    let d = diag("gib-ok.log");
+    assert!(d.verdict <= Verdict::Info, "{:?}", d.findings);
+    assert_eq!(
+        find(&d, "nccl-gib-plugin").line,
+        4,
+        "the header is not a log line"
+    );
+    assert!(find(&d, "nccl-gib-plugin").cause.contains("v1.0.5"));
+    assert!(
+        find(&d, "nccl-channel-net-plugin")
+            .cause
+            .contains("gIB plugin, device 6/GDRDMA")
+    );
+    assert!(!d.has("nccl-tcp-fallback"));
+
+    let d = diag("gib-env-enforced.log");
+    let f = find(&d, "nccl-gib-env-enforced");
+    assert_eq!((f.line, f.severity), (5, Verdict::Fail));
+    assert!(
+        f.cause.contains("NCCL_P2P_NVL_CHUNKSIZE=524288") && f.cause.contains("expects 262144")
+    );
+    assert!(fix(f).contains("set_nccl_env.sh"));
+    // The spacing of Google's page is accepted too.
+    let spaced = "... NCCL WARN NCCL/NET ( shim ) mismatch enforced: NCCL_P2P_NVL_CHUNKSIZE = 524288 ( expected 262144 )";
+    assert!(one(spaced).has("nccl-gib-env-enforced"));
+
+    let d = diag("gib-env-recommended.log");
+    let f = find(&d, "nccl-gib-env-recommended");
+    assert_eq!((f.line, f.severity), (5, Verdict::Warn));
+    assert!(f.cause.contains("expected unset"), "{}", f.cause);
+    assert_eq!(d.verdict, Verdict::Warn);
+
+    let d = diag("gib-config-missing.log");
+    let f = find(&d, "nccl-gib-config-missing");
+    assert!(fix(f).contains("/usr/local/gib/configs/guest_config.txtpb"));
+}
+
+#[test]
+fn gib_libibverbs_without_its_directory_falls_back_to_tcp() {
+    let d = diag("ibverbs-gib-config-dir.log");
+    let f = find(&d, "ibverbs-config-dir-missing");
+    assert_eq!((f.line, f.severity), (2, Verdict::Warn));
+    assert!(
+        f.cause
+            .contains("/usr/local/gib/rdma-core/build/etc/libibverbs.d")
+    );
+    assert!(fix(f).contains("/home/kubernetes/bin/gib"));
+    assert_eq!(find(&d, "nccl-tcp-fallback").severity, Verdict::Fail);
+}
