@@ -352,3 +352,37 @@ fn seed_002_gpu_count_comes_from_the_instance_type() {
             .contains("slotsPerWorker: 1")
     );
 }
+
+#[test]
+fn seed_004_modes_and_the_instance_types_excepted_from_ib_shared() {
+    let vke = rdmakit::profiles::load_builtin("volcengine-ib").unwrap();
+    assert_eq!(
+        vke.accepted_label_values("vke.node.rdma.mode"),
+        ["ib-shared", "ib-shared-multi"]
+    );
+    let hpcg = vke.node_label_exceptions_for("ecs.hpcg1ve.21xlarge", None);
+    assert_eq!(hpcg.len(), 1);
+    assert_eq!(hpcg[0].not_recommended, "ib-shared");
+    // ecs.hpcpni2.28xlarge only in North China.
+    assert_eq!(
+        vke.node_label_exceptions_for("ecs.hpcpni2.28xlarge", Some("North China"))
+            .len(),
+        1
+    );
+    assert!(
+        vke.node_label_exceptions_for("ecs.hpcpni2.28xlarge", Some("South China"))
+            .is_empty()
+    );
+    assert!(
+        vke.node_label_exceptions_for("ecs.hpcpni3.45xlarge", None)
+            .is_empty()
+    );
+    // The pod selects no mode, so it runs on nodes of either (what the node check accepts).
+    let pod = render(System::RdmaTestPod, &vke, &Values::default()).unwrap();
+    assert!(
+        !pod.get("rdma-test-pod.yaml")
+            .unwrap()
+            .contents
+            .contains("nodeSelector")
+    );
+}

@@ -38,6 +38,8 @@
 //!     },
 //!     node_selector: BTreeMap::new(),
 //!     node_labels: BTreeMap::new(),
+//!     node_label_values: BTreeMap::new(),
+//!     node_label_exceptions: vec![],
 //!     tolerations: vec![],
 //!     userspace: Default::default(),
 //!     devices: DeviceSpec {

@@ -39,6 +39,15 @@ pub struct Profile {
     /// Labels the RDMA nodes must carry (documentation and preflight; e.g. `vke.node.rdma.mode: ib-shared`).
     #[serde(default)]
     pub node_labels: BTreeMap<String, String>,
+    /// Every value the node check accepts for a `node_labels` key, when more than the one
+    /// `node_labels` gives (`vke.node.rdma.mode: ["ib-shared", "ib-shared-multi"]`).
+    #[serde(default)]
+    pub node_label_values: BTreeMap<String, Vec<String>>,
+    /// Instance types for which the vendor does not recommend a `node_labels` value (seed 004:
+    /// ib-shared is recommended except on ecs.hpcg1ve.21xlarge and, in North China,
+    /// ecs.hpcpni2.28xlarge).
+    #[serde(default)]
+    pub node_label_exceptions: Vec<NodeLabelException>,
     /// Tolerations put on every RDMA pod.
     #[serde(default)]
     pub tolerations: Vec<TolerationSpec>,
@@ -224,6 +233,24 @@ pub struct HostPathMount {
     /// Why the mount is there (rendered as nothing; shown by `rdmakit profiles`).
     #[serde(default)]
     pub why: Option<String>,
+}
+
+/// An instance type on which a recommended node label value does not apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeLabelException {
+    /// Instance type (`ecs.hpcg1ve.21xlarge`).
+    pub instance_type: String,
+    /// Where the exception holds, as the vendor words it (`North China`); `None`: everywhere.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Label key (`vke.node.rdma.mode`).
+    pub label: String,
+    /// The value not recommended there (`ib-shared`).
+    pub not_recommended: String,
+    /// What the vendor says instead, or that it says nothing more.
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// A pod toleration.
@@ -544,6 +571,24 @@ impl Profile {
         {
             return Err(invalid("pod.shm.volume_name", "must be a DNS label"));
         }
+        for (key, values) in &self.node_label_values {
+            if let Some(v) = self.node_labels.get(key)
+                && !values.contains(v)
+            {
+                return Err(invalid(
+                    format!("node_label_values.{key}"),
+                    format!("must include the node_labels value `{v}`"),
+                ));
+            }
+        }
+        for (i, e) in self.node_label_exceptions.iter().enumerate() {
+            if e.instance_type.trim().is_empty() || e.label.trim().is_empty() {
+                return Err(invalid(
+                    format!("node_label_exceptions[{i}]"),
+                    "instance_type and label must not be empty",
+                ));
+            }
+        }
         self.check_transport()?;
         self.check_instance_types()?;
         if let Some(pin) = &self.nccl.pin {
@@ -601,6 +646,32 @@ impl Profile {
             .check()
             .map_err(|e| invalid("values", e.to_string()))?;
         Ok(())
+    }
+
+    /// Values the node check accepts for label `key`: `node_label_values[key]`, else the one
+    /// `node_labels` value; empty when the profile names no such label.
+    pub fn accepted_label_values(&self, key: &str) -> Vec<String> {
+        match self.node_label_values.get(key) {
+            Some(v) if !v.is_empty() => v.clone(),
+            _ => self.node_labels.get(key).cloned().into_iter().collect(),
+        }
+    }
+
+    /// The exceptions that apply to `instance_type` (in `region`, when the exception names one:
+    /// a region-bound exception is returned when `region` is `None`, since it may apply).
+    pub fn node_label_exceptions_for(
+        &self,
+        instance_type: &str,
+        region: Option<&str>,
+    ) -> Vec<&NodeLabelException> {
+        self.node_label_exceptions
+            .iter()
+            .filter(|e| e.instance_type == instance_type)
+            .filter(|e| match (&e.region, region) {
+                (Some(r), Some(given)) => r.eq_ignore_ascii_case(given),
+                _ => true,
+            })
+            .collect()
     }
 
     /// The net plugin, when NCCL reaches the fabric through one.
