@@ -33,4 +33,5 @@ pub mod outdir;
 pub mod plan;
 pub mod profiles;
 pub mod report;
+pub mod secrets;
 pub mod workflows;

@@ -137,6 +137,29 @@ impl Report {
         }
     }
 
+    /// Every text of the report passed through `f` (secret redaction before it is shown or written).
+    pub fn map_text(&mut self, f: &dyn Fn(&str) -> String) {
+        for t in [&mut self.title, &mut self.summary] {
+            *t = f(t);
+        }
+        self.steps.iter_mut().for_each(|s| *s = f(s));
+        for c in &mut self.checks {
+            for t in [&mut c.step, &mut c.name, &mut c.detail] {
+                *t = f(t);
+            }
+        }
+        for m in &mut self.measurements {
+            for t in [&mut m.step, &mut m.name, &mut m.unit] {
+                *t = f(t);
+            }
+        }
+        for t in &mut self.tables {
+            for x in [&mut t.step, &mut t.title, &mut t.text] {
+                *x = f(x);
+            }
+        }
+    }
+
     /// The step checks are attributed to.
     pub fn current_step(&self) -> String {
         self.steps

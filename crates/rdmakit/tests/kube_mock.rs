@@ -647,6 +647,53 @@ fn registry_credentials_are_merged_into_one_secret_without_printing_them() {
         config["auths"]["registry.cn-beijing.aliyuncs.com"]["auth"],
         "cHVzaDpzZWNyZXQy"
     );
+    // What the run must redact from then on: each credential it read.
+    let sensitive: Vec<&str> = summary.sensitive.iter().map(|t| t.expose()).collect();
+    assert!(sensitive.contains(&"cHVsbDpzZWNyZXQx") && sensitive.contains(&"cHVzaDpzZWNyZXQy"));
+}
+
+#[test]
+fn a_secret_from_secret_parameters_is_applied_as_an_opaque_secret() {
+    use base64::Engine as _;
+    let m = mock(Box::new(|s: &Seen| {
+        Some(match s.method.as_str() {
+            "PATCH" => (
+                200,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "registry-login"}}),
+            ),
+            _ => (404, status(404, "NotFound", "unexpected")),
+        })
+    }));
+    let spec = rdmakit::exec::SecretSpec {
+        name: "registry-login".into(),
+        data: [(
+            "password".to_owned(),
+            rdmakit::secrets::SecretText::new("hunter22-s3cret"),
+        )]
+        .into(),
+        env: Default::default(),
+        namespace: Some("ray".into()),
+        timeout: Duration::from_secs(5),
+    };
+    let r = m.exec.apply_secret(&spec).unwrap();
+    assert_eq!(r.to_string(), "Secret/registry-login");
+    let seen = m.seen.lock().unwrap().clone();
+    let patch = seen.iter().find(|s| s.method == "PATCH").unwrap();
+    assert!(
+        patch
+            .uri
+            .starts_with("/api/v1/namespaces/ray/secrets/registry-login?")
+            && patch.uri.contains("fieldManager=rdmakit"),
+        "{}",
+        patch.uri
+    );
+    let body: Value = serde_json::from_str(&patch.body).unwrap();
+    assert_eq!(body["type"], "Opaque");
+    let pw = base64::engine::general_purpose::STANDARD
+        .decode(body["data"]["password"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(pw, b"hunter22-s3cret");
+    assert!(!format!("{spec:?}").contains("hunter22"));
 }
 
 #[test]

@@ -35,6 +35,11 @@ Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/
 OUT/.rdmakit-files lists what the run wrote; the next run in OUT removes those files first (unless changed
 since) and never others, and lints, validates and applies only the files it wrote itself.
 
+--set-secret KEY=VALUE (or KEY, with the value in RDMAKIT_SECRET_KEY) passes a secret parameter
+(params::secret / params::get): scripts see <secret KEY>, it reaches the cluster only as an exec's stdin or
+through kube::apply_secret, and it is redacted from plan.sh (which reads RDMAKIT_SECRET_KEY), plan.json,
+the reports, exec output and errors.
+
 A workflow reads (fs::read, kube::cp, kube::apply...) only the out dir, its own folder, its library and
 vendor folders, and files named on the command line (--set KEY=PATH); other paths are refused (exit 2).
 
@@ -53,6 +58,10 @@ pub struct RunArgs {
     /// Override a workflow parameter or render value (repeatable); an unknown KEY is an error.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
     pub set: Vec<(String, String)>,
+    /// A secret workflow parameter: KEY=VALUE, or KEY alone to read RDMAKIT_SECRET_<KEY> from the
+    /// environment (keeps it out of shell history). Never written to plan.sh, plan.json, reports or logs.
+    #[arg(long = "set-secret", value_name = "KEY[=VALUE]")]
+    pub set_secret: Vec<String>,
     /// Output directory (default: out/<workflow name>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -157,8 +166,12 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         .map(|(_, v)| PathBuf::from(v))
         .filter(|p| p.is_file())
         .collect();
+    for item in &args.set_secret {
+        let (key, value) = secret_arg(item, args.dry_run).map_err(Failure::input)?;
+        config.secrets.insert(key, value);
+    }
     let uses = ParamUse::scan(&wf.source, &config.lib_dirs);
-    let unknown = uses.unknown(config.params.keys());
+    let unknown = uses.unknown(config.params.keys().chain(config.secrets.keys()));
     if !uses.dynamic && !unknown.is_empty() {
         return Err(Failure::input(unknown_keys(&wf.name, &uses, &unknown)));
     }
@@ -229,7 +242,8 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
     if let Some(d) = &dry {
         let plan = d.plan();
         let sh = out.join("plan.sh");
-        std::fs::write(&sh, plan.to_shell())
+        let redact = |t: &str| host.ctx().redactor.redact(t);
+        std::fs::write(&sh, redact(&plan.to_shell()))
             .with_context(|| format!("cannot write {}", sh.display()))
             .map_err(Failure::input)?;
         #[cfg(unix)]
@@ -237,7 +251,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&sh, std::fs::Permissions::from_mode(0o755));
         }
-        let js = serde_json::to_string_pretty(&plan).unwrap_or_default();
+        let js = redact(&serde_json::to_string_pretty(&plan).unwrap_or_default());
         std::fs::write(out.join("plan.json"), js.clone() + "\n")
             .with_context(|| format!("cannot write {}", out.join("plan.json").display()))
             .map_err(Failure::input)?;
@@ -247,7 +261,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         if args.json {
             println!("{js}");
         } else {
-            print!("{}", plan.to_text());
+            print!("{}", redact(&plan.to_text()));
         }
     }
 
@@ -306,6 +320,30 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         Verdict::Interrupted => code::INTERRUPTED,
         Verdict::Error => code::INPUT,
     })
+}
+
+/// `--set-secret KEY=VALUE`, or `KEY` with the value in `RDMAKIT_SECRET_KEY` (a dry-run needs no value:
+/// its plan.sh reads that variable when it runs).
+fn secret_arg(item: &str, dry_run: bool) -> anyhow::Result<(String, rdmakit::secrets::SecretText)> {
+    use rdmakit::secrets::{SecretText, env_var};
+    if let Some((k, v)) = item.split_once('=') {
+        if k.trim().is_empty() {
+            anyhow::bail!("--set-secret: expected KEY=VALUE or KEY, got an empty key");
+        }
+        return Ok((k.trim().to_owned(), SecretText::new(v)));
+    }
+    let key = item.trim();
+    if key.is_empty() {
+        anyhow::bail!("--set-secret: expected KEY=VALUE or KEY, got an empty key");
+    }
+    match std::env::var(env_var(key)) {
+        Ok(v) => Ok((key.to_owned(), SecretText::new(v))),
+        Err(_) if dry_run => Ok((key.to_owned(), SecretText::default())),
+        Err(_) => anyhow::bail!(
+            "--set-secret {key}: {} is not set; export it, or pass --set-secret {key}=VALUE",
+            env_var(key)
+        ),
+    }
 }
 
 fn config_keys(set: &[(String, String)]) -> Vec<String> {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{
     CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, ListSpec, LogSpec,
-    Manifest, MergeSecretsSpec, MergeSummary, ObjRef, WaitFor, WaitSpec,
+    Manifest, MergeSecretsSpec, MergeSummary, ObjRef, SecretSpec, WaitFor, WaitSpec,
 };
 use crate::error::ExecError;
 use crate::plan::{Plan, shell_join, shell_quote};
@@ -64,6 +64,17 @@ impl DryRunExecutor {
             if spec.stdin.is_some() { " -i" } else { "" },
             shell_join(&argv)
         );
+        // stdin: a secret comes from its environment variable, never from the plan's text.
+        let cmd = match (&spec.stdin_env, &spec.stdin) {
+            (Some(var), _) => format!(
+                "printf '%s' \"${{{var}:?export {var} (a secret parameter) first}}\" | {cmd}"
+            ),
+            (None, Some(bytes)) => format!(
+                "printf '%s' {} | {cmd}",
+                shell_quote(&String::from_utf8_lossy(bytes))
+            ),
+            (None, None) => cmd,
+        };
         let line = match &spec.capture_var {
             Some(v) => format!("{v}=$({cmd})"),
             None => cmd,
@@ -465,6 +476,42 @@ impl Executor for DryRunExecutor {
             target: spec.target.clone(),
             registries: vec![],
             dry_run: true,
+            sensitive: vec![],
+        })
+    }
+
+    fn apply_secret(&self, spec: &SecretSpec) -> Result<ObjRef, ExecError> {
+        let k = self.kubectl(spec.namespace.as_deref());
+        // Secret values come from their environment variables through process substitution: never in
+        // the plan's text, nor in kubectl's argv.
+        let from: Vec<String> = spec
+            .data
+            .iter()
+            .map(|(key, v)| match spec.env.get(key) {
+                Some(var) => format!(
+                    "--from-file={key}=<(printf '%s' \"${{{var}:?export {var} (a secret parameter) first}}\")"
+                ),
+                None => format!("--from-literal={}", shell_quote(&format!("{key}={}", v.expose()))),
+            })
+            .collect();
+        self.record(
+            format!(
+                "apply secret/{} (keys {}; values never printed)",
+                spec.name,
+                spec.data.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            vec![],
+            vec![format!(
+                "{k} create secret generic {} {} --dry-run=client -o yaml | {k} apply --server-side --field-manager={FIELD_MANAGER} -f -",
+                shell_quote(&spec.name),
+                from.join(" ")
+            )],
+        );
+        Ok(ObjRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            name: spec.name.clone(),
+            namespace: spec.namespace.clone(),
         })
     }
 }

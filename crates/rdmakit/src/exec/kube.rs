@@ -22,8 +22,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::wait::{WaitState, evaluate};
 use super::{
     CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, ListSpec, LogSpec,
-    Manifest, MergeSecretsSpec, MergeSummary, ObjRef, WaitSpec, api_version_for_kind, field_at,
-    missing_api_fix,
+    Manifest, MergeSecretsSpec, MergeSummary, ObjRef, SecretSpec, WaitSpec, api_version_for_kind,
+    field_at, missing_api_fix,
 };
 use crate::cancel::Cancel;
 use crate::error::{ConfigError, ExecError};
@@ -865,6 +865,7 @@ impl Executor for KubeExecutor {
                 configs.push((name.clone(), bytes));
             }
             let merged = merge_docker_configs(&configs)?;
+            let sensitive = sensitive_in_docker_configs(&configs, &merged);
             let registries: Vec<String> = merged
                 .get("auths")
                 .and_then(Value::as_object)
@@ -890,9 +891,78 @@ impl Executor for KubeExecutor {
             let pp = PatchParams::apply(FIELD_MANAGER);
             let patch = Patch::Apply(&value);
             self.retrying(&action, || secrets.patch(&spec.target, &pp, &patch)).await?;
-            Ok(MergeSummary { target: spec.target.clone(), registries, dry_run: false })
+            Ok(MergeSummary { target: spec.target.clone(), registries, dry_run: false, sensitive })
         })
     }
+
+    fn apply_secret(&self, spec: &SecretSpec) -> Result<ObjRef, ExecError> {
+        let ns = spec
+            .namespace
+            .clone()
+            .unwrap_or_else(|| self.namespace.clone());
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+        let action = format!("apply secret/{}", spec.name);
+        self.block(&action, spec.timeout, async {
+            let secret = Secret {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(spec.name.clone()),
+                    labels: Some(BTreeMap::from([(
+                        "app.kubernetes.io/managed-by".to_owned(),
+                        "rdmakit".to_owned(),
+                    )])),
+                    ..Default::default()
+                },
+                type_: Some("Opaque".into()),
+                data: Some(
+                    spec.data
+                        .iter()
+                        .map(|(k, v)| (k.clone(), ByteString(v.expose().as_bytes().to_vec())))
+                        .collect(),
+                ),
+                ..Default::default()
+            };
+            let mut value =
+                serde_json::to_value(&secret).map_err(|e| ExecError::Input(e.to_string()))?;
+            if let Some(o) = value.as_object_mut() {
+                o.insert("apiVersion".into(), "v1".into());
+                o.insert("kind".into(), "Secret".into());
+            }
+            let pp = PatchParams::apply(FIELD_MANAGER);
+            let patch = Patch::Apply(&value);
+            self.retrying(&action, || secrets.patch(&spec.name, &pp, &patch))
+                .await?;
+            Ok(ObjRef {
+                api_version: "v1".into(),
+                kind: "Secret".into(),
+                name: spec.name.clone(),
+                namespace: Some(ns.clone()),
+            })
+        })
+    }
+}
+
+/// What a run must redact after a merge: each source's config text, every credential field in it
+/// (`auth`, `password`, `identitytoken`, `registrytoken`) and the merged text.
+fn sensitive_in_docker_configs(
+    configs: &[(String, Vec<u8>)],
+    merged: &Value,
+) -> Vec<crate::secrets::SecretText> {
+    use crate::secrets::SecretText;
+    let mut out: Vec<SecretText> = Vec::new();
+    for (_, bytes) in configs {
+        out.push(SecretText::new(String::from_utf8_lossy(bytes).into_owned()));
+    }
+    out.push(SecretText::new(merged.to_string()));
+    if let Some(auths) = merged.get("auths").and_then(Value::as_object) {
+        for entry in auths.values() {
+            for field in ["auth", "password", "identitytoken", "registrytoken"] {
+                if let Some(v) = entry.get(field).and_then(Value::as_str) {
+                    out.push(SecretText::new(v));
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

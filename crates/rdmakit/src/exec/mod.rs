@@ -107,8 +107,9 @@ pub struct WaitSpec {
     pub timeout: Duration,
 }
 
-/// An exec request (`kubectl exec POD -c CONTAINER -- COMMAND...`).
-#[derive(Debug, Clone, Default)]
+/// An exec request (`kubectl exec POD -c CONTAINER -- COMMAND...`). Its `Debug` never shows stdin (it
+/// may carry a secret).
+#[derive(Clone, Default)]
 pub struct ExecSpec {
     /// Pod name.
     pub pod: String,
@@ -118,6 +119,9 @@ pub struct ExecSpec {
     pub command: Vec<String>,
     /// Bytes to send to stdin (closed afterwards).
     pub stdin: Option<Vec<u8>>,
+    /// In plan.sh, stdin comes from this environment variable (a secret parameter's; its value never
+    /// appears in the plan).
+    pub stdin_env: Option<String>,
     /// Namespace override.
     pub namespace: Option<String>,
     /// Deadline.
@@ -128,6 +132,41 @@ pub struct ExecSpec {
     pub progress: bool,
     /// Extra environment for the command, rendered as `env K=V ...` in front of it.
     pub env: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ExecSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecSpec")
+            .field("pod", &self.pod)
+            .field("container", &self.container)
+            .field("command", &self.command)
+            .field(
+                "stdin",
+                &self.stdin.as_ref().map(|b| format!("<{} bytes>", b.len())),
+            )
+            .field("stdin_env", &self.stdin_env)
+            .field("namespace", &self.namespace)
+            .field("timeout", &self.timeout)
+            .field("env", &self.env)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Create or update a generic (Opaque) Secret from values a script holds, secret or not
+/// (`kube::apply_secret`): the one way a secret parameter reaches the cluster besides an exec's stdin.
+#[derive(Debug, Clone)]
+pub struct SecretSpec {
+    /// Secret name.
+    pub name: String,
+    /// Key -> value; `Debug` shows no value.
+    pub data: std::collections::BTreeMap<String, crate::secrets::SecretText>,
+    /// For plan.sh: key -> the environment variable that holds a secret parameter's value (keys absent
+    /// here are plain values, quoted into the plan).
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Namespace override.
+    pub namespace: Option<String>,
+    /// Deadline.
+    pub timeout: Duration,
 }
 
 /// Read one field of one object (`kubectl get KIND NAME -o jsonpath='{.status.podIP}'`).
@@ -263,6 +302,10 @@ pub struct MergeSummary {
     pub registries: Vec<String>,
     /// True when nothing ran.
     pub dry_run: bool,
+    /// The credentials the merge read (never serialized; `Debug` shows none): the run redacts them from
+    /// what it shows and writes.
+    #[serde(skip)]
+    pub sensitive: Vec<crate::secrets::SecretText>,
 }
 
 /// The actions a workflow can take on a cluster.
@@ -301,6 +344,13 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     fn list(&self, spec: &ListSpec) -> Result<Vec<Value>, ExecError>;
     /// Merge registry credentials natively (seed 000's jq pipeline). Secrets are never printed.
     fn merge_registry_secrets(&self, spec: &MergeSecretsSpec) -> Result<MergeSummary, ExecError>;
+    /// Create or update an Opaque Secret (server-side apply); the values are never printed or planned.
+    fn apply_secret(&self, spec: &SecretSpec) -> Result<ObjRef, ExecError> {
+        Err(ExecError::Refused(format!(
+            "secret/{}: this executor cannot create Secrets",
+            spec.name
+        )))
+    }
 }
 
 /// The apiVersion workflows mean by a bare kind name.

@@ -102,6 +102,9 @@ pub struct HostConfig {
     pub read_dirs: Vec<PathBuf>,
     /// Single files a script may read: the ones named on the command line (`--set KEY=PATH`).
     pub read_files: Vec<PathBuf>,
+    /// `--set-secret KEY=VALUE`: scripts get them as opaque values (`params::secret`/`params::get`) and
+    /// the run redacts them from everything it shows or writes.
+    pub secrets: BTreeMap<String, crate::secrets::SecretText>,
 }
 
 impl HostConfig {
@@ -117,6 +120,7 @@ impl HostConfig {
             print_to_stderr: false,
             read_dirs: Vec::new(),
             read_files: Vec::new(),
+            secrets: BTreeMap::new(),
         }
     }
 }
@@ -138,6 +142,9 @@ pub struct Ctx {
     pub ledger: ledger::Ledger,
     /// The `--set` keys the script read (`params::get`, every key after `params::all()`).
     pub params_read: Mutex<std::collections::BTreeSet<String>>,
+    /// Every secret text the run has seen (secret parameters, merged registry credentials, listed
+    /// Secrets' data): redacted from exec output, logs, reports, plans and errors.
+    pub redactor: crate::secrets::Redactor,
 }
 
 impl Ctx {
@@ -154,6 +161,8 @@ impl Ctx {
 
     /// Writes report.md and report.json into the out dir and records them.
     pub(crate) fn write_report(&self, report: &Report) -> Result<(), crate::error::ExecError> {
+        let mut report = report.clone();
+        report.map_text(&|t| self.redactor.redact(t));
         report.write_to(&self.config.out_dir)?;
         self.out.record("report.md")?;
         self.out.record("report.json")
@@ -331,7 +340,11 @@ impl Host {
             out,
             ledger: ledger::Ledger::default(),
             params_read: Mutex::new(Default::default()),
+            redactor: crate::secrets::Redactor::default(),
         });
+        for (k, v) in &ctx.config.secrets {
+            ctx.redactor.add(k, v.expose());
+        }
         let mut engine = Engine::new();
         let l = ctx.config.limits;
         engine
@@ -364,6 +377,14 @@ impl Host {
         engine.set_module_resolver(resolver::LibResolver {
             dirs: ctx.config.lib_dirs.clone(),
         });
+        engine
+            .register_type_with_name::<SecretParam>("Secret")
+            .register_fn("to_string", |s: &mut SecretParam| {
+                format!("<secret {}>", s.key)
+            })
+            .register_fn("to_debug", |s: &mut SecretParam| {
+                format!("<secret {}>", s.key)
+            });
         engine
             .register_type_with_name::<ClusterFault>("ClusterError")
             .register_fn("to_string", |f: &mut ClusterFault| f.0.clone())
@@ -413,6 +434,12 @@ impl Host {
             self.ctx.exec.stopped(&e.to_string());
         }
         self.clean_up(error.is_some());
+        let error = error.map(|mut e| {
+            let r = &self.ctx.redactor;
+            e.message = r.redact(&e.message);
+            e.trace = e.trace.iter().map(|t| r.redact(t)).collect();
+            e
+        });
         let mut report = self.ctx.report().clone();
         match &error {
             None if report.verdict.is_none() => {
@@ -422,6 +449,7 @@ impl Host {
             Some(e) if e.interrupted => report.abort(Verdict::Interrupted, "interrupted by Ctrl-C"),
             Some(e) => report.abort(Verdict::Error, &e.to_string()),
         }
+        report.map_text(&|t| self.ctx.redactor.redact(t));
         if let Err(e) = self.ctx.write_report(&report) {
             tracing::error!("could not write the report: {e}");
         }
@@ -542,6 +570,14 @@ fn strip_position(s: &str) -> String {
 /// the message.
 #[derive(Debug, Clone)]
 pub(crate) struct ClusterFault(pub(crate) String);
+
+/// A secret parameter as a script holds it: it prints as `<secret KEY>`, never as its value, and only
+/// `kube::exec`'s `stdin` and `kube::apply_secret` take it.
+#[derive(Debug, Clone)]
+pub(crate) struct SecretParam {
+    pub(crate) key: String,
+    pub(crate) value: crate::secrets::SecretText,
+}
 
 /// A [`ClusterFault`] as a Rhai error.
 pub(crate) fn cluster_error(msg: impl Into<String>) -> Box<EvalAltResult> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, Module};
 
 use super::convert::{check_keys, opt_bool, opt_int, opt_str, opt_timeout, str_array, to_dyn};
-use super::{Ctx, cluster_error, runtime_error};
+use super::{Ctx, SecretParam, cluster_error, runtime_error};
 use crate::error::ExecError;
 use crate::exec::{
     CopySpec, ExecSpec, FieldSpec, ListSpec, LogSpec, Manifest, MergeSecretsSpec, WaitFor,
@@ -85,7 +85,18 @@ fn wait_spec(
     })
 }
 
+/// A secret parameter held in `d`, if it is one.
+fn secret_in(d: &Dynamic) -> Option<SecretParam> {
+    d.clone().try_cast::<SecretParam>()
+}
+
 fn exec_spec(pod: &str, argv: Array, opts: &Map) -> RResult<ExecSpec> {
+    if let Some(s) = argv.iter().find_map(secret_in) {
+        return Err(runtime_error(format!(
+            "kube::exec: secret {} in the command line: an argv shows in plan.sh, `ps` and the API server's audit log; pass it with #{{ stdin: ... }} or put it in a Secret with kube::apply_secret",
+            s.key
+        )));
+    }
     let command = str_array(&argv, "kube::exec command")?;
     if command.is_empty() {
         return Err(runtime_error("kube::exec: the command is empty"));
@@ -97,16 +108,39 @@ fn exec_spec(pod: &str, argv: Array, opts: &Map) -> RResult<ExecSpec> {
                 .clone()
                 .try_cast::<Map>()
                 .ok_or_else(|| runtime_error("kube::exec: option `env` must be a map"))?;
+            if let Some((k, s)) = em.iter().find_map(|(k, v)| secret_in(v).map(|s| (k, s))) {
+                return Err(runtime_error(format!(
+                    "kube::exec: env {k} = secret {}: the environment of a command shows in its argv (`env K=V ...`) and in plan.sh; pass it with #{{ stdin: ... }} or kube::apply_secret",
+                    s.key
+                )));
+            }
             em.iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         }
     };
+    let (stdin, stdin_env) = match opts.get("stdin") {
+        None => (None, None),
+        Some(d) if d.is_string() => (Some(d.to_string().into_bytes()), None),
+        Some(d) => match secret_in(d) {
+            Some(s) => (
+                Some(s.value.expose().as_bytes().to_vec()),
+                Some(crate::secrets::env_var(&s.key)),
+            ),
+            None => {
+                return Err(runtime_error(format!(
+                    "kube::exec: option `stdin` must be a string or a secret parameter, got {}",
+                    d.type_name()
+                )));
+            }
+        },
+    };
     Ok(ExecSpec {
         pod: pod.to_owned(),
         container: opt_str(opts, "container")?,
         command,
-        stdin: None,
+        stdin,
+        stdin_env,
         namespace: opt_str(opts, "namespace")?,
         timeout: opt_timeout(opts, 300)?,
         capture_var: opt_str(opts, "save_as")?,
@@ -115,10 +149,12 @@ fn exec_spec(pod: &str, argv: Array, opts: &Map) -> RResult<ExecSpec> {
     })
 }
 
-fn exec_result(out: crate::exec::ExecOutput) -> Map {
+/// What an exec returned, as scripts see it: with every secret the run knows redacted (an exec that
+/// `cat`s a mounted Secret cannot undo the redaction).
+fn exec_result(ctx: &Ctx, out: crate::exec::ExecOutput) -> Map {
     let mut r = Map::new();
-    r.insert("stdout".into(), out.stdout.into());
-    r.insert("stderr".into(), out.stderr.into());
+    r.insert("stdout".into(), ctx.redactor.redact(&out.stdout).into());
+    r.insert("stderr".into(), ctx.redactor.redact(&out.stderr).into());
     r.insert("code".into(), out.code.into());
     r.insert("dry_run".into(), out.dry_run.into());
     r
@@ -245,6 +281,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
                 "env",
                 "namespace",
                 "check",
+                "stdin",
             ],
         )?;
         let spec = exec_spec(pod, argv, &opts)?;
@@ -254,10 +291,10 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
                 "command `{}` in {pod} exited with {}: {}",
                 spec.command.join(" "),
                 out.code,
-                out.stderr.trim()
+                c.redactor.redact(out.stderr.trim())
             )));
         }
-        Ok(exec_result(out))
+        Ok(exec_result(&c, out))
     };
     let e2 = exec.clone();
     regp!(&mut m, "exec", move |pod: &str, argv: Array| e2(
@@ -308,7 +345,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             timeout: opt_timeout(&opts, 60)?,
             capture_var: opt_str(&opts, "save_as")?,
         };
-        c.exec.logs(&spec).map_err(exec_err)
+        Ok(c.redactor.redact(&c.exec.logs(&spec).map_err(exec_err)?))
     };
     let l2 = logs.clone();
     regp!(&mut m, "logs", move |pod: &str| l2(pod, Map::new()), pod: &str);
@@ -362,7 +399,15 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         };
         let mut items = c.exec.list(&spec).map_err(exec_err)?;
         if spec.kind == "Secret" {
-            items.iter_mut().for_each(redact_secret);
+            for item in &mut items {
+                remember_secret(&c, item);
+                redact_secret(item);
+            }
+        }
+        if !c.redactor.is_empty() {
+            let text = serde_json::to_string(&items).map_err(|e| runtime_error(e.to_string()))?;
+            items = serde_json::from_str(&c.redactor.redact(&text))
+                .map_err(|e| runtime_error(e.to_string()))?;
         }
         items.iter().map(to_dyn).collect()
     };
@@ -524,7 +569,8 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             capture_var: opt_str(&opts, "save_as")?,
             timeout: opt_timeout(&opts, 60)?,
         };
-        c.exec.get_field(&spec).map_err(exec_err)
+        Ok(c.redactor
+            .redact(&c.exec.get_field(&spec).map_err(exec_err)?))
     };
     let g2 = get_field.clone();
     regp!(&mut m, "get_field", move |kind: &str, name: &str, path: &str| g2(kind, name, path, Map::new()), kind: &str, name: &str, path: &str);
@@ -557,7 +603,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         let outs = c.exec.exec_many(&specs).map_err(exec_err)?;
         Ok(outs
             .into_iter()
-            .map(|o| Dynamic::from(exec_result(o)))
+            .map(|o| Dynamic::from(exec_result(&c, o)))
             .collect())
     }, items: Array);
 
@@ -577,6 +623,11 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             timeout: opt_timeout(&opts, 60)?,
         };
         let s = c.exec.merge_registry_secrets(&spec).map_err(exec_err)?;
+        for t in &s.sensitive {
+            let label = format!("secret/{} (registry credentials)", s.target);
+            c.redactor.add(&label, t.expose());
+            c.redactor.add_base64(&label, t.expose());
+        }
         {
             // The merged credentials are this run's own: deleted at the end (unless keep=true); plan.sh
             // deletes them in its last step.
@@ -607,7 +658,75 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
     let m2 = merge.clone();
     regp!(&mut m, "merge_registry_secrets", move |sources: Array, target: &str| m2(sources, target, Map::new()), sources: Array, target: &str);
     regp!(&mut m, "merge_registry_secrets", merge, sources: Array, target: &str, opts: Map);
+
+    // apply_secret(name, #{key: value or secret parameter, ...}[, #{namespace, timeout}]) -> "Secret/name".
+    // The run's own: deleted at its end (unless keep=true), as the merged registry credentials are.
+    let c = ctx.clone();
+    let apply_secret = move |name: &str, data: Map, opts: Map| -> RResult<String> {
+        check_keys("kube::apply_secret", &opts, &["namespace", "timeout"])?;
+        let mut spec = crate::exec::SecretSpec {
+            name: name.to_owned(),
+            data: Default::default(),
+            env: Default::default(),
+            namespace: opt_str(&opts, "namespace")?,
+            timeout: opt_timeout(&opts, 60)?,
+        };
+        for (k, v) in &data {
+            let value = match secret_in(v) {
+                Some(s) => {
+                    spec.env
+                        .insert(k.to_string(), crate::secrets::env_var(&s.key));
+                    s.value
+                }
+                None if v.is_string() => crate::secrets::SecretText::new(v.to_string()),
+                None => {
+                    return Err(runtime_error(format!(
+                        "kube::apply_secret: secret/{name} key {k}: expected a string or a secret parameter, got {}",
+                        v.type_name()
+                    )));
+                }
+            };
+            spec.data.insert(k.to_string(), value);
+        }
+        let r = c.exec.apply_secret(&spec).map_err(exec_err)?;
+        let mut meta = serde_json::json!({ "name": r.name });
+        if let Some(ns) = &r.namespace {
+            meta["namespace"] = ns.clone().into();
+        }
+        c.ledger.made_for_the_run(&crate::exec::Manifest {
+            display_path: format!("secret/{} (from secret parameters)", r.name),
+            objects: vec![
+                serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta }),
+            ],
+        });
+        Ok(r.to_string())
+    };
+    let as2 = apply_secret.clone();
+    regp!(&mut m, "apply_secret", move |name: &str, data: Map| as2(name, data, Map::new()), name: &str, data: Map);
+    regp!(&mut m, "apply_secret", apply_secret, name: &str, data: Map, opts: Map);
     m
+}
+
+/// A listed Secret's values: what an exec that reads its mounted files would print, redacted from then on.
+fn remember_secret(ctx: &Ctx, obj: &serde_json::Value) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("secret");
+    for (field, b64) in [("data", true), ("stringData", false)] {
+        if let Some(m) = obj.get(field).and_then(serde_json::Value::as_object) {
+            for (k, v) in m {
+                let (Some(v), label) = (v.as_str(), format!("secret/{name} {k}")) else {
+                    continue;
+                };
+                if b64 {
+                    ctx.redactor.add_base64(&label, v);
+                } else {
+                    ctx.redactor.add(&label, v);
+                }
+            }
+        }
+    }
 }
 
 /// Secret values never reach scripts (they could print them): keys stay, values become `<redacted>`.
@@ -716,6 +835,9 @@ fn params_module(ctx: &Arc<Ctx>) -> Module {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.to_owned());
+        if let Some(v) = c.config.secrets.get(key) {
+            return Ok(Dynamic::from(SecretParam { key: key.to_owned(), value: v.clone() }));
+        }
         let Some(v) = c.config.params.get(key) else {
             return Ok(default);
         };
@@ -740,6 +862,31 @@ fn params_module(ctx: &Arc<Ctx>) -> Module {
             Ok(v.clone().into())
         }
     }, key: &str, default: Dynamic);
+    // secret(key): a parameter the workflow declares secret, from --set-secret (or --set, still kept out of
+    // everything the run writes); an opaque value that prints as `<secret KEY>`. A live run needs a value;
+    // a dry-run's plan.sh reads it from RDMAKIT_SECRET_KEY.
+    let c = ctx.clone();
+    regp!(&mut m, "secret", move |key: &str| -> RResult<Dynamic> {
+        c.params_read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned());
+        let value = match (c.config.secrets.get(key), c.config.params.get(key)) {
+            (Some(v), _) => v.clone(),
+            (None, Some(v)) => {
+                c.redactor.add(key, v);
+                crate::secrets::SecretText::new(v.clone())
+            }
+            (None, None) if c.exec.is_dry_run() => crate::secrets::SecretText::default(),
+            (None, None) => {
+                return Err(runtime_error(format!(
+                    "params::secret({key:?}): no value; pass --set-secret {key} with {} in the environment (or --set-secret {key}=VALUE)",
+                    crate::secrets::env_var(key)
+                )));
+            }
+        };
+        Ok(Dynamic::from(SecretParam { key: key.to_owned(), value }))
+    }, key: &str);
     let c = ctx.clone();
     reg!(&mut m, "all", move || -> Map {
         c.params_read
@@ -750,6 +897,15 @@ fn params_module(ctx: &Arc<Ctx>) -> Module {
             .params
             .iter()
             .map(|(k, v)| (k.as_str().into(), Dynamic::from(v.clone())))
+            .chain(c.config.secrets.iter().map(|(k, v)| {
+                (
+                    k.as_str().into(),
+                    Dynamic::from(SecretParam {
+                        key: k.clone(),
+                        value: v.clone(),
+                    }),
+                )
+            }))
             .collect()
     });
     m

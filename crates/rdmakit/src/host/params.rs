@@ -1,5 +1,5 @@
 //! Which `--set` keys a workflow knows, decided before it runs: render values, `keep` (read by the host's
-//! cleanup), and every `params::get("key", ...)` in the workflow and in the modules it imports (resolved as
+//! cleanup), and every `params::get("key", ...)` / `params::secret("key")` in the workflow and in the modules it imports (resolved as
 //! `import` resolves them). Comments and string contents are skipped, so a commented-out read or a string that
 //! mentions one does not count. A script that reads a key it computes (`params::get(name, ...)`) or all of them
 //! (`params::all()`) cannot be judged from its text: then the keys it actually read are checked after the run.
@@ -51,18 +51,20 @@ impl ParamUse {
         if code.contains("params::all") {
             self.dynamic = true;
         }
-        let mut rest = code;
-        while let Some(i) = rest.find("params::get") {
-            rest = &rest[i + "params::get".len()..];
-            let args = rest.trim_start().strip_prefix('(').map(str::trim_start);
-            match args
-                .and_then(|a| a.strip_prefix('"'))
-                .and_then(|a| a.split_once('"'))
-            {
-                Some((key, _)) => {
-                    self.keys.insert(key.to_owned());
+        for call in ["params::get", "params::secret"] {
+            let mut rest = code;
+            while let Some(i) = rest.find(call) {
+                rest = &rest[i + call.len()..];
+                let args = rest.trim_start().strip_prefix('(').map(str::trim_start);
+                match args
+                    .and_then(|a| a.strip_prefix('"'))
+                    .and_then(|a| a.split_once('"'))
+                {
+                    Some((key, _)) => {
+                        self.keys.insert(key.to_owned());
+                    }
+                    None => self.dynamic = true,
                 }
-                None => self.dynamic = true,
             }
         }
     }
@@ -141,7 +143,9 @@ fn strip(src: &str) -> String {
         } else if c == '"' || c == '`' {
             let keep = {
                 let t = out.trim_end();
-                t.ends_with("params::get(") || t.ends_with("import")
+                t.ends_with("params::get(")
+                    || t.ends_with("params::secret(")
+                    || t.ends_with("import")
             };
             out.push(c);
             i += 1;
