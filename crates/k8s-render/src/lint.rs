@@ -532,6 +532,7 @@ fn is_rdma_resource(name: &str, options: &LintOptions) -> bool {
     lower.contains("rdma")
         || lower.contains("infiniband")
         || lower.starts_with("mellanox.com/")
+        || lower == "vpc.amazonaws.com/efa"
         || options.extra_rdma_resources.iter().any(|r| r == name)
 }
 
