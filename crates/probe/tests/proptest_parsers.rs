@@ -132,5 +132,11 @@ proptest! {
         let _ = probe::facts::nccl::parse_nccl_h(&s);
         let _ = probe::facts::NcclVersion::parse(&s);
         let _ = probe::preflight::parse_quantity(&s);
+        let _ = probe::preflight::parse_pod_probe(&s);
+        let pod = probe::preflight::PodFacts::from_pod_probe("n", "p", None, &[], &s);
+        let _ = probe::preflight::evaluate(
+            &probe::preflight::ClusterSnapshot { nodes: vec![], pods: vec![pod] },
+            &probe::preflight::PreflightPolicy::default(),
+        );
     }
 }

@@ -2,18 +2,20 @@
 //! facts from inside pods), and the verdict logic over it.
 
 mod dra;
+mod pods;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::facts::{HostFacts, LimitValue, NcclVersion};
+use crate::facts::{HostFacts, LimitValue};
 use crate::verdict::{Check, Verdict};
 
 pub use dra::{
     DraDevice, SelectorGap, SelectorTerm, dra_selector_gaps, parse_cel_selector,
     parse_resource_slices,
 };
+pub use pods::{POD_PROBE_COMMAND, POD_PROBE_SCRIPT, PodProbeOutput, parse_pod_probe};
 
 /// A node as the Kubernetes API reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,7 +37,9 @@ pub struct NodeInfo {
     pub dra_rdma_devices: Vec<String>,
 }
 
-/// Facts gathered inside one pod (usually `rdmakit probe --json` run through exec).
+/// Facts gathered inside one pod: from one exec of [`POD_PROBE_SCRIPT`]
+/// ([`PodFacts::from_pod_probe`]) or from `rdmakit probe --json` run inside it
+/// ([`PodFacts::from_host_facts`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodFacts {
     /// Namespace.
@@ -54,6 +58,13 @@ pub struct PodFacts {
     pub rdma_devices: Vec<String>,
     /// The NCCL that Python loads.
     pub nccl_version: Option<String>,
+    /// What the pod spec requests for RDMA (`aliyun/erdma=1`, `claim:rdma-net`); empty when
+    /// nothing (or not known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requested_rdma: Vec<String>,
+    /// Facts the exec could not read, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 impl PodFacts {
@@ -68,6 +79,8 @@ impl PodFacts {
             dev_infiniband: f.dev_infiniband.entries.clone(),
             rdma_devices: f.rdma_devices.iter().map(|d| d.name.clone()).collect(),
             nccl_version: f.effective_nccl().map(|n| n.version.to_string()),
+            requested_rdma: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 }
@@ -261,85 +274,12 @@ pub fn evaluate(snap: &ClusterSnapshot, policy: &PreflightPolicy) -> PreflightRe
     // Pods.
     let mut versions: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for p in &snap.pods {
-        let subject = format!("{}/{}", p.namespace, p.name);
-        match p.memlock {
-            Some(LimitValue::Unlimited) => checks.push(Check::new(
-                "pod-memlock",
-                subject.clone(),
-                Verdict::Ok,
-                "ulimit -l: unlimited",
-            )),
-            Some(LimitValue::Bytes(b)) => checks.push(
-                Check::new(
-                    "pod-memlock",
-                    subject.clone(),
-                    Verdict::Fail,
-                    format!("ulimit -l: {}", crate::units::human_bytes(b)),
-                )
-                .with_fix(format!(
-                    "On node {}: {}",
-                    p.node.as_deref().unwrap_or("?"),
-                    crate::facts::limits::MEMLOCK_FIX
-                )),
-            ),
-            None => checks.push(Check::new(
-                "pod-memlock",
-                subject.clone(),
-                Verdict::Warn,
-                "memlock unknown",
-            )),
-        }
-        if p.cap_ipc_lock == Some(false) {
-            checks.push(
-                Check::new(
-                    "pod-ipc-lock",
-                    subject.clone(),
-                    Verdict::Warn,
-                    "CAP_IPC_LOCK missing",
-                )
-                .with_fix("Add capabilities.add: [IPC_LOCK]."),
-            );
-        }
-        if !p.dev_infiniband.iter().any(|d| d.starts_with("uverbs")) {
-            checks.push(
-                Check::new("pod-devices", subject.clone(), Verdict::Fail, "no /dev/infiniband/uverbs* in the pod")
-                    .with_fix("Request the RDMA resource (aliyun/erdma: 1, rdma/rdma_shared_device_a: 1, or a DRA claim)."),
-            );
-        } else {
-            checks.push(Check::new(
-                "pod-devices",
-                subject.clone(),
-                Verdict::Ok,
-                format!(
-                    "devices: {}",
-                    if p.rdma_devices.is_empty() {
-                        p.dev_infiniband.join(" ")
-                    } else {
-                        p.rdma_devices.join(", ")
-                    }
-                ),
-            ));
-        }
+        checks.extend(pods::pod_checks(p));
         if let Some(v) = &p.nccl_version {
-            if NcclVersion::parse(v).is_some_and(|v| v.is_known_bad_on_erdma()) {
-                checks.push(
-                    Check::new(
-                        "pod-nccl",
-                        subject.clone(),
-                        if p.rdma_devices.iter().any(|d| d.starts_with("erdma")) {
-                            Verdict::Fail
-                        } else {
-                            Verdict::Warn
-                        },
-                        format!("NCCL {v} segfaults in ncclNetInit() on eRDMA"),
-                    )
-                    .with_fix(format!(
-                        "pip install {}",
-                        crate::facts::nccl::RECOMMENDED_PIN
-                    )),
-                );
-            }
-            versions.entry(v.clone()).or_default().push(subject.clone());
+            versions
+                .entry(v.clone())
+                .or_default()
+                .push(format!("{}/{}", p.namespace, p.name));
         }
     }
     if versions.len() > 1 {
