@@ -19,11 +19,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use gpu_stage::bench::{
-    self, Backend, BenchConfig, BenchResult, Direction, Series, line_chart_svg,
-};
+use gpu_stage::bench::{self, Backend, BenchConfig, BenchResult, Direction};
 use gpu_stage::{MIB, RingConfig, StageError, parse_size};
+use plot::{Series, line_chart_svg};
 use serde::{Deserialize, Serialize};
+
+mod plot;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
