@@ -102,6 +102,10 @@ pub struct Values {
     /// Net plugin version for the image (`${VERSION}` of its install steps); default the
     /// profile's. Known-bad versions are refused.
     pub nccl_plugin_version: Option<String>,
+    /// Ray Direct Transport backend of the RDT demo: `nccl` (default) or `rdmakit` (the
+    /// rdmakit_rdt wheel, `tensor_transport="RDMAKIT"`); `rdmakit` makes the Dockerfile install the
+    /// wheel from the build context.
+    pub rdt_transport: String,
     /// Keys given through [`Values::set`]: a profile's value defaults never replace them.
     #[serde(skip)]
     explicit: BTreeSet<String>,
@@ -152,6 +156,7 @@ impl Default for Values {
             instance_type: None,
             all_reduce_perf: "/opt/nccl_tests/build/all_reduce_perf".to_owned(),
             nccl_plugin_version: None,
+            rdt_transport: "nccl".to_owned(),
             explicit: BTreeSet::new(),
         }
     }
@@ -380,6 +385,11 @@ impl Values {
             ValueKind::OptionalText,
             "NCCL net plugin version for the image (default: the profile's)",
         ),
+        (
+            "rdt_transport",
+            ValueKind::Text,
+            "RDT backend: nccl, or rdmakit (the Dockerfile installs the rdmakit_rdt wheel)",
+        ),
     ];
 
     /// Applies one `key=value` override. The error names the key or the value and what was expected.
@@ -451,6 +461,13 @@ impl Values {
             "instance_type" => self.instance_type = parsed.opt(),
             "all_reduce_perf" => self.all_reduce_perf = parsed.text(),
             "nccl_plugin_version" => self.nccl_plugin_version = parsed.opt(),
+            "rdt_transport" => {
+                let t = parsed.text().to_ascii_lowercase();
+                if !RDT_TRANSPORTS.contains(&t.as_str()) {
+                    return Err(bad(key, value, "nccl or rdmakit"));
+                }
+                self.rdt_transport = t;
+            }
             // KEYS and this match list the same keys; a key in KEYS without an arm is a bug caught by
             // the `every_key_is_settable` test.
             _ => {
@@ -572,6 +589,9 @@ impl Values {
                 return Err(bad(key, v, ValueKind::Quantity.expected()));
             }
         }
+        if !RDT_TRANSPORTS.contains(&self.rdt_transport.as_str()) {
+            return Err(bad("rdt_transport", &self.rdt_transport, "nccl or rdmakit"));
+        }
         for (key, v) in [
             ("gpus_per_worker", self.gpus_per_worker),
             ("size_mib", self.size_mib),
@@ -665,6 +685,9 @@ impl Values {
         self.slots_per_worker.unwrap_or(self.gpus_per_worker)
     }
 }
+
+/// The RDT backends `rdt_transport` accepts.
+const RDT_TRANSPORTS: &[&str] = &["nccl", "rdmakit"];
 
 /// A profile value default as the text `set` parses: strings as they are, numbers and booleans
 /// printed; `None` for arrays, maps and null.
@@ -813,6 +836,7 @@ mod tests {
                 ValueKind::Count | ValueKind::OptionalCount => "7",
                 ValueKind::Quantity => "8Gi",
                 ValueKind::Flag => "true",
+                _ if *key == "rdt_transport" => "rdmakit",
                 _ => "abc",
             };
             let key = if *kind == ValueKind::NodeSelector {

@@ -84,3 +84,30 @@ fn bad_profile_values_name_the_field() {
     assert_eq!(e.field, "values");
     assert!(e.message.contains("at least 1"), "{e}");
 }
+
+#[test]
+fn rdt_transport_rdmakit_installs_the_wheel() {
+    let p = profile(json!({}));
+    let plain = render(System::Image, &p, &Values::default()).unwrap();
+    assert!(
+        !plain
+            .get("Dockerfile")
+            .unwrap()
+            .contents
+            .contains("rdmakit_rdt")
+    );
+    let mut v = Values::default();
+    v.set("rdt_transport", "rdmakit").unwrap();
+    let d = render(System::Image, &p, &v)
+        .unwrap()
+        .get("Dockerfile")
+        .unwrap()
+        .contents
+        .clone();
+    assert!(
+        d.contains("COPY rdmakit_rdt-*.whl /tmp/rdmakit-rdt/\nRUN pip install --no-cache-dir /tmp/rdmakit-rdt/rdmakit_rdt-*.whl\n"),
+        "{d}"
+    );
+    let e = v.set("rdt_transport", "nixl").unwrap_err();
+    assert!(e.to_string().contains("nccl or rdmakit"), "{e}");
+}

@@ -160,6 +160,21 @@ fn dockerfile(ctx: &Ctx<'_>) -> String {
             p.nccl.pip_package
         );
     }
+    if v.rdt_transport == "rdmakit" {
+        let _ = writeln!(
+            d,
+            "# Ray Direct Transport over gpu-stage (tensor_transport=\"RDMAKIT\"): put the rdmakit_rdt wheel next to"
+        );
+        let _ = writeln!(
+            d,
+            "# this Dockerfile (python/rdmakit-rdt: maturin build --release -o <context>; --features rdma for RDMA)."
+        );
+        let _ = writeln!(d, "COPY {RDT_WHEEL} /tmp/rdmakit-rdt/");
+        let _ = writeln!(
+            d,
+            "RUN pip install --no-cache-dir /tmp/rdmakit-rdt/{RDT_WHEEL}"
+        );
+    }
     if v.with_rdmakit {
         let _ = writeln!(
             d,
@@ -168,3 +183,6 @@ fn dockerfile(ctx: &Ctx<'_>) -> String {
     }
     d
 }
+
+/// The rdmakit_rdt wheel maturin writes (`rdmakit_rdt-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl`).
+const RDT_WHEEL: &str = "rdmakit_rdt-*.whl";
