@@ -574,3 +574,50 @@ fn pod_probe_script_runs_in_sh_here() {
         "the embedded Python must parse: {nccl}"
     );
 }
+
+#[test]
+fn device_class_checks_name_the_missing_attribute() {
+    // Seed 002's DeviceClass as `kubectl get deviceclass erdma.alibaba.dra.net -o json` prints it.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let class = std::fs::read_to_string(dir.join("deviceclass-erdma.json")).unwrap();
+    let (name, selectors) = preflight::parse_device_class(&class).unwrap();
+    assert_eq!(name, "erdma.alibaba.dra.net");
+    assert_eq!(selectors, erdma_device_class());
+    let slices = std::fs::read_to_string(dir.join("resourceslices-erdma.json")).unwrap();
+    let mut devices = preflight::parse_resource_slices(&slices).unwrap();
+    let cs = preflight::device_class_checks(&name, &selectors, &devices);
+    assert_eq!(cs.len(), 1, "{cs:?}");
+    assert_eq!(
+        (cs[0].id.as_str(), cs[0].verdict),
+        ("dra-device-class", Verdict::Fail)
+    );
+    assert_eq!(cs[0].subject, "DeviceClass erdma.alibaba.dra.net");
+    assert!(
+        cs[0].summary.contains("selector 2")
+            && cs[0].summary.contains("alibaba.dra.net/erdma == true"),
+        "{}",
+        cs[0].summary
+    );
+    assert!(cs[0].fix.as_deref().unwrap_or("").contains("stays pending"));
+    devices[2]
+        .attributes
+        .insert("alibaba.dra.net/erdma".into(), "true".into());
+    let cs = preflight::device_class_checks(&name, &selectors, &devices);
+    assert_eq!(cs[0].verdict, Verdict::Ok, "{cs:?}");
+    assert!(
+        cs[0]
+            .summary
+            .starts_with("1 device(s) satisfy every selector"),
+        "{}",
+        cs[0].summary
+    );
+    // Wrong input: typed errors that say what to pass.
+    let e = preflight::parse_device_class(&slices).unwrap_err();
+    assert!(e.to_string().contains("not a DeviceClass"), "{e}");
+    assert!(
+        preflight::parse_device_class("{")
+            .unwrap_err()
+            .to_string()
+            .contains("kubectl get deviceclass")
+    );
+}

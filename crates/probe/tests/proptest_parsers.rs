@@ -105,6 +105,8 @@ proptest! {
         let _ = probe::preflight::parse_resource_slices(&s);
         let wrapped = format!("{{\"items\":[{{\"spec\":{{\"driver\":\"d\",\"devices\":[{s}]}}}}]}}");
         let devices = probe::preflight::parse_resource_slices(&wrapped).unwrap_or_default();
+        let _ = probe::preflight::parse_device_class(&s);
+        let _ = probe::preflight::device_class_checks("c", &[sel.clone(), s.clone()], &devices);
         let _ = probe::preflight::dra_selector_gaps(&[sel, s], &devices);
     }
 

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ParseError;
+use crate::verdict::{Check, Verdict};
 
 /// A device as a ResourceSlice publishes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,4 +274,92 @@ pub fn parse_resource_slices(json: &str) -> Result<Vec<DraDevice>, ParseError> {
         }
     }
     Ok(out)
+}
+
+/// A DeviceClass from `kubectl get deviceclass NAME -o json` (`resource.k8s.io/v1` or
+/// `v1beta1`): its name and the CEL expressions of `spec.selectors[].cel.expression`.
+pub fn parse_device_class(json: &str) -> Result<(String, Vec<String>), ParseError> {
+    let class_err = |m: String| ParseError::new("deviceclass", None, m);
+    let v: Value = serde_json::from_str(json).map_err(|e| {
+        class_err(format!(
+            "not JSON ({e}); pass `kubectl get deviceclass NAME -o json`"
+        ))
+    })?;
+    if v.get("kind").and_then(Value::as_str) != Some("DeviceClass") {
+        return Err(class_err("not a DeviceClass (`kind` differs)".into()));
+    }
+    let name = v
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let selectors = v
+        .pointer("/spec/selectors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.pointer("/cel/expression").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect();
+    Ok((name, selectors))
+}
+
+/// The preflight checks of one DeviceClass against the devices the ResourceSlices publish: `ok`
+/// with the devices that satisfy every selector, else one `fail` per gap that names the
+/// attribute (or driver) no device has, so a claim that would stay pending says why before it
+/// is created.
+pub fn device_class_checks(class: &str, selectors: &[String], devices: &[DraDevice]) -> Vec<Check> {
+    let subject = format!("DeviceClass {class}");
+    let gaps = dra_selector_gaps(selectors, devices);
+    if gaps.is_empty() {
+        let terms: Vec<SelectorTerm> = selectors
+            .iter()
+            .flat_map(|s| parse_cel_selector(s))
+            .collect();
+        let matching: Vec<String> = devices
+            .iter()
+            .filter(|d| terms.iter().all(|t| t.holds(d)))
+            .map(|d| format!("{}/{}", d.node, d.name))
+            .collect();
+        let summary = if matching.is_empty() {
+            "no published device, and the selectors say nothing this check can evaluate".to_string()
+        } else {
+            format!(
+                "{} device(s) satisfy every selector: {}",
+                matching.len(),
+                matching.join(", ")
+            )
+        };
+        let verdict = if matching.is_empty() {
+            Verdict::Warn
+        } else {
+            Verdict::Ok
+        };
+        return vec![Check::new("dra-device-class", subject, verdict, summary)];
+    }
+    gaps.into_iter()
+        .map(|g| {
+            Check::new(
+                "dra-device-class",
+                subject.clone(),
+                Verdict::Fail,
+                format!(
+                    "selector {} cannot be satisfied: {} ({}{})",
+                    g.selector + 1,
+                    g.term,
+                    g.reason,
+                    g.device
+                        .map(|d| format!("; closest device {d}"))
+                        .unwrap_or_default()
+                ),
+            )
+            .with_fix(
+                "A claim for this class stays pending until a device publishes what the selector \
+                 asks for. Check that the DRA driver (DRANET: its pod on each node) runs where the \
+                 devices are, compare `kubectl get resourceslices -o yaml` with the selector, and \
+                 fix the DeviceClass or the node (a driver that did not recognise the instance \
+                 publishes no vendor attribute).",
+            )
+        })
+        .collect()
 }

@@ -12,8 +12,8 @@ use crate::facts::{HostFacts, LimitValue};
 use crate::verdict::{Check, Verdict};
 
 pub use dra::{
-    DraDevice, SelectorGap, SelectorTerm, dra_selector_gaps, parse_cel_selector,
-    parse_resource_slices,
+    DraDevice, SelectorGap, SelectorTerm, device_class_checks, dra_selector_gaps,
+    parse_cel_selector, parse_device_class, parse_resource_slices,
 };
 pub use pods::{POD_PROBE_COMMAND, POD_PROBE_SCRIPT, PodProbeOutput, parse_pod_probe};
 
