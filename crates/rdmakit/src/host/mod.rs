@@ -10,7 +10,18 @@ macro_rules! regp {
         let f = $f;
         rhai::FuncRegistration::new($name)
             .with_volatility(true)
-            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| super::located(&ctx, f($($a),*)));
+            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| $crate::host::located(&ctx, f($($a),*)));
+    }};
+}
+
+/// Registers a fallible function that takes an options map last, twice from one definition: with the
+/// map, and without it (empty options): `kube::apply(path)` and `kube::apply(path, #{timeout: 60})`.
+macro_rules! regp_opts {
+    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+        let f = std::sync::Arc::new($f);
+        let without = f.clone();
+        regp!($m, $name, move |$($a: $t),*| (*without)($($a,)* rhai::Map::new()), $($a: $t),*);
+        regp!($m, $name, move |$($a: $t,)* opts: rhai::Map| (*f)($($a,)* opts), $($a: $t,)* opts: rhai::Map);
     }};
 }
 

@@ -1,45 +1,22 @@
-//! Built-in Rhai modules that need only the executor: `kube::`, `report::`, `params::`, `fs::`, `shell::`,
-//! plus the global `step(title)`.
+//! `kube::` — every cluster action a workflow takes, through the executor (dry-run or live): apply, delete,
+//! waits, exec (with stdin), cp, logs, list/pods/nodes, get_field, exec_many, the registry-credentials merge
+//! and Secrets from secret parameters. What comes back is redacted of every secret the run knows.
 
-use std::path::{Component, Path};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rhai::{Array, Dynamic, Engine, EvalAltResult, Map, Module};
+use rhai::{Array, Dynamic, Map, Module};
 
-use super::convert::{check_keys, opt_bool, opt_int, opt_str, opt_timeout, str_array, to_dyn};
-use super::{Ctx, SecretParam, cluster_error, runtime_error};
-use crate::error::ExecError;
+use super::super::convert::{
+    check_keys, opt_bool, opt_int, opt_str, opt_timeout, str_array, to_dyn,
+};
+use super::super::{Ctx, SecretParam, cluster_error, runtime_error};
+use super::{RResult, exec_err};
 use crate::exec::{
     CopySpec, ExecSpec, FieldSpec, ListSpec, LogSpec, Manifest, MergeSecretsSpec, WaitFor,
     WaitSpec, api_version_for_kind,
 };
 use crate::manifests::read_yaml_file;
-use crate::report::Status;
-
-type RResult<T> = Result<T, Box<EvalAltResult>>;
-
-fn exec_err(e: ExecError) -> Box<EvalAltResult> {
-    if e.is_cluster_error() || matches!(e, ExecError::Cancelled { .. }) {
-        cluster_error(e.to_string())
-    } else {
-        runtime_error(e.to_string())
-    }
-}
-
-pub(crate) fn register(engine: &mut Engine, ctx: &Arc<Ctx>) {
-    // Global: step(title) — marks a workflow step (plans, reports, error messages).
-    let c = ctx.clone();
-    engine.register_fn("step", move |title: &str| {
-        c.exec.begin_step(title);
-        c.report().begin_step(title);
-    });
-    engine.register_static_module("kube", kube_module(ctx).into());
-    engine.register_static_module("report", report_module(ctx).into());
-    engine.register_static_module("params", params_module(ctx).into());
-    engine.register_static_module("fs", fs_module(ctx).into());
-    engine.register_static_module("shell", shell_module(ctx).into());
-}
 
 fn manifests_for(ctx: &Ctx, path: &str, what: &str) -> RResult<Vec<Manifest>> {
     let p = ctx.resolve_path(path, what)?;
@@ -159,8 +136,8 @@ fn exec_result(ctx: &Ctx, out: crate::exec::ExecOutput) -> Map {
     r.insert("dry_run".into(), out.dry_run.into());
     r
 }
-
-fn kube_module(ctx: &Arc<Ctx>) -> Module {
+/// The `kube::` module.
+pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
 
     let c = ctx.clone();
@@ -199,9 +176,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         }
         Ok(out)
     };
-    let a2 = apply.clone();
-    regp!(&mut m, "apply", move |path: &str| a2(path, Map::new()), path: &str);
-    regp!(&mut m, "apply", apply, path: &str, opts: Map);
+    regp_opts!(&mut m, "apply", apply, path: &str);
 
     let c = ctx.clone();
     let delete = move |path: &str, opts: Map| -> RResult<Array> {
@@ -215,9 +190,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         }
         Ok(out)
     };
-    let d2 = delete.clone();
-    regp!(&mut m, "delete", move |path: &str| d2(path, Map::new()), path: &str);
-    regp!(&mut m, "delete", delete, path: &str, opts: Map);
+    regp_opts!(&mut m, "delete", delete, path: &str);
 
     // Waits: target is a name, or a label selector when it contains '='.
     let waits: [(&str, &str, WaitFor, u64); 4] = [
@@ -242,9 +215,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             let spec = wait_spec(kind, target, what.clone(), &opts, default_t)?;
             to_dyn(&c.exec.wait(&spec).map_err(exec_err)?)
         };
-        let w2 = w.clone();
-        regp!(&mut m, fname, move |target: &str| w2(target, Map::new()), target: &str);
-        regp!(&mut m, fname, w, target: &str, opts: Map);
+        regp_opts!(&mut m, fname, w, target: &str);
     }
     let c = ctx.clone();
     regp!(&mut m, "wait_condition", move |kind: &str,
@@ -296,13 +267,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         }
         Ok(exec_result(&c, out))
     };
-    let e2 = exec.clone();
-    regp!(&mut m, "exec", move |pod: &str, argv: Array| e2(
-        pod,
-        argv,
-        Map::new()
-    ), pod: &str, argv: Array);
-    regp!(&mut m, "exec", exec, pod: &str, argv: Array, opts: Map);
+    regp_opts!(&mut m, "exec", exec, pod: &str, argv: Array);
 
     // cp(local, pod, remote[, opts])
     let c = ctx.clone();
@@ -323,11 +288,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         };
         c.exec.copy_to(&spec).map_err(exec_err)
     };
-    let cp2 = cp.clone();
-    regp!(&mut m, "cp", move |local: &str, pod: &str, remote: &str| {
-        cp2(local, pod, remote, Map::new())
-    }, local: &str, pod: &str, remote: &str);
-    regp!(&mut m, "cp", cp, local: &str, pod: &str, remote: &str, opts: Map);
+    regp_opts!(&mut m, "cp", cp, local: &str, pod: &str, remote: &str);
 
     // logs(pod[, opts]) -> string
     let c = ctx.clone();
@@ -347,9 +308,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         };
         Ok(c.redactor.redact(&c.exec.logs(&spec).map_err(exec_err)?))
     };
-    let l2 = logs.clone();
-    regp!(&mut m, "logs", move |pod: &str| l2(pod, Map::new()), pod: &str);
-    regp!(&mut m, "logs", logs, pod: &str, opts: Map);
+    regp_opts!(&mut m, "logs", logs, pod: &str);
 
     // list(kind[, opts]) -> array of objects; pods(selector[, opts]) -> array of names.
     let c = ctx.clone();
@@ -411,10 +370,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         }
         items.iter().map(to_dyn).collect()
     };
-    let list2 = list.clone();
-    regp!(&mut m, "list", move |kind: &str| list2(kind, Map::new()), kind: &str);
-    let list3 = list.clone();
-    regp!(&mut m, "list", list3, kind: &str, opts: Map);
+    regp_opts!(&mut m, "list", list.clone(), kind: &str);
     let list4 = list.clone();
     let pods = move |selector: &str, mut opts: Map| -> RResult<Array> {
         opts.insert("selector".into(), selector.into());
@@ -426,12 +382,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             .filter_map(|meta| meta.get("name").cloned())
             .collect())
     };
-    let p2 = pods.clone();
-    regp!(&mut m, "pods", move |selector: &str| p2(
-        selector,
-        Map::new()
-    ), selector: &str);
-    regp!(&mut m, "pods", pods, selector: &str, opts: Map);
+    regp_opts!(&mut m, "pods", pods, selector: &str);
 
     // nodes() -> [#{name, labels, capacity, allocatable, dry_run}]
     let list5 = list;
@@ -539,9 +490,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         }
         Ok(out)
     };
-    let n2 = nodes.clone();
-    regp!(&mut m, "nodes", move || n2(Map::new()),);
-    regp!(&mut m, "nodes", nodes, opts: Map);
+    regp_opts!(&mut m, "nodes", nodes,);
 
     // get_field(kind, name, ".status.podIP"[, #{var}]) -> string
     let c = ctx.clone();
@@ -572,9 +521,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         Ok(c.redactor
             .redact(&c.exec.get_field(&spec).map_err(exec_err)?))
     };
-    let g2 = get_field.clone();
-    regp!(&mut m, "get_field", move |kind: &str, name: &str, path: &str| g2(kind, name, path, Map::new()), kind: &str, name: &str, path: &str);
-    regp!(&mut m, "get_field", get_field, kind: &str, name: &str, path: &str, opts: Map);
+    regp_opts!(&mut m, "get_field", get_field, kind: &str, name: &str, path: &str);
 
     // exec_many([#{pod, command, container, env, timeout}, ...]) -> [results], run at the same time.
     let c = ctx.clone();
@@ -628,20 +575,14 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             c.redactor.add(&label, t.expose());
             c.redactor.add_base64(&label, t.expose());
         }
-        {
-            // The merged credentials are this run's own: deleted at the end (unless keep=true); plan.sh
-            // deletes them in its last step.
-            let mut meta = serde_json::json!({ "name": s.target });
-            if let Some(ns) = &spec.namespace {
-                meta["namespace"] = ns.clone().into();
-            }
-            c.ledger.made_for_the_run(&crate::exec::Manifest {
-                display_path: format!("secret/{} (merged registry credentials)", s.target),
-                objects: vec![
-                    serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta }),
-                ],
-            });
-        }
+        // The merged credentials are this run's own: deleted at the end (unless keep=true); plan.sh
+        // deletes them in its last step.
+        own_secret(
+            &c,
+            &s.target,
+            spec.namespace.as_deref(),
+            "merged registry credentials",
+        );
         let mut r = Map::new();
         r.insert("target".into(), s.target.into());
         r.insert(
@@ -655,9 +596,7 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
         r.insert("dry_run".into(), s.dry_run.into());
         Ok(r)
     };
-    let m2 = merge.clone();
-    regp!(&mut m, "merge_registry_secrets", move |sources: Array, target: &str| m2(sources, target, Map::new()), sources: Array, target: &str);
-    regp!(&mut m, "merge_registry_secrets", merge, sources: Array, target: &str, opts: Map);
+    regp_opts!(&mut m, "merge_registry_secrets", merge, sources: Array, target: &str);
 
     // apply_secret(name, #{key: value or secret parameter, ...}[, #{namespace, timeout}]) -> "Secret/name".
     // The run's own: deleted at its end (unless keep=true), as the merged registry credentials are.
@@ -689,22 +628,31 @@ fn kube_module(ctx: &Arc<Ctx>) -> Module {
             spec.data.insert(k.to_string(), value);
         }
         let r = c.exec.apply_secret(&spec).map_err(exec_err)?;
-        let mut meta = serde_json::json!({ "name": r.name });
-        if let Some(ns) = &r.namespace {
-            meta["namespace"] = ns.clone().into();
-        }
-        c.ledger.made_for_the_run(&crate::exec::Manifest {
-            display_path: format!("secret/{} (from secret parameters)", r.name),
-            objects: vec![
-                serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta }),
-            ],
-        });
+        own_secret(
+            &c,
+            &r.name,
+            r.namespace.as_deref(),
+            "from secret parameters",
+        );
         Ok(r.to_string())
     };
-    let as2 = apply_secret.clone();
-    regp!(&mut m, "apply_secret", move |name: &str, data: Map| as2(name, data, Map::new()), name: &str, data: Map);
-    regp!(&mut m, "apply_secret", apply_secret, name: &str, data: Map, opts: Map);
+    regp_opts!(&mut m, "apply_secret", apply_secret, name: &str, data: Map);
     m
+}
+
+/// Records a Secret the run made for its own use (deleted at its end unless keep=true, and in plan.sh's
+/// last step).
+fn own_secret(ctx: &Ctx, name: &str, namespace: Option<&str>, what: &str) {
+    let mut meta = serde_json::json!({ "name": name });
+    if let Some(ns) = namespace {
+        meta["namespace"] = ns.into();
+    }
+    ctx.ledger.made_for_the_run(&Manifest {
+        display_path: format!("secret/{name} ({what})"),
+        objects: vec![
+            serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta }),
+        ],
+    });
 }
 
 /// A listed Secret's values: what an exec that reads its mounted files would print, redacted from then on.
@@ -748,251 +696,4 @@ fn redact_secret(obj: &mut serde_json::Value) {
     {
         a.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
-}
-
-fn report_module(ctx: &Arc<Ctx>) -> Module {
-    let mut m = Module::new();
-    let statuses: [(&str, Status); 5] = [
-        ("pass", Status::Pass),
-        ("fail", Status::Fail),
-        ("planned", Status::Planned),
-        ("skip", Status::Skip),
-        ("info", Status::Info),
-    ];
-    for (name, status) in statuses {
-        let c = ctx.clone();
-        reg!(&mut m, name, move |check: &str, detail: &str| {
-            if status == Status::Fail {
-                eprintln!("FAIL: {check}: {detail}");
-            }
-            c.report().check(check, status, detail);
-        });
-    }
-    // check(name, ok, detail): pass or fail.
-    let c = ctx.clone();
-    reg!(&mut m, "check", move |check: &str,
-                                ok: bool,
-                                detail: &str|
-          -> bool {
-        c.report()
-            .check(check, if ok { Status::Pass } else { Status::Fail }, detail);
-        ok
-    });
-    let c = ctx.clone();
-    regp!(&mut m, "measure", move |name: &str,
-                                  value: f64,
-                                  unit: &str|
-          -> RResult<()> {
-        if c.exec.is_dry_run() {
-            return Err(runtime_error(format!(
-                "report::measure({name:?}) in dry-run: nothing was measured; guard it with `if !DRY_RUN`"
-            )));
-        }
-        c.report().measure(name, value, unit);
-        Ok(())
-    }, name: &str, value: f64, unit: &str);
-    let c = ctx.clone();
-    regp!(&mut m, "measure", move |name: &str,
-                                  value: i64,
-                                  unit: &str|
-          -> RResult<()> {
-        if c.exec.is_dry_run() {
-            return Err(runtime_error(format!(
-                "report::measure({name:?}) in dry-run: nothing was measured"
-            )));
-        }
-        c.report().measure(name, value as f64, unit);
-        Ok(())
-    }, name: &str, value: i64, unit: &str);
-    let c = ctx.clone();
-    reg!(&mut m, "title", move |t: &str| c.report().title =
-        t.to_owned());
-    // table(title, text): a preformatted table kept verbatim (a code block in report.md).
-    let c = ctx.clone();
-    reg!(&mut m, "table", move |title: &str, text: &str| c
-        .report()
-        .table(title, text));
-    // finish() -> verdict word; writes report.md / report.json.
-    let c = ctx.clone();
-    regp!(&mut m, "finish", move || -> RResult<String> {
-        let mut r = c.report();
-        let v = r.finish();
-        c.write_report(&r)
-            .map_err(|e| runtime_error(e.to_string()))?;
-        Ok(format!("{}: {}", v.word(), r.summary))
-    },);
-    m
-}
-
-fn params_module(ctx: &Arc<Ctx>) -> Module {
-    let mut m = Module::new();
-    // get(key, default): --set value converted to the default's type.
-    let c = ctx.clone();
-    regp!(&mut m, "get", move |key: &str,
-                              default: Dynamic|
-          -> RResult<Dynamic> {
-        c.params_read
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned());
-        if let Some(v) = c.config.secrets.get(key) {
-            return Ok(Dynamic::from(SecretParam { key: key.to_owned(), value: v.clone() }));
-        }
-        let Some(v) = c.config.params.get(key) else {
-            return Ok(default);
-        };
-        let bad = |what: &str| runtime_error(format!("--set {key}={v}: expected {what}"));
-        if default.is_int() {
-            v.trim()
-                .parse::<i64>()
-                .map(Dynamic::from)
-                .map_err(|_| bad("an integer"))
-        } else if default.is_float() {
-            v.trim()
-                .parse::<f64>()
-                .map(Dynamic::from)
-                .map_err(|_| bad("a number"))
-        } else if default.is_bool() {
-            match v.trim() {
-                "true" | "1" | "yes" => Ok(true.into()),
-                "false" | "0" | "no" => Ok(false.into()),
-                _ => Err(bad("true or false")),
-            }
-        } else {
-            Ok(v.clone().into())
-        }
-    }, key: &str, default: Dynamic);
-    // secret(key): a parameter the workflow declares secret, from --set-secret (or --set, still kept out of
-    // everything the run writes); an opaque value that prints as `<secret KEY>`. A live run needs a value;
-    // a dry-run's plan.sh reads it from RDMAKIT_SECRET_KEY.
-    let c = ctx.clone();
-    regp!(&mut m, "secret", move |key: &str| -> RResult<Dynamic> {
-        c.params_read
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned());
-        let value = match (c.config.secrets.get(key), c.config.params.get(key)) {
-            (Some(v), _) => v.clone(),
-            (None, Some(v)) => {
-                c.redactor.add(key, v);
-                crate::secrets::SecretText::new(v.clone())
-            }
-            (None, None) if c.exec.is_dry_run() => crate::secrets::SecretText::default(),
-            (None, None) => {
-                return Err(runtime_error(format!(
-                    "params::secret({key:?}): no value; pass --set-secret {key} with {} in the environment (or --set-secret {key}=VALUE)",
-                    crate::secrets::env_var(key)
-                )));
-            }
-        };
-        Ok(Dynamic::from(SecretParam { key: key.to_owned(), value }))
-    }, key: &str);
-    let c = ctx.clone();
-    reg!(&mut m, "all", move || -> Map {
-        c.params_read
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(c.config.params.keys().cloned());
-        c.config
-            .params
-            .iter()
-            .map(|(k, v)| (k.as_str().into(), Dynamic::from(v.clone())))
-            .chain(c.config.secrets.iter().map(|(k, v)| {
-                (
-                    k.as_str().into(),
-                    Dynamic::from(SecretParam {
-                        key: k.clone(),
-                        value: v.clone(),
-                    }),
-                )
-            }))
-            .collect()
-    });
-    m
-}
-
-/// Paths scripts may write: relative, inside the out dir, no `..`.
-fn confined(ctx: &Ctx, rel: &str) -> RResult<std::path::PathBuf> {
-    let p = Path::new(rel);
-    if p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) {
-        return Err(runtime_error(format!(
-            "fs: {rel:?} must be a relative path inside the out dir (no `..`)"
-        )));
-    }
-    Ok(ctx.config.out_dir.join(p))
-}
-
-fn fs_module(ctx: &Arc<Ctx>) -> Module {
-    let mut m = Module::new();
-    let c = ctx.clone();
-    regp!(&mut m, "write", move |rel: &str,
-                                text: &str|
-          -> RResult<String> {
-        let p = confined(&c, rel)?;
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| runtime_error(format!("{}: {e}", dir.display())))?;
-        }
-        std::fs::write(&p, text).map_err(|e| runtime_error(format!("{}: {e}", p.display())))?;
-        c.wrote(rel)?;
-        Ok(rel.to_owned())
-    }, rel: &str, text: &str);
-    let c = ctx.clone();
-    regp!(&mut m, "read", move |path: &str| -> RResult<String> {
-        let p = c.resolve_path(path, "fs::read")?;
-        std::fs::read_to_string(&p).map_err(|e| runtime_error(format!("{}: {e}", p.display())))
-    }, path: &str);
-    let c = ctx.clone();
-    regp!(&mut m, "exists", move |path: &str| -> RResult<bool> {
-        Ok(c.resolve_path(path, "fs::exists")?.exists())
-    }, path: &str);
-    let c = ctx.clone();
-    reg!(&mut m, "out_dir", move || c
-        .config
-        .out_dir
-        .display()
-        .to_string());
-    m
-}
-
-fn shell_module(ctx: &Arc<Ctx>) -> Module {
-    let mut m = Module::new();
-    let c = ctx.clone();
-    regp!(&mut m, "run", move |cmd: &str| -> RResult<Map> {
-        if !c.config.allow_shell {
-            return Err(runtime_error(format!(
-                "shell::run refused: this workflow wants to run `{cmd}` on your machine; re-run with --allow-shell if you trust it"
-            )));
-        }
-        let mut r = Map::new();
-        if c.exec.is_dry_run() {
-            c.exec
-                .note(&format!("local shell (not run in dry-run): {cmd}"));
-            r.insert("stdout".into(), "".into());
-            r.insert("stderr".into(), "".into());
-            r.insert("code".into(), 0_i64.into());
-            r.insert("dry_run".into(), true.into());
-            return Ok(r);
-        }
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(cmd)
-            .output()
-            .map_err(|e| runtime_error(format!("shell::run `{cmd}`: {e}")))?;
-        r.insert(
-            "stdout".into(),
-            String::from_utf8_lossy(&out.stdout).into_owned().into(),
-        );
-        r.insert(
-            "stderr".into(),
-            String::from_utf8_lossy(&out.stderr).into_owned().into(),
-        );
-        r.insert(
-            "code".into(),
-            i64::from(out.status.code().unwrap_or(-1)).into(),
-        );
-        r.insert("dry_run".into(), false.into());
-        Ok(r)
-    }, cmd: &str);
-    m
 }

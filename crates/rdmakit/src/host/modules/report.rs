@@ -1,0 +1,72 @@
+//! `report::` — checks, measurements, tables and the verdict of the run's report.
+
+use std::sync::Arc;
+
+use rhai::Module;
+
+use super::super::{Ctx, runtime_error};
+use super::RResult;
+use crate::report::Status;
+
+/// The `report::` module.
+pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
+    let mut m = Module::new();
+    let statuses: [(&str, Status); 5] = [
+        ("pass", Status::Pass),
+        ("fail", Status::Fail),
+        ("planned", Status::Planned),
+        ("skip", Status::Skip),
+        ("info", Status::Info),
+    ];
+    for (name, status) in statuses {
+        let c = ctx.clone();
+        reg!(&mut m, name, move |check: &str, detail: &str| {
+            if status == Status::Fail {
+                eprintln!("FAIL: {check}: {detail}");
+            }
+            c.report().check(check, status, detail);
+        });
+    }
+    // check(name, ok, detail): pass or fail.
+    let c = ctx.clone();
+    reg!(&mut m, "check", move |check: &str,
+                                ok: bool,
+                                detail: &str|
+          -> bool {
+        c.report()
+            .check(check, if ok { Status::Pass } else { Status::Fail }, detail);
+        ok
+    });
+    // measure(name, value, unit), value a float or an integer; refused in dry-run (nothing was measured).
+    let c = ctx.clone();
+    let measure = move |name: &str, value: f64, unit: &str| -> RResult<()> {
+        if c.exec.is_dry_run() {
+            return Err(runtime_error(format!(
+                "report::measure({name:?}) in dry-run: nothing was measured; guard it with `if !DRY_RUN`"
+            )));
+        }
+        c.report().measure(name, value, unit);
+        Ok(())
+    };
+    let as_int = measure.clone();
+    regp!(&mut m, "measure", measure, name: &str, value: f64, unit: &str);
+    regp!(&mut m, "measure", move |name: &str, value: i64, unit: &str| as_int(name, value as f64, unit), name: &str, value: i64, unit: &str);
+    let c = ctx.clone();
+    reg!(&mut m, "title", move |t: &str| c.report().title =
+        t.to_owned());
+    // table(title, text): a preformatted table kept verbatim (a code block in report.md).
+    let c = ctx.clone();
+    reg!(&mut m, "table", move |title: &str, text: &str| c
+        .report()
+        .table(title, text));
+    // finish() -> verdict word; writes report.md / report.json.
+    let c = ctx.clone();
+    regp!(&mut m, "finish", move || -> RResult<String> {
+        let mut r = c.report();
+        let v = r.finish();
+        c.write_report(&r)
+            .map_err(|e| runtime_error(e.to_string()))?;
+        Ok(format!("{}: {}", v.word(), r.summary))
+    },);
+    m
+}
