@@ -315,14 +315,19 @@ fn worker_verification_output() {
     );
     assert_eq!(find(&d, "ibv-port-active").line, 13);
     assert_eq!(d.verdict, Verdict::Ok);
-    let d = diag("worker-verify-bad.log");
+    // One failure per log: the 64 KiB memlock on a healthy device, and a port that is down.
+    let d = diag("worker-verify-memlock.log");
     let m = find(&d, "ulimit-memlock-limited");
     assert_eq!(m.line, 8);
     assert!(m.cause.contains("64 KiB"));
+    assert!(!d.has("ibv-port-down"));
+    assert_eq!(d.verdict, Verdict::Fail);
+    let d = diag("worker-verify-port-down.log");
     assert_eq!(
         find(&d, "ibv-port-down").cause,
         "port state is DOWN, not ACTIVE"
     );
+    assert!(!d.has("ulimit-memlock-limited"));
 }
 
 #[test]
