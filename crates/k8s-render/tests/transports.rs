@@ -23,9 +23,9 @@ fn profile(transport: serde_json::Value, ib_hca: Option<&str>) -> Profile {
 
 fn pods(p: &Profile) -> String {
     render(System::NcclCheck, p, &Values::default())
-        .unwrap()
+        .expect("renders")
         .get("t-nccl-check-pods.yaml")
-        .unwrap()
+        .expect("pods file")
         .contents
         .clone()
 }
