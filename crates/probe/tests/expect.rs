@@ -112,3 +112,14 @@ fn bad_inputs_are_errors_not_panics() {
     assert_eq!(r.verdict, Verdict::Fail);
     assert!(r.to_json().unwrap().contains("expected-bandwidth"));
 }
+
+#[test]
+fn inputs_read_the_profile_facts_json() {
+    // k8s-render's `ExpectationFacts` serialises to these fields (no measured rates); the CLI
+    // deserialises it into `ExpectationInputs` and adds what the run measured.
+    let facts = r#"{"nic_line_gbps":190.0,"nics_per_node":2,"nics_used":1,"gpudirect":false,"pcie_gen":5,"pcie_lanes":16}"#;
+    let mut inputs: ExpectationInputs = serde_json::from_str(facts).unwrap();
+    assert_eq!(inputs.nic_write_gib_s, None);
+    inputs.nic_write_gib_s = Some(20.4);
+    assert_eq!(inputs, erdma_seed());
+}

@@ -121,6 +121,7 @@ impl Default for PreflightPolicy {
                 "rdma/rdma_shared_device_b".into(),
                 "rdma/hca_shared_devices_a".into(),
                 "vke.volcengine.com/infiniband-rdma".into(),
+                "vpc.amazonaws.com/efa".into(),
             ],
             min_nodes: 2,
             workers: None,
