@@ -516,6 +516,10 @@ mod tests {
         held.keep(ring.acquire(0).unwrap());
         held.settle(true);
         assert!(!ring.gate().is_busy(0));
+        if cfg!(miri) {
+            // The rest leaks the ring on purpose (a slot the NIC may still use), which Miri reports.
+            return;
+        }
         let held = HeldSlots::default();
         held.keep_all([ring.acquire(1).unwrap()]);
         held.settle(false);

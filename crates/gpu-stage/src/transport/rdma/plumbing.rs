@@ -449,6 +449,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "sockets: a TcpListener for the side channel")]
     fn workers_started_before_a_failing_setup_step_are_stopped_and_joined() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let stream = TcpStream::connect(l.local_addr().unwrap()).unwrap();
