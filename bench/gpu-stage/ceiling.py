@@ -3,10 +3,11 @@
 
 The in-process stage runs GPU0's device→host copy and GPU1's host→device copy concurrently
 through the same host memory and PCIe root complex. This measures that ceiling directly: one
-pinned D2H of N bytes on cuda:0 and one pinned H2D of N bytes on cuda:1 (separate pinned
+pinned D2H of N bytes on cuda:SRC and one pinned H2D of N bytes on cuda:DST (separate pinned
 buffers, separate streams) started together; the rate is N / wall time of both. It also runs
-each copy alone in the same process for the side-by-side figure.
-Usage: ceiling.py --out FILE [--size-mib 512] [--iters 10]
+each copy alone in the same process for the side-by-side figure. With --src 0 --dst 0 (one GPU)
+both directions share that GPU's link, which is the ceiling of GPU0 → host → GPU0.
+Usage: ceiling.py --out FILE [--src 0] [--dst 1] [--size-mib 512] [--iters 10]
 """
 import argparse
 import json
@@ -18,16 +19,16 @@ import torch
 GIB = float(1 << 30)
 
 
-def timed(fn, iters):
+def timed(fn, iters, devices):
     fn()  # warm-up
     secs = []
     for _ in range(iters):
-        torch.cuda.synchronize(0)
-        torch.cuda.synchronize(1)
+        for d in devices:
+            torch.cuda.synchronize(d)
         t = time.perf_counter()
         fn()
-        torch.cuda.synchronize(0)
-        torch.cuda.synchronize(1)
+        for d in devices:
+            torch.cuda.synchronize(d)
         secs.append(time.perf_counter() - t)
     return secs
 
@@ -37,14 +38,19 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--size-mib", type=int, default=512)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--src", type=int, default=0)
+    ap.add_argument("--dst", type=int, default=None, help="default 1, or 0 with one GPU")
     a = ap.parse_args()
     n = a.size_mib << 20
-    src0 = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda:0")
-    dst1 = torch.empty(n, dtype=torch.uint8, device="cuda:1")
+    src = a.src
+    dst = a.dst if a.dst is not None else (1 if torch.cuda.device_count() > 1 else 0)
+    devices = sorted({src, dst})
+    src0 = torch.randint(0, 255, (n,), dtype=torch.uint8, device=f"cuda:{src}")
+    dst1 = torch.empty(n, dtype=torch.uint8, device=f"cuda:{dst}")
     host_a = torch.empty(n, dtype=torch.uint8, pin_memory=True)
     host_b = torch.randint(0, 255, (n,), dtype=torch.uint8).pin_memory()
-    s0 = torch.cuda.Stream(device=0)
-    s1 = torch.cuda.Stream(device=1)
+    s0 = torch.cuda.Stream(device=src)
+    s1 = torch.cuda.Stream(device=dst)
 
     def d2h():
         with torch.cuda.stream(s0):
@@ -58,11 +64,11 @@ def main():
         d2h()
         h2d()
 
-    out = {"bytes": n, "env": {"torch": torch.__version__,
-                                "gpus": [torch.cuda.get_device_name(i) for i in range(2)]}}
-    for name, fn in [("d2h_cuda0_alone", d2h), ("h2d_cuda1_alone", h2d),
-                     ("d2h_cuda0_and_h2d_cuda1_together", both)]:
-        secs = timed(fn, a.iters)
+    out = {"bytes": n, "env": {"torch": torch.__version__, "src": src, "dst": dst,
+                                "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}}
+    for name, fn in [(f"d2h_cuda{src}_alone", d2h), (f"h2d_cuda{dst}_alone", h2d),
+                     (f"d2h_cuda{src}_and_h2d_cuda{dst}_together", both)]:
+        secs = timed(fn, a.iters, devices)
         rates = sorted(n / s / GIB for s in secs)
         out[name] = {"seconds": secs, "gib_s_best": rates[-1],
                      "gib_s_median": statistics.median(rates)}

@@ -334,6 +334,76 @@ fn pinned_with<D: Device>(
     ))
 }
 
+/// The floor a staged transfer of `bytes` is held against: one pinned D2H of the whole size from GPU
+/// `src_device` into one page-locked host buffer, then one pinned H2D of it into GPU `dst_device`,
+/// back to back, timed together (no overlap is possible: the H2D needs the D2H's bytes). Small
+/// transfers cannot pipeline, so this is what the copy engines alone take for them.
+pub fn run_pinned_floor(cfg: &BenchConfig) -> Result<BenchResult, StageError> {
+    check_cfg(cfg)?;
+    match cfg.backend {
+        Backend::Cuda => {
+            let a = CudaDevice::new(cfg.src_device)?;
+            let b = CudaDevice::new(cfg.dst_device)?;
+            floor_with(&a, &b, cfg)
+        }
+        Backend::Host => floor_with(&HostDevice::new(), &HostDevice::new(), cfg),
+    }
+}
+
+fn floor_with<D: Device>(
+    src_dev: &D,
+    dst_dev: &D,
+    cfg: &BenchConfig,
+) -> Result<BenchResult, StageError> {
+    let data = pattern(cfg.bytes, cfg.seed);
+    let want = checksum(&data);
+    let src = src_dev.upload(&data)?;
+    drop(data);
+    let mut dst = dst_dev.alloc_zeroed(cfg.bytes)?;
+    let ring = crate::ring::StagingRing::from_buffers(
+        RingConfig {
+            chunk_bytes: cfg.bytes,
+            slots: 1,
+        },
+        vec![src_dev.alloc_staging(cfg.bytes)?],
+    );
+    // This function is the ring's only user: it owns the one slot for the whole measurement.
+    let slot = ring.acquire(0)?;
+    let (ptr, len) = (slot.ptr(cfg.bytes)?, cfg.bytes);
+    let (d2h, h2d) = (src_dev.new_stream()?, dst_dev.new_stream()?);
+    let mut seconds = Vec::with_capacity(cfg.iterations);
+    let mut verified = 0;
+    for i in 0..cfg.warmup + cfg.iterations {
+        dst_dev.zero(&mut dst)?;
+        let t = Instant::now();
+        // SAFETY: the slot's buffer is ours alone and outlives both copies; the D2H stream is
+        // drained before the H2D reads the buffer, and the H2D stream before the next D2H writes it.
+        unsafe { src_dev.copy_d2h(&d2h, &src, 0, ptr, len)? };
+        src_dev.wait_stream(&d2h)?;
+        // SAFETY: as above.
+        unsafe { dst_dev.copy_h2d(&h2d, ptr, len, &mut dst, 0)? };
+        dst_dev.wait_stream(&h2d)?;
+        let secs = t.elapsed().as_secs_f64();
+        verified += usize::from(verify(
+            dst_dev,
+            &dst,
+            want,
+            &format!("pinned D2H + H2D iteration {i}"),
+        )?);
+        if i >= cfg.warmup {
+            seconds.push(secs);
+        }
+    }
+    Ok(summarise(
+        "pinned_d2h_then_h2d",
+        cfg,
+        vec![src_dev.describe(), dst_dev.describe()],
+        seconds,
+        want,
+        verified,
+    ))
+}
+
 /// What the TCP receiver reports back to the sender at the end of a run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct ReceiverReport {
@@ -806,5 +876,15 @@ mod tests {
                 .to_string()
                 .contains("iterations")
         );
+    }
+
+    #[test]
+    fn the_pinned_floor_verifies_small_and_odd_sizes() {
+        for bytes in [1, 4096, MIB + 3] {
+            let r = run_pinned_floor(&host_cfg(bytes)).unwrap();
+            assert_eq!(r.name, "pinned_d2h_then_h2d");
+            assert!(r.verified, "{bytes} bytes: {r:?}");
+            assert_eq!(r.seconds.len(), 2);
+        }
     }
 }

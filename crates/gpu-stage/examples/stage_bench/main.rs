@@ -5,6 +5,7 @@
 //! stage_bench pinned --size 512MiB               # one pinned D2H and H2D copy (the ceiling)
 //! stage_bench tcp --size 512MiB --connections 4  # two processes over TCP loopback
 //! stage_bench all --out DIR [--peers peers.json] # everything, JSON written after every part
+//! stage_bench small --out DIR --iters 20         # 4 KiB..64 MiB: ours vs pinned D2H + H2D
 //! stage_bench report --out DIR --peers peers.json
 //! # two processes over RDMA (build with --features rdma), e.g. soft-RoCE:
 //! stage_bench rdma --role server --addr 0.0.0.0:18520 --device rxe0 --qps 2 --backend host
@@ -25,6 +26,7 @@ use plot::{Series, line_chart_svg};
 use serde::{Deserialize, Serialize};
 
 mod plot;
+mod small;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -185,6 +187,19 @@ enum Cmd {
         /// Iterations of each sweep point.
         #[arg(long, default_value_t = 3)]
         sweep_iters: usize,
+    },
+    /// Small transfers through the in-process stage, each size beside one pinned D2H + one pinned
+    /// H2D of the same size back to back (the floor), in the same run; writes
+    /// OUT/gpu-stage-small.json. `--size` is ignored; use `--iters 20` or more for stable medians.
+    Small {
+        #[command(flatten)]
+        common: Common,
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+        /// Transfer sizes.
+        #[arg(long, default_value = "4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB")]
+        sizes: String,
     },
     /// Print our figures beside the peers, write the summary JSON and the plots.
     Report {
@@ -548,6 +563,20 @@ fn report(out: &Path, peers: Option<&Path>) -> AnyResult<()> {
         nccl,
         2.0,
     );
+    // The fair NCCL peer: as many sockets as our connections (peers.py --only ...,nccl-sockets).
+    // Target 1.5× at equal sockets, and not behind at one.
+    for conns in [1usize, 4, 8] {
+        let key = format!("nccl_socket_sendrecv_s{conns}");
+        let p = peer(&key).and_then(|p| p.gib_s_median.zip(p.gib_s_best));
+        add(
+            &format!("TCP loopback, {conns} connections vs NCCL with {conns} sockets"),
+            &format!("tcp-sweep connections={conns}"),
+            ours.get(&format!("tcp-sweep connections={conns}")),
+            &key,
+            p,
+            if conns == 1 { 1.0 } else { 1.5 },
+        );
+    }
 
     println!();
     println!(
@@ -695,6 +724,10 @@ fn main() {
             sweep_connections,
             *sweep_iters,
         ),
+        Cmd::Small { common, out, sizes } => common
+            .config()
+            .map_err(Into::into)
+            .and_then(|cfg| small::run(&cfg, &parse_list(sizes, true)?, out)),
         Cmd::Report { out, peers } => report(out, peers.as_deref()),
     };
     if let Err(e) = outcome {
