@@ -279,3 +279,23 @@ fn gib_libibverbs_without_its_directory_falls_back_to_tcp() {
     assert!(fix(f).contains("/home/kubernetes/bin/gib"));
     assert_eq!(find(&d, "nccl-tcp-fallback").severity, Verdict::Fail);
 }
+
+#[test]
+fn sharp_plugin_ibext_counts_as_rdma() {
+    // HPC-X's nccl-rdma-sharp-plugins (Azure ND images) names its network IBext / IBext_v8.
+    let log = "\
+vm-0:81:96 [0] NCCL INFO NET/Plugin: Loaded net plugin IBext_v8 (v8)
+vm-0:81:96 [0] NCCL INFO NET/IB : Using [0]mlx5_ib0:1/IB [1]mlx5_ib1:1/IB ; OOB eth0:10.1.0.4<0>
+vm-0:81:96 [0] NCCL INFO Using network IBext_v8
+vm-0:81:96 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IBext_v8/0/GDRDMA
+";
+    let d = one(log);
+    assert!(
+        find(&d, "nccl-net-plugin-loaded")
+            .cause
+            .contains("IBext_v8")
+    );
+    assert!(find(&d, "nccl-using-network-ib").cause.contains("IBext_v8"));
+    assert!(find(&d, "nccl-channel-net-ib").cause.contains("0/GDRDMA"));
+    assert!(d.verdict <= Verdict::Info, "{:?}", d.findings);
+}

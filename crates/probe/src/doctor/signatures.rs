@@ -317,7 +317,7 @@ pub static SIGNATURES: &[Signature] = &[
         "nccl-channel-net-ib",
         Good,
         Nccl,
-        r"via NET/IB/(\d+)(/GDRDMA)?",
+        r"via NET/IB(?:ext\w*)?/(\d+)(/GDRDMA)?",
         "NCCL channels run over NET/IB device {1}{2}",
         "",
     ),
