@@ -682,6 +682,29 @@ impl Profile {
         }
     }
 
+    /// The variable and value that force NCCL onto TCP for an A/B run: `NCCL_IB_DISABLE=1` for
+    /// NCCL's IB transport, `NCCL_NET=Socket` where a net plugin (or nothing) carries the traffic.
+    pub fn tcp_switch(&self) -> (&'static str, &'static str) {
+        if self.uses_ib_verbs() {
+            ("NCCL_IB_DISABLE", "1")
+        } else {
+            ("NCCL_NET", "Socket")
+        }
+    }
+
+    /// What NCCL's INFO log prints when the fabric carries the traffic: `NET/IB : Using` for IB
+    /// verbs, the plugin's `log_marker` (`NET/OFI`), `NET/Socket : Using` for sockets.
+    pub fn nccl_log_marker(&self) -> String {
+        match &self.nccl.transport {
+            NcclTransport::IbVerbs => "NET/IB : Using".to_owned(),
+            NcclTransport::NetPlugin(p) => p
+                .log_marker
+                .clone()
+                .unwrap_or_else(|| format!("NET/Plugin (the {} plugin)", p.name)),
+            NcclTransport::Sockets => "NET/Socket : Using".to_owned(),
+        }
+    }
+
     /// Whether NCCL uses its own IB verbs transport (`NCCL_IB_HCA` applies).
     pub fn uses_ib_verbs(&self) -> bool {
         matches!(self.nccl.transport, NcclTransport::IbVerbs)

@@ -124,23 +124,12 @@ impl<'a> Ctx<'a> {
     /// The variable and value that force NCCL onto TCP for an A/B run: `NCCL_IB_DISABLE=1` for
     /// NCCL's IB transport, `NCCL_NET=Socket` where a net plugin (or nothing) carries the traffic.
     pub(crate) fn tcp_switch(&self) -> (&'static str, &'static str) {
-        if self.profile.uses_ib_verbs() {
-            ("NCCL_IB_DISABLE", "1")
-        } else {
-            ("NCCL_NET", "Socket")
-        }
+        self.profile.tcp_switch()
     }
 
     /// What NCCL's INFO log prints when the fabric carries the traffic.
     pub(crate) fn log_marker(&self) -> String {
-        match &self.profile.nccl.transport {
-            NcclTransport::IbVerbs => "NET/IB : Using".to_owned(),
-            NcclTransport::NetPlugin(p) => p
-                .log_marker
-                .clone()
-                .unwrap_or_else(|| format!("NET/Plugin (the {} plugin)", p.name)),
-            NcclTransport::Sockets => "NET/Socket : Using".to_owned(),
-        }
+        self.profile.nccl_log_marker()
     }
 
     /// NCCL variables of the transport, in the order they are rendered (without the debug ones).
