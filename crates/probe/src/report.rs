@@ -288,6 +288,49 @@ pub fn nodes_table(p: &PreflightResult) -> String {
     t.to_string()
 }
 
+/// The expectation and the inputs it came from, one row each (for a workflow report next to the
+/// bench verdicts): path, expected rate and bound, one NIC, the node's line rate, host copy, then
+/// every input, measured or not.
+pub fn expectation_table(e: &crate::expect::Expectation) -> String {
+    let mut t = new_table(DEFAULT_WIDTH);
+    t.set_header(vec!["model", "value"]);
+    let gib = |v: f64| format!("{v:.1} GiB/s");
+    let i = &e.inputs;
+    let measured = |v: Option<f64>| v.map_or("not measured".to_string(), gib);
+    let rows: Vec<(&str, String)> = vec![
+        ("path", e.path.describe().to_string()),
+        (
+            "expected",
+            format!("{} (limited by the {})", gib(e.gib_s), e.limited_by),
+        ),
+        ("one NIC", gib(e.one_nic_gib_s)),
+        ("node line rate", gib(e.node_line_gib_s)),
+        (
+            "host copy",
+            e.host_copy_gib_s.map_or("- (GPUDirect)".to_string(), gib),
+        ),
+        (
+            "NICs",
+            format!(
+                "{} × {} Gb/s, {} used",
+                i.nics_per_node, i.nic_line_gbps, i.nics_used
+            ),
+        ),
+        (
+            "GPUDirect",
+            if i.gpudirect { "on" } else { "off" }.to_string(),
+        ),
+        ("PCIe", format!("Gen{} x{}", i.pcie_gen, i.pcie_lanes)),
+        ("NIC WRITE", measured(i.nic_write_gib_s)),
+        ("pinned D2H", measured(i.host_copy_gib_s)),
+        ("staging stream", measured(i.stream_gib_s)),
+    ];
+    for (k, v) in rows {
+        t.add_row(vec![k.to_string(), v]);
+    }
+    t.to_string()
+}
+
 /// Table of a counter delta (non-zero counters).
 pub fn counters_table(d: &CounterDelta) -> String {
     let mut t = new_table(DEFAULT_WIDTH);

@@ -207,3 +207,21 @@ fn gpudirect_cluster() {
     assert_eq!(j.verdict, Verdict::Ok, "{}", j.summary);
     assert!(j.summary.contains("GPUDirect on"));
 }
+
+#[test]
+fn expectation_table_lists_the_model_and_its_inputs() {
+    let e = expect::expect(&seed_000()).unwrap();
+    let t = probe::report::expectation_table(&e);
+    for want in [
+        "staged through host memory",
+        "20.4 GiB/s (limited by the NIC)",
+        "44.2 GiB/s",
+        "2 × 190 Gb/s, 1 used",
+        "Gen5 x16",
+        "not measured",
+    ] {
+        assert!(t.contains(want), "{want} missing from\n{t}");
+    }
+    let g = expect::expect(&gpudirect_8x400(8)).unwrap();
+    assert!(probe::report::expectation_table(&g).contains("- (GPUDirect)"));
+}
