@@ -26,6 +26,8 @@ struct Node {
     no_status: bool,
     /// Keep only this many bytes of what `cp` streams (a transfer cut short).
     cp_keep: Option<usize>,
+    /// `nccl-hang` sessions the client closed.
+    hung_closed: usize,
 }
 
 fn decode(s: &str) -> String {
@@ -140,6 +142,25 @@ async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
         Some("sleep") => {
             // Never answers; the client's deadline must end it.
             while ws.next().await.is_some() {}
+        }
+        Some("nccl-hang") => {
+            // A rank stuck in NCCL init: says so, then waits for a peer forever (until the client leaves).
+            let _ = ws
+                .send(frame(1, b"NCCL INFO Bootstrap: waiting for rank 1\n"))
+                .await;
+            while ws.next().await.is_some() {}
+            node.lock().unwrap().hung_closed += 1;
+        }
+        Some("nccl-crash") => {
+            // A rank that crashes after a moment.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _ = ws
+                .send(frame(
+                    2,
+                    b"Caught signal 11 (Segmentation fault) in ncclNetInit\n",
+                ))
+                .await;
+            let _ = ws.send(frame(3, br#"{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: exit status 139","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"139"}]}}"#)).await;
         }
         _ => {
             let _ = ws
@@ -281,6 +302,72 @@ fn a_command_that_never_ends_hits_the_deadline() {
     let outs = f.exec.exec_many(&specs).unwrap();
     assert_eq!(outs[0].stdout, "ran: echo a\n");
     assert_eq!(outs[1].stdout, "ran: echo b\n");
+    drop(f.rt);
+}
+
+#[test]
+fn exec_many_stops_the_other_ranks_when_one_fails_and_keeps_every_ranks_output() {
+    let f = fake();
+    // Rank 0 hangs in NCCL init (timeout 600 s), rank 1 crashes: the call ends with rank 1's crash,
+    // not after 600 s.
+    let mut hang = spec("worker-0", &["nccl-hang"]);
+    hang.timeout = Duration::from_secs(600);
+    let mut crash = spec("worker-1", &["nccl-crash"]);
+    crash.timeout = Duration::from_secs(600);
+    let started = Instant::now();
+    let outs = f.exec.exec_many(&[hang, crash]).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(outs[1].code, 139);
+    assert!(!outs[1].cancelled);
+    assert!(
+        outs[1]
+            .stderr
+            .contains("Segmentation fault) in ncclNetInit"),
+        "{:?}",
+        outs[1]
+    );
+    assert!(outs[0].cancelled, "{:?}", outs[0]);
+    assert_eq!(outs[0].code, -1);
+    assert_eq!(
+        outs[0].stdout, "NCCL INFO Bootstrap: waiting for rank 1\n",
+        "what the stopped rank printed is kept"
+    );
+    let why = outs[0].error.as_deref().unwrap();
+    assert!(
+        why.contains("stopped because rank 1 (worker-1: exit code 139) failed first"),
+        "{why}"
+    );
+    // The hung rank's stream was closed, not left open.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while f.node.lock().unwrap().hung_closed == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(f.node.lock().unwrap().hung_closed, 1);
+
+    // A rank that times out is that rank's result (its own deadline), and stops the others too.
+    let mut slow = spec("worker-0", &["nccl-hang"]);
+    slow.timeout = Duration::from_millis(300);
+    let mut other = spec("worker-1", &["nccl-hang"]);
+    other.timeout = Duration::from_secs(600);
+    let started = Instant::now();
+    let outs = f.exec.exec_many(&[slow, other]).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!outs[0].cancelled);
+    assert!(
+        outs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("timed out after 0.3s"),
+        "{:?}",
+        outs[0]
+    );
+    assert!(outs[0].stdout.contains("waiting for rank 1"));
+    assert!(outs[1].cancelled);
     drop(f.rt);
 }
 

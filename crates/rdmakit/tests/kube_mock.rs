@@ -891,7 +891,7 @@ fn output(stdout: &str) -> rdmakit::exec::ExecOutput {
         stdout: stdout.to_owned(),
         stderr: String::new(),
         code: 0,
-        dry_run: false,
+        ..Default::default()
     }
 }
 

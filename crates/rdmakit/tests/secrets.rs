@@ -206,7 +206,7 @@ impl Executor for Leaky {
             ),
             stderr: format!("also {PW_B64}"),
             code: 0,
-            dry_run: false,
+            ..ExecOutput::default()
         })
     }
     fn exec_many(&self, s: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {

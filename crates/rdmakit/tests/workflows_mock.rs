@@ -460,7 +460,7 @@ fn out(stdout: &str) -> ExecOutput {
         stdout: stdout.to_owned(),
         stderr: String::new(),
         code: 0,
-        dry_run: false,
+        ..Default::default()
     }
 }
 

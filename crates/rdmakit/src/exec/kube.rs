@@ -494,6 +494,19 @@ impl KubeExecutor {
 
     /// Runs a command in a container over the API (websocket).
     pub async fn exec_async(&self, spec: &ExecSpec) -> Result<ExecOutput, ExecError> {
+        let (out, err) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+        self.exec_into(spec, &out, &err).await
+    }
+
+    /// [`exec_async`](Self::exec_async), with stdout and stderr collected into `out_buf`/`err_buf` as they
+    /// arrive: when the future is dropped (another rank failed, a deadline), what the command printed until
+    /// then is still there.
+    async fn exec_into(
+        &self,
+        spec: &ExecSpec,
+        out_buf: &Mutex<Vec<u8>>,
+        err_buf: &Mutex<Vec<u8>>,
+    ) -> Result<ExecOutput, ExecError> {
         let pods: Api<Pod> = Api::namespaced(
             self.client.clone(),
             spec.namespace.as_deref().unwrap_or(&self.namespace),
@@ -533,33 +546,19 @@ impl KubeExecutor {
         let status = proc.take_status();
         let pb = spec.progress.then(|| spinner(&action));
         let (out_reader, err_reader) = (proc.stdout(), proc.stderr());
-        let stdout = async {
-            let mut buf = Vec::new();
-            if let Some(mut r) = out_reader {
-                let mut chunk = [0u8; 8192];
-                while let Ok(n) = r.read(&mut chunk).await {
-                    if n == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(pb) = &pb {
-                        let text = String::from_utf8_lossy(&buf);
-                        if let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) {
-                            pb.set_message(line.chars().take(120).collect::<String>());
-                        }
-                    }
+        let lock =
+            |b: &Mutex<Vec<u8>>| -> Vec<u8> { b.lock().unwrap_or_else(|e| e.into_inner()).clone() };
+        let stdout = pump(out_reader, out_buf, |chunk| {
+            if let Some(pb) = &pb {
+                let text = String::from_utf8_lossy(chunk).into_owned();
+                if let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) {
+                    pb.set_message(line.chars().take(120).collect::<String>());
                 }
             }
-            buf
-        };
-        let stderr = async {
-            let mut buf = Vec::new();
-            if let Some(mut r) = err_reader {
-                let _ = r.read_to_end(&mut buf).await;
-            }
-            buf
-        };
-        let (out, err) = tokio::join!(stdout, stderr);
+        });
+        let stderr = pump(err_reader, err_buf, |_| {});
+        tokio::join!(stdout, stderr);
+        let (out, err) = (lock(out_buf), lock(err_buf));
         if let Some(pb) = pb {
             pb.finish_and_clear();
         }
@@ -607,8 +606,65 @@ impl KubeExecutor {
             stdout: String::from_utf8_lossy(&out).into_owned(),
             stderr,
             code,
-            dry_run: false,
+            ..ExecOutput::default()
         })
+    }
+}
+
+/// Reads `reader` to its end into `buf` as the bytes arrive, showing each chunk to `seen`.
+async fn pump(
+    reader: Option<impl tokio::io::AsyncRead + Unpin>,
+    buf: &Mutex<Vec<u8>>,
+    mut seen: impl FnMut(&[u8]),
+) {
+    let Some(mut r) = reader else { return };
+    let mut chunk = [0u8; 8192];
+    while let Ok(n) = r.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        buf.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(&chunk[..n]);
+        seen(&chunk[..n]);
+    }
+}
+
+/// A rank's stdout and stderr as they arrive.
+type Captured = (Mutex<Vec<u8>>, Mutex<Vec<u8>>);
+
+/// One rank's result from what it printed and how it ended (`None`: stopped because `failed` did).
+fn rank_output(
+    spec: &ExecSpec,
+    out: &Mutex<Vec<u8>>,
+    err: &Mutex<Vec<u8>>,
+    ended: Option<Result<ExecOutput, ExecError>>,
+    failed: Option<&str>,
+) -> ExecOutput {
+    let text = |b: &Mutex<Vec<u8>>| {
+        String::from_utf8_lossy(&b.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    };
+    match ended {
+        Some(Ok(o)) => o,
+        Some(Err(e)) => ExecOutput {
+            stdout: text(out),
+            stderr: text(err),
+            code: -1,
+            error: Some(e.to_string()),
+            ..ExecOutput::default()
+        },
+        None => ExecOutput {
+            stdout: text(out),
+            stderr: text(err),
+            code: -1,
+            error: Some(format!(
+                "exec in {}: stopped because {} failed first",
+                spec.pod,
+                failed.unwrap_or("another rank")
+            )),
+            cancelled: true,
+            ..ExecOutput::default()
+        },
     }
 }
 
@@ -722,16 +778,59 @@ impl Executor for KubeExecutor {
     }
 
     fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
+        use futures::StreamExt as _;
+        // Each rank has its own deadline; this outer one (a little later) only guards the whole.
         let limit = specs
             .iter()
             .map(|s| s.timeout)
             .max()
-            .unwrap_or(Duration::from_secs(60));
+            .unwrap_or(Duration::from_secs(60))
+            + Duration::from_secs(5);
         self.block(&format!("{} parallel execs", specs.len()), limit, async {
-            futures::future::join_all(specs.iter().map(|s| self.exec_async(s)))
-                .await
-                .into_iter()
-                .collect()
+            let bufs: Vec<Captured> = specs
+                .iter()
+                .map(|_| (Mutex::new(Vec::new()), Mutex::new(Vec::new())))
+                .collect();
+            let mut ended: Vec<Option<Result<ExecOutput, ExecError>>> =
+                specs.iter().map(|_| None).collect();
+            let mut failed = None;
+            {
+                let mut running: futures::stream::FuturesUnordered<_> = specs
+                    .iter()
+                    .zip(&bufs)
+                    .enumerate()
+                    .map(|(i, (spec, (out, err)))| async move {
+                        let r = tokio::time::timeout(spec.timeout, self.exec_into(spec, out, err))
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(ExecError::Timeout {
+                                    action: format!("exec in {}", spec.pod),
+                                    limit: spec.timeout,
+                                    hint: String::new(),
+                                })
+                            });
+                        (i, r)
+                    })
+                    .collect();
+                while let Some((i, r)) = running.next().await {
+                    let bad = match &r {
+                        Ok(o) => (o.code != 0).then(|| format!("exit code {}", o.code)),
+                        Err(e) => Some(e.to_string()),
+                    };
+                    ended[i] = Some(r);
+                    if let Some(why) = bad {
+                        failed = Some(format!("rank {i} ({}: {why})", specs[i].pod));
+                        break;
+                    }
+                }
+                // Dropping the rest closes their streams: the ranks still running are stopped here.
+            }
+            Ok(specs
+                .iter()
+                .zip(&bufs)
+                .zip(ended)
+                .map(|((spec, (out, err)), e)| rank_output(spec, out, err, e, failed.as_deref()))
+                .collect())
         })
     }
 

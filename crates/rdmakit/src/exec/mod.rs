@@ -218,6 +218,12 @@ pub struct ExecOutput {
     pub code: i64,
     /// True when nothing ran (dry-run placeholder).
     pub dry_run: bool,
+    /// `exec_many` only: why this rank has no exit code of its own (`code` is -1): the error it hit
+    /// (a timeout, a lost connection), or that it was stopped because another rank failed first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `exec_many` only: stopped because another rank failed first (what it printed until then is kept).
+    pub cancelled: bool,
 }
 
 /// Copy a local file into a container (`kubectl cp`).
@@ -332,7 +338,11 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     fn wait(&self, spec: &WaitSpec) -> Result<Value, ExecError>;
     /// Run a command in a container.
     fn exec(&self, spec: &ExecSpec) -> Result<ExecOutput, ExecError>;
-    /// Run several commands at once (e.g. the two ranks of an NCCL check); results in the same order.
+    /// Run several commands at once (e.g. the two ranks of an NCCL check), each under its own deadline;
+    /// one result per rank, in the same order. The first rank that fails (non-zero exit, timeout, lost
+    /// connection) stops the others: they come back `cancelled` with what they printed so far, so a crash
+    /// in one rank while its peer hangs in NCCL init ends at once with the crash's output. A rank's own
+    /// failure is in its result (`code`, `error`), not an `Err`; `Err` is for Ctrl-C.
     fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError>;
     /// Read one field of an object.
     fn get_field(&self, spec: &FieldSpec) -> Result<String, ExecError>;

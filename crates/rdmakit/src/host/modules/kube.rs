@@ -134,6 +134,14 @@ fn exec_result(ctx: &Ctx, out: crate::exec::ExecOutput) -> Map {
     r.insert("stderr".into(), ctx.redactor.redact(&out.stderr).into());
     r.insert("code".into(), out.code.into());
     r.insert("dry_run".into(), out.dry_run.into());
+    // exec_many: why a rank has no exit code (-1), and whether another rank's failure stopped it.
+    r.insert(
+        "error".into(),
+        out.error
+            .map(|e| Dynamic::from(ctx.redactor.redact(&e)))
+            .unwrap_or(Dynamic::UNIT),
+    );
+    r.insert("cancelled".into(), out.cancelled.into());
     r
 }
 /// The `kube::` module.
@@ -523,7 +531,9 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
     };
     regp_opts!(&mut m, "get_field", get_field, kind: &str, name: &str, path: &str);
 
-    // exec_many([#{pod, command, container, env, timeout}, ...]) -> [results], run at the same time.
+    // exec_many([#{pod, command, container, env, timeout}, ...]) -> one #{stdout, stderr, code, error,
+    // cancelled} per rank, run at the same time, each under its own timeout; the first rank that fails
+    // stops the others (cancelled, with what they printed so far).
     let c = ctx.clone();
     regp!(&mut m, "exec_many", move |items: Array| -> RResult<Array> {
         let mut specs = Vec::new();
