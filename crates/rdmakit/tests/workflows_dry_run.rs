@@ -167,3 +167,37 @@ fn a_new_vendor_is_a_profile_file_not_new_rust() {
         "{sh}"
     );
 }
+
+#[test]
+fn dranet_nccl_tests_install_puts_the_seed_installers_before_the_checks() {
+    let src = rdmakit::workflows::builtin("dranet-nccl-tests").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (outcome, plan) = common::dry_run(
+        "dranet-nccl-tests",
+        src,
+        out.path(),
+        &[("install", "true")],
+        None,
+    );
+    assert!(
+        outcome.error.is_none(),
+        "{:?}",
+        outcome.error.map(|e| e.to_string())
+    );
+    let sh = plan.to_shell();
+    // Seed 002's two installers, verbatim, then the wait for the MPIJob CRD, all before the API checks.
+    let mpi = sh
+        .find(r#"kubectl apply --server-side -k "https://github.com/kubeflow/mpi-operator/manifests/overlays/standalone?ref=v0.7.0""#)
+        .expect("MPI Operator v0.7.0 install");
+    let crd = sh
+        .find("kubectl wait --for=condition=Established crd/mpijobs.kubeflow.org")
+        .expect("wait for the MPIJob CRD");
+    let dranet = sh
+        .find("kubectl apply -f https://raw.githubusercontent.com/kubernetes-sigs/dranet/refs/heads/main/install.yaml")
+        .expect("DRANET install");
+    let checks = sh.find("kubectl api-resources").expect("API checks");
+    assert!(mpi < crd && crd < dranet && dranet < checks, "{sh}");
+    // Off by default: the plain plan installs nothing.
+    let (_, plain) = common::dry_run("dranet-nccl-tests", src, out.path(), &[], None);
+    assert!(!plain.to_shell().contains("mpi-operator/manifests"));
+}

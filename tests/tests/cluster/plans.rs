@@ -39,7 +39,8 @@ fn run_plan(ns: &Ns, workflow: &str, args: &[&str]) -> (i32, String) {
     (o.status.code().unwrap_or(-1), text)
 }
 
-fn assert_plan_passes(ns: &Ns, workflow: &str, args: &[&str]) {
+/// Runs the plan, asserts exit 0 and that it left nothing behind; returns its output.
+fn assert_plan_passes(ns: &Ns, workflow: &str, args: &[&str]) -> String {
     let (code, text) = run_plan(ns, workflow, args);
     assert_eq!(
         code, 0,
@@ -47,6 +48,7 @@ fn assert_plan_passes(ns: &Ns, workflow: &str, args: &[&str]) {
     );
     let left = ns.leftovers();
     assert!(left.is_empty(), "{workflow}'s plan.sh left {left:?}");
+    text
 }
 
 const ERDMA: &[&str] = &[
@@ -78,9 +80,44 @@ fn erdma_ray_rdt_plan_runs_under_kubectl_and_fails_on_the_known_bad_nccl() {
 
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
-fn dranet_nccl_tests_plan_runs_under_kubectl() {
+fn dranet_nccl_tests_plan_runs_under_kubectl_and_enforces_the_busbw_floor() {
     let ns = Ns::new("plan-dranet", Kind::Erdma);
-    assert_plan_passes(&ns, "dranet-nccl-tests", &[]);
+    // The emulated launcher's peak bus bandwidth is 9.06 GB/s (tests/cluster/emulator/logs/launcher-ok.log).
+    let text = assert_plan_passes(&ns, "dranet-nccl-tests", &["--set", "min_busbw_gbps=9"]);
+    // The DeviceClass's two attributes per device, read by the real kubectl's custom columns (seed 002).
+    let table = text
+        .lines()
+        .skip_while(|l| !l.starts_with("NODE "))
+        .take(3)
+        .collect::<Vec<_>>();
+    assert!(
+        table.len() == 3
+            && table[0].contains("DRA_NET_RDMA")
+            && table[0].contains("ALIBABA_DRA_NET_ERDMA"),
+        "no ResourceSlice attribute table:\n{text}"
+    );
+    assert!(
+        table[1..]
+            .iter()
+            .all(|l| l.contains("erdma_0") && l.matches("true").count() == 2),
+        "attribute table rows: {table:?}"
+    );
+    // The launcher's bandwidth table, header to average, and the floor's verdict.
+    assert!(
+        text.contains("out-of-place") && text.contains("# Avg bus bandwidth    : 9.02337"),
+        "{text}"
+    );
+    assert!(text.contains("peak busbw 9.06 GB/s (floor 9.0)"), "{text}");
+
+    let high = Ns::new("plan-dranet-floor", Kind::Erdma);
+    let (code, text) = run_plan(&high, "dranet-nccl-tests", &["--set", "min_busbw_gbps=9.5"]);
+    assert_ne!(code, 0, "plan.sh passed below its busbw floor:\n{text}");
+    assert!(text.contains("peak busbw 9.06 GB/s (floor 9.5)"), "{text}");
+    let left = high.leftovers();
+    assert!(
+        left.is_empty(),
+        "the failed plan.sh left {left:?} (its trap must clean up)"
+    );
 }
 
 #[test]
