@@ -299,3 +299,31 @@ vm-0:81:96 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IBext_v8/0/G
     assert!(find(&d, "nccl-channel-net-ib").cause.contains("0/GDRDMA"));
     assert!(d.verdict <= Verdict::Info, "{:?}", d.findings);
 }
+
+#[test]
+fn topology_file_named_but_missing() {
+    let d = diag("nccl-topo-file-missing.log");
+    let f = find(&d, "nccl-topo-file-missing");
+    assert_eq!((f.line, f.severity), (9, Verdict::Warn));
+    assert!(
+        f.cause.contains("/opt/microsoft/ndv5-topo.xml")
+            && f.cause.contains("No such file or directory"),
+        "{}",
+        f.cause
+    );
+    assert!(fix(f).contains("ConfigMap"), "{}", fix(f));
+    assert!(
+        find(&d, "nccl-topo-file-env")
+            .cause
+            .ends_with("ndv5-topo.xml")
+    );
+    assert_eq!(
+        d.verdict,
+        Verdict::Warn,
+        "IB itself works: {:?}",
+        d.findings
+    );
+    // Up to 2.2x the same text was a WARN line with the file and line in front.
+    let old = "nd-0:91:110 [0] graph/xml.cc:375 NCCL WARN Could not open XML topology file /opt/microsoft/ndv5-topo.xml : No such file or directory";
+    assert!(one(old).has("nccl-topo-file-missing"));
+}

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::facts::limits::MEMLOCK_FIX;
 
 mod plugins;
+mod topology;
 use crate::verdict::Verdict;
 pub(crate) use plugins::PLUGIN_PATH_FIX;
 
@@ -677,6 +678,9 @@ pub static SIGNATURES: &[Signature] = &[
         "GPUDirect RDMA is on for {2}: the NIC reads and writes GPU memory directly",
         "",
     ),
+    // --- NCCL's topology file (signatures/topology.rs) ------------------------------------------------
+    topology::TOPO_FILE_ENV,
+    topology::TOPO_FILE_MISSING,
     // --- secondary network and service mesh -----------------------------------------------------------
     sig(
         "rdma-cm-no-netdev",
