@@ -386,3 +386,59 @@ fn seed_004_modes_and_the_instance_types_excepted_from_ib_shared() {
             .contains("nodeSelector")
     );
 }
+
+/// The profile reference (scripts/vendors/README.md) documents every field any shipped profile uses,
+/// and every field of the profile model (the made-up vendor and the serialised defaults included).
+#[test]
+fn the_profile_reference_documents_every_field() {
+    // Fields whose keys are data (resource names, variables, instance types), not field names.
+    const MAPS: &[&str] = &[
+        "resources",
+        "env",
+        "extra_env",
+        "node_selector",
+        "node_labels",
+        "node_label_values",
+        "values",
+        "instance_types",
+        "annotations",
+    ];
+    fn walk(v: &serde_json::Value, data_keys: bool, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    if !data_keys {
+                        out.insert(k.clone());
+                    }
+                    walk(x, MAPS.contains(&k.as_str()) && !data_keys, out);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, false, out)),
+            _ => {}
+        }
+    }
+    let reference = std::fs::read_to_string(root().join("scripts/vendors/README.md"))
+        .expect("scripts/vendors/README.md");
+    let mut fields = std::collections::BTreeSet::new();
+    let mut profiles: Vec<Profile> = rdmakit::profiles::builtin_names()
+        .iter()
+        .map(|n| rdmakit::profiles::load_builtin(n).expect("built-in loads"))
+        .collect();
+    profiles.extend(FILES.iter().map(|f| load(f)));
+    for p in &profiles {
+        walk(
+            &serde_json::to_value(p).expect("serialises"),
+            false,
+            &mut fields,
+        );
+    }
+    let missing: Vec<&String> = fields
+        .iter()
+        .filter(|f| !reference.contains(&format!("`{f}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "scripts/vendors/README.md does not document: {missing:?}"
+    );
+    assert!(fields.len() > 60, "only {} fields walked", fields.len());
+}
