@@ -241,6 +241,21 @@ fn planted_mistakes_on_plugin_profiles_are_found() {
         !clean.contains(&"nccl-plugin-host-mount-missing"),
         "{clean:?}"
     );
+    // LD_LIBRARY_PATH holding the plugin's directory among others is fine; without it, not.
+    let longer = g_pods.replace(
+        "value: /usr/local/nvidia/lib64",
+        "value: /usr/local/nvidia/lib64:/opt/other/lib",
+    );
+    assert_ne!(longer, g_pods);
+    let rules_of = |text: &str| -> Vec<&'static str> {
+        lint(&parse_str("g.yaml", text).unwrap(), &g_opts)
+            .iter()
+            .map(|f| f.rule)
+            .collect()
+    };
+    assert!(!rules_of(&longer).contains(&"nccl-plugin-env-missing"));
+    let other = g_pods.replace("value: /usr/local/nvidia/lib64", "value: /opt/other/lib");
+    assert!(rules_of(&other).contains(&"nccl-plugin-env-missing"));
     let unmounted = g_pods.replace("mountPath: /usr/local/nvidia", "mountPath: /opt/elsewhere");
     assert_ne!(unmounted, g_pods);
     let found: Vec<&str> = lint(&parse_str("g.yaml", &unmounted).unwrap(), &g_opts)

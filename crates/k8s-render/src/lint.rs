@@ -1066,7 +1066,14 @@ fn lint_plugin_env(cx: &mut Ctx<'_>, c: &Container<'_>, role: &str, pod_rdma: bo
                 ),
                 format!("add `{{name: {key}, value: \"{want}\"}}` to the container's env (or `-x {key}={want}` to mpirun)"),
             ),
-            Some(e) if e.value.as_deref().is_some_and(|v| !want.is_empty() && v.trim() != want) => {
+            // A list value (LD_LIBRARY_PATH=a:b, NCCL_NET=x,y) is fine when it holds the wanted entry.
+            Some(e)
+                if e.value.as_deref().is_some_and(|v| {
+                    !want.is_empty()
+                        && v.trim() != want
+                        && !v.split([':', ',']).any(|part| part.trim() == want)
+                }) =>
+            {
                 let got = e.value.clone().unwrap_or_default();
                 cx.hit(
                     PLUGIN_ENV,
