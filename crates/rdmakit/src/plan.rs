@@ -53,6 +53,8 @@ pub struct Plan {
     /// Why the plan is incomplete (file:line:col, message, step).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    #[serde(skip)]
+    context: Option<String>,
     steps: usize,
     actions: usize,
 }
@@ -66,8 +68,25 @@ impl Default for Plan {
 impl Plan {
     /// An empty plan. `context` and `namespace` become flags on every kubectl line.
     pub fn new(workflow: &str, context: Option<&str>, namespace: Option<&str>) -> Self {
+        let mut plan = Self {
+            workflow: workflow.to_owned(),
+            items: Vec::new(),
+            kubectl: String::new(),
+            complete: true,
+            error: None,
+            context: context.map(str::to_owned),
+            steps: 0,
+            actions: 0,
+        };
+        plan.kubectl = plan.kubectl_in(namespace);
+        plan
+    }
+
+    /// `kubectl` with the run's `--context` and the namespace `namespace` (none: cluster-scoped, or the
+    /// kubeconfig's). Every value is quoted for bash, so a namespace such as `ns $(id)` stays one word.
+    pub fn kubectl_in(&self, namespace: Option<&str>) -> String {
         let mut kubectl = String::from("kubectl");
-        if let Some(c) = context {
+        if let Some(c) = &self.context {
             kubectl.push_str(" --context ");
             kubectl.push_str(&shell_quote(c));
         }
@@ -75,15 +94,7 @@ impl Plan {
             kubectl.push_str(" -n ");
             kubectl.push_str(&shell_quote(n));
         }
-        Self {
-            workflow: workflow.to_owned(),
-            items: Vec::new(),
-            kubectl,
-            complete: true,
-            error: None,
-            steps: 0,
-            actions: 0,
-        }
+        kubectl
     }
 
     /// Starts a new step.

@@ -12,6 +12,37 @@ fn rdmakit() -> Command {
     c
 }
 
+/// Writes a workflow script `name` into `dir`.
+fn workflow(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
+    let wf = dir.join(name);
+    std::fs::write(&wf, text).unwrap();
+    wf
+}
+
+/// Runs `plan` with bash, a fake `kubectl` (the bash `body`) first on PATH.
+fn run_plan_with_fake_kubectl(
+    dir: &std::path::Path,
+    plan: &std::path::Path,
+    body: &str,
+) -> std::process::Output {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("kubectl"), format!("#!/bin/bash\n{body}")).unwrap();
+    std::fs::set_permissions(
+        bin.join("kubectl"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::process::Command::new("bash")
+        .arg(plan)
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn help_lists_commands_examples_and_exit_codes() {
     rdmakit().arg("--help").assert().success().stdout(
@@ -136,12 +167,11 @@ fn a_run_in_a_reused_out_dir_owns_only_what_it_writes() {
 #[test]
 fn a_dry_run_stopped_by_a_script_error_writes_a_plan_that_refuses_to_run() {
     let dir = tempfile::tempdir().unwrap();
-    let wf = dir.path().join("half.rhai");
-    std::fs::write(
-        &wf,
+    let wf = workflow(
+        dir.path(),
+        "half.rhai",
         "step(\"Deploy\");\nfs::write(\"pod.yaml\", \"apiVersion: v1\\nkind: Pod\\nmetadata: {name: p}\\n\");\nkube::apply(\"pod.yaml\");\nstep(\"Verify\");\nthrow \"the check broke\";\nstep(\"Cleanup\");\nkube::delete(\"pod.yaml\");\n",
-    )
-    .unwrap();
+    );
     let out = dir.path().join("out");
     let o = rdmakit()
         .args(["run", "--dry-run", "--json", "--out"])
@@ -162,25 +192,12 @@ fn a_dry_run_stopped_by_a_script_error_writes_a_plan_that_refuses_to_run() {
     // plan.sh says so and exits before anything runs: a kubectl on PATH is never called.
     let sh = std::fs::read_to_string(out.join("plan.sh")).unwrap();
     assert!(sh.contains("# INCOMPLETE PLAN"), "{sh}");
-    let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
     let called = dir.path().join("kubectl-called");
-    std::fs::write(
-        bin.join("kubectl"),
-        format!("#!/bin/sh\ntouch {}\n", called.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        bin.join("kubectl"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let r = std::process::Command::new("bash")
-        .arg(out.join("plan.sh"))
-        .env("PATH", path)
-        .output()
-        .unwrap();
+    let r = run_plan_with_fake_kubectl(
+        dir.path(),
+        &out.join("plan.sh"),
+        &format!("touch {}\n", called.display()),
+    );
     assert_eq!(r.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert!(stderr.contains("plan.sh is incomplete"), "{stderr}");
@@ -270,6 +287,122 @@ fn a_built_in_workflow_error_cites_the_built_in_text_not_a_local_path() {
     );
     assert!(stderr.contains("unknown profile `nope`"), "{stderr}");
     assert!(!stderr.contains("scripts/workflows"), "{stderr}");
+}
+
+#[test]
+fn plan_sh_waits_for_each_parallel_rank_and_stops_the_others_when_one_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let wf = workflow(
+        dir.path(),
+        "ranks.rhai",
+        "step(\"Ranks\");\nkube::exec_many([#{ pod: \"w-0\", command: [\"hang\"] }, #{ pod: \"w-1\", command: [\"crash\"] }]);\nstep(\"After\");\nkube::exec(\"w-0\", [\"after\"]);\n",
+    );
+    let out = dir.path().join("out");
+    rdmakit()
+        .args(["run", "--dry-run", "--out"])
+        .arg(&out)
+        .arg(&wf)
+        .assert()
+        .success();
+    // A kubectl whose `exec ... crash` fails at once and `exec ... hang` never ends.
+    let log = dir.path().join("kubectl.log");
+    let started = std::time::Instant::now();
+    let r = run_plan_with_fake_kubectl(
+        dir.path(),
+        &out.join("plan.sh"),
+        &format!(
+            "echo \"$*\" >> {log}\ncase \"$*\" in\n  *crash*) exit 3 ;;\n  *hang*) exec sleep 30 ;;\nesac\n",
+            log = log.display()
+        ),
+    );
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(3), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the hung rank was waited for"
+    );
+    assert!(
+        stderr.contains("a rank failed (exit 3): stopped the others"),
+        "{stderr}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !calls.contains("after"),
+        "the plan went on after a failed rank: {calls}"
+    );
+}
+
+#[test]
+fn namespaces_are_validated_and_every_kubectl_flag_stays_one_word() {
+    // -n that is not a namespace name is a usage error before anything runs.
+    let dir = tempfile::tempdir().unwrap();
+    rdmakit()
+        .args(["run", "vke-ib-pod", "--dry-run", "-n", "ns $(id)", "--out"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "\"ns $(id)\": not a namespace name",
+        ));
+    // A script's namespace option too.
+    let wf = dir.path().join("ns.rhai");
+    std::fs::write(&wf, "kube::logs(\"p\", #{ namespace: \"a;b\" });\n").unwrap();
+    rdmakit()
+        .args(["run", "--dry-run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&wf)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("\"a;b\" is not a namespace name"));
+    // A context with spaces and flags in its name, and an action's own namespace: quoted, one word each.
+    std::fs::write(
+        &wf,
+        "kube::wait_pods(\"k8s-app=dranet\", #{ namespace: \"kube-system\" });\nkube::list(\"Node\");\n",
+    )
+    .unwrap();
+    rdmakit()
+        .args([
+            "run",
+            "--dry-run",
+            "--context",
+            "prod -n evil",
+            "-n",
+            "ray",
+            "--out",
+        ])
+        .arg(dir.path().join("out"))
+        .arg(&wf)
+        .assert()
+        .success();
+    let sh = std::fs::read_to_string(dir.path().join("out/plan.sh")).unwrap();
+    assert!(
+        sh.contains("kubectl --context 'prod -n evil' -n kube-system wait --for=condition=Ready"),
+        "{sh}"
+    );
+    assert!(
+        sh.contains("kubectl --context 'prod -n evil' get nodes"),
+        "{sh}"
+    );
+}
+
+#[test]
+fn a_script_error_is_printed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("e.rhai");
+    std::fs::write(&wf, "step(\"One\");\nthrow \"the one error\";\n").unwrap();
+    let o = rdmakit()
+        .args(["run", "--dry-run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&wf)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr.matches("the one error").count(), 1, "{stderr}");
+    assert!(stderr.contains("error: "), "{stderr}");
+    assert!(stderr.contains("e.rhai:2:1: the one error"), "{stderr}");
+    // No terminal: no colour codes.
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
 }
 
 #[test]

@@ -104,9 +104,15 @@ fn set_overrides_reach_the_rendered_bundle_and_the_plan() {
     assert!(yaml.contains("replicas: 3"), "{yaml}");
     let text = plan.to_text();
     assert!(text.contains("raycluster/rdt-test"), "{text}");
-    assert!(plan.to_shell().contains(
-        "WORKERS=($(kubectl get pods -l ray.io/cluster=rdt-test,ray.io/node-type=worker -o jsonpath"
-    ));
+    let sh = plan.to_shell();
+    assert!(
+        sh.contains(
+            "WORKERS_NAMES=$(kubectl get pods -l ray.io/cluster=rdt-test,ray.io/node-type=worker -o jsonpath"
+        ) && sh.contains("read -r -a WORKERS <<<\"$WORKERS_NAMES\""),
+        "{sh}"
+    );
+    // shellcheck SC2207: no array filled from an unquoted command substitution.
+    assert!(!sh.contains("=($("), "{sh}");
 }
 
 #[test]

@@ -789,7 +789,7 @@ fn dranet_nccl_tests_stops_when_the_mpi_operator_is_missing() {
     );
     let fails = failed_checks(&r.outcome).join("\n");
     assert!(
-        fails.contains("MPIJob served: not served: install it (MPI Operator v0.7.0"),
+        fails.contains("MPIJob served: not served: install the MPI Operator v0.7.0"),
         "{fails}"
     );
     // Nothing was applied before the check stopped the run.

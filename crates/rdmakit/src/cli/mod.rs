@@ -149,8 +149,10 @@ Exit codes: 0 no problem found (positive findings such as NET/IB in use are show
 }
 
 fn init_logging(verbose: u8) {
+    use std::io::IsTerminal as _;
+    // kube-client's own log lines repeat what rdmakit reports as one error: off unless asked for (-v).
     let default = match verbose {
-        0 => "warn",
+        0 => "warn,kube=off,kube_client=off,kube_runtime=off",
         1 => "info",
         2 => "debug",
         _ => "trace",
@@ -160,6 +162,7 @@ fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 
@@ -200,6 +203,15 @@ pub fn main() -> ExitCode {
         }
     };
     init_logging(cli.global.verbose);
+    if let Some(ns) = cli.global.namespace.as_deref()
+        && !rdmakit::host::is_namespace_name(ns)
+    {
+        eprintln!(
+            "error: -n {ns:?}: not a namespace name (lowercase letters, digits and '-', at most 63, starting \
+             and ending with a letter or digit)"
+        );
+        return ExitCode::from(code::INPUT);
+    }
     let result = match cli.command {
         Command::Run(a) => run::run(&cli.global, a),
         Command::Render(a) => tools::render(&cli.global, a),

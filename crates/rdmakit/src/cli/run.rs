@@ -274,11 +274,13 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         );
     }
     eprintln!();
-    eprintln!(
-        "verdict: {} — {}",
-        report.verdict.map(Verdict::word).unwrap_or("ERROR"),
-        report.summary
-    );
+    let word = report.verdict.map(Verdict::word).unwrap_or("ERROR");
+    if outcome.error.is_some() {
+        // The error itself is printed once, below, with its location and trace.
+        eprintln!("verdict: {word}");
+    } else {
+        eprintln!("verdict: {word} — {}", report.summary);
+    }
     let bundle = out.join("bundle");
     if bundle.is_dir() {
         eprintln!("bundle:  {}", bundle.display());
@@ -298,8 +300,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         }
     }
     if let Some(e) = &outcome.error {
-        eprintln!("error: {}:", wf.display);
-        eprintln!("  {e}");
+        eprintln!("error: {e}");
         for t in &e.trace {
             eprintln!("  {t}");
         }

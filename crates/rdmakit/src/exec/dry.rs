@@ -42,11 +42,16 @@ impl DryRunExecutor {
 
     /// The kubectl prefix; an action's own namespace (DRANET's kube-system) replaces the run's `-n`.
     fn kubectl(&self, namespace: Option<&str>) -> String {
-        let base = self.lock().kubectl.clone();
+        let plan = self.lock();
         match namespace {
-            Some(ns) => format!("{} -n {}", strip_namespace_flag(&base), shell_quote(ns)),
-            None => base,
+            Some(ns) => plan.kubectl_in(Some(ns)),
+            None => plan.kubectl.clone(),
         }
+    }
+
+    /// The kubectl prefix for cluster-scoped kinds: the run's context, no namespace.
+    fn kubectl_cluster(&self) -> String {
+        self.lock().kubectl_in(None)
     }
 
     fn exec_line(&self, spec: &ExecSpec) -> (String, Vec<String>, String) {
@@ -158,7 +163,7 @@ impl Executor for DryRunExecutor {
         _timeout: Duration,
     ) -> Result<bool, ExecError> {
         let group = api_version.split_once('/').map(|(g, _)| g).unwrap_or("");
-        let k = strip_namespace_flag(&self.kubectl(None));
+        let k = self.kubectl_cluster();
         self.record(
             format!("check that the cluster serves {api_version} {kind}"),
             vec![],
@@ -278,15 +283,21 @@ impl Executor for DryRunExecutor {
             let (summary, d, line) = self.exec_line(spec);
             detail.push(summary);
             detail.extend(d.into_iter().map(|l| format!("  {l}")));
-            // All but the last run in the background; `wait` joins them (and fails if one failed).
-            shell.push(if i + 1 < specs.len() {
-                format!("{line} &")
+            if specs.len() == 1 {
+                shell.push(line);
             } else {
-                line
-            });
+                if i == 0 {
+                    shell.push("RDMAKIT_PIDS=()".into());
+                }
+                shell.push(format!("{line} &\nRDMAKIT_PIDS+=(\"$!\")"));
+            }
         }
         if specs.len() > 1 {
-            shell.push("wait".into());
+            // A bare `wait` returns 0 whatever the ranks did: wait for each as it ends (`wait -n`), and as
+            // the live run does, stop the others when one fails.
+            shell.push(
+                "for _ in \"${RDMAKIT_PIDS[@]}\"; do\n  wait -n || { rc=$?; kill \"${RDMAKIT_PIDS[@]}\" 2>/dev/null || true; echo \"a rank failed (exit $rc): stopped the others\" >&2; exit \"$rc\"; }\ndone".into(),
+            );
         }
         self.record(
             format!("run {} commands at the same time", specs.len()),
@@ -372,7 +383,7 @@ impl Executor for DryRunExecutor {
             spec.kind == "Node" || spec.kind == "DeviceClass" || spec.kind == "ResourceSlice";
         // Cluster-scoped kinds take no namespace flag.
         let k = if cluster_scoped {
-            strip_namespace_flag(&self.kubectl(None))
+            self.kubectl_cluster()
         } else {
             self.kubectl(spec.namespace.as_deref())
         };
@@ -383,8 +394,9 @@ impl Executor for DryRunExecutor {
             .map(|s| format!(" -l {}", shell_quote(s)))
             .unwrap_or_default();
         let line = match (&spec.capture_var, spec.kind.as_str()) {
+            // Two steps, shellcheck-clean (no SC2207), and `set -e` still sees kubectl fail.
             (Some(v), _) => format!(
-                "{v}=($({k} get {resource}{sel} -o jsonpath='{{.items[*].metadata.name}}'))"
+                "{v}_NAMES=$({k} get {resource}{sel} -o jsonpath='{{.items[*].metadata.name}}')\nread -r -a {v} <<<\"${v}_NAMES\""
             ),
             (None, _) if !spec.columns.is_empty() => {
                 let cols: Vec<String> = spec
@@ -522,23 +534,6 @@ fn shell_quote_pod_path(pod: &str, remote: &str) -> String {
     } else {
         shell_quote(&format!("{pod}:{remote}"))
     }
-}
-
-fn strip_namespace_flag(k: &str) -> String {
-    let mut out = Vec::new();
-    let mut skip = false;
-    for w in k.split(' ') {
-        if skip {
-            skip = false;
-            continue;
-        }
-        if w == "-n" {
-            skip = true;
-            continue;
-        }
-        out.push(w);
-    }
-    out.join(" ")
 }
 
 /// kubectl's lowercase plural for the kinds workflows use.

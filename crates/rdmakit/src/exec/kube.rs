@@ -308,7 +308,18 @@ impl KubeExecutor {
         })
     }
 
-    async fn retrying<T, F, Fut>(&self, action: &str, mut f: F) -> Result<T, ExecError>
+    async fn retrying<T, F, Fut>(&self, action: &str, f: F) -> Result<T, ExecError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        self.retrying_raw(action, f)
+            .await
+            .map_err(|e| map_kube_err(action, e))
+    }
+
+    /// Retries transient errors with backoff; the last error comes back as kube's own.
+    async fn retrying_raw<T, F, Fut>(&self, action: &str, mut f: F) -> Result<T, kube::Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
@@ -324,7 +335,7 @@ impl KubeExecutor {
                     delay = delay.saturating_mul(2);
                     attempt += 1;
                 }
-                Err(e) => return Err(map_kube_err(action, e)),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -349,12 +360,15 @@ impl KubeExecutor {
             None => ("", api_version),
         };
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let found = kube::discovery::pinned_kind(&self.client, &gvk)
+        let action = format!("discover {api_version} {kind}");
+        // Discovery is retried like every other call: a 503 from an aggregated API is not "not served".
+        let found = self
+            .retrying_raw(&action, || kube::discovery::pinned_kind(&self.client, &gvk))
             .await
             .map_err(|e| match e {
                 kube::Error::Discovery(_) => missing(api_version, kind),
                 kube::Error::Api(s) if s.code == 404 => missing(api_version, kind),
-                other => map_kube_err(&format!("discover {api_version} {kind}"), other),
+                other => map_kube_err(&action, other),
             })?;
         self.discovered
             .lock()

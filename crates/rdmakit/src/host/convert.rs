@@ -82,3 +82,25 @@ pub(crate) fn str_array(a: &Array, what: &str) -> Result<Vec<String>, Box<EvalAl
         })
         .collect()
 }
+
+/// Whether `ns` is a valid namespace name (an RFC 1123 label): what the API server accepts, and nothing
+/// that could change the meaning of a plan.sh line.
+pub fn is_namespace_name(ns: &str) -> bool {
+    let b = ns.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// The `namespace` option, checked to be a namespace name.
+pub(crate) fn opt_namespace(m: &Map) -> Result<Option<String>, Box<EvalAltResult>> {
+    match opt_str(m, "namespace")? {
+        Some(ns) if !is_namespace_name(&ns) => Err(runtime_error(format!(
+            "option `namespace`: {ns:?} is not a namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
+        ))),
+        other => Ok(other),
+    }
+}

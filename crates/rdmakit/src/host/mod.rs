@@ -40,6 +40,7 @@ pub use analysis::{
     nccl_check, nccl_transport, summed_delta,
 };
 mod convert;
+pub use convert::is_namespace_name;
 mod integrations;
 mod ledger;
 pub use integrations::{is_value_key, lint_options, read_docs};

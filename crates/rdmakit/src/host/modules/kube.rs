@@ -8,7 +8,7 @@ use std::time::Duration;
 use rhai::{Array, Dynamic, Map, Module};
 
 use super::super::convert::{
-    check_keys, opt_bool, opt_int, opt_str, opt_timeout, str_array, to_dyn,
+    check_keys, opt_bool, opt_int, opt_namespace, opt_str, opt_timeout, str_array, to_dyn,
 };
 use super::super::{Ctx, SecretParam, cluster_error, runtime_error};
 use super::{RResult, exec_err};
@@ -57,7 +57,7 @@ fn wait_spec(
         name,
         selector,
         expect: opt_int(opts, "expect")?.unwrap_or(1).max(1).unsigned_abs() as usize,
-        namespace: opt_str(opts, "namespace")?,
+        namespace: opt_namespace(opts)?,
         timeout: opt_timeout(opts, default_timeout)?,
     })
 }
@@ -118,7 +118,7 @@ fn exec_spec(pod: &str, argv: Array, opts: &Map) -> RResult<ExecSpec> {
         command,
         stdin,
         stdin_env,
-        namespace: opt_str(opts, "namespace")?,
+        namespace: opt_namespace(opts)?,
         timeout: opt_timeout(opts, 300)?,
         capture_var: opt_str(opts, "save_as")?,
         progress: opt_bool(opts, "progress")?.unwrap_or(false),
@@ -291,7 +291,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             pod: pod.to_owned(),
             container: opt_str(&opts, "container")?,
             remote: remote.to_owned(),
-            namespace: opt_str(&opts, "namespace")?,
+            namespace: opt_namespace(&opts)?,
             timeout: opt_timeout(&opts, 120)?,
         };
         c.exec.copy_to(&spec).map_err(exec_err)
@@ -310,7 +310,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             pod: pod.to_owned(),
             container: opt_str(&opts, "container")?,
             tail: opt_int(&opts, "tail")?,
-            namespace: opt_str(&opts, "namespace")?,
+            namespace: opt_namespace(&opts)?,
             timeout: opt_timeout(&opts, 60)?,
             capture_var: opt_str(&opts, "save_as")?,
         };
@@ -344,7 +344,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             api_version,
             kind: kind.to_owned(),
             selector: opt_str(&opts, "selector")?,
-            namespace: opt_str(&opts, "namespace")?,
+            namespace: opt_namespace(&opts)?,
             capture_var: opt_str(&opts, "save_as")?,
             expect: opt_int(&opts, "expect")?.unwrap_or(1).max(1).unsigned_abs() as usize,
             timeout: opt_timeout(&opts, 60)?,
@@ -522,7 +522,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             kind: kind.to_owned(),
             name: name.to_owned(),
             path: path.to_owned(),
-            namespace: opt_str(&opts, "namespace")?,
+            namespace: opt_namespace(&opts)?,
             capture_var: opt_str(&opts, "save_as")?,
             timeout: opt_timeout(&opts, 60)?,
         };
@@ -576,7 +576,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             sources: str_array(&sources, "kube::merge_registry_secrets sources")?,
             target: target.to_owned(),
             key: opt_str(&opts, "key")?.unwrap_or_else(|| "config.json".into()),
-            namespace: opt_str(&opts, "namespace")?,
+            namespace: opt_namespace(&opts)?,
             timeout: opt_timeout(&opts, 60)?,
         };
         let s = c.exec.merge_registry_secrets(&spec).map_err(exec_err)?;
@@ -617,7 +617,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             name: name.to_owned(),
             data: Default::default(),
             env: Default::default(),
-            namespace: opt_str(&opts, "namespace")?,
+            namespace: opt_namespace(&opts)?,
             timeout: opt_timeout(&opts, 60)?,
         };
         for (k, v) in &data {
