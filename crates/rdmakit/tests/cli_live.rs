@@ -18,6 +18,8 @@ enum Mode {
     Routes(Arc<Vec<(&'static str, String, String)>>),
     /// Accept connections and never answer (a hung API server).
     Hang,
+    /// Answer every request with 503 Service Unavailable.
+    Unavailable,
 }
 
 /// Starts the server; returns its port and the request lines it saw.
@@ -35,6 +37,10 @@ fn serve(mode: Mode) -> (u16, Arc<Mutex<Vec<String>>>) {
                 Mode::NotFound => {
                     let seen = seen2.clone();
                     std::thread::spawn(move || answer(stream, &seen, &[]));
+                }
+                Mode::Unavailable => {
+                    let seen = seen2.clone();
+                    std::thread::spawn(move || unavailable(stream, &seen));
                 }
                 Mode::Routes(routes) => {
                     let (seen, routes) = (seen2.clone(), routes.clone());
@@ -102,6 +108,33 @@ fn answer(stream: TcpStream, seen: &Mutex<Vec<String>>, routes: &[(&'static str,
         let resp = format!(
             "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{status}",
             status.len()
+        );
+        if out.write_all(resp.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads requests and answers each with 503.
+fn unavailable(stream: TcpStream, seen: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut out = stream;
+    loop {
+        let mut first = String::new();
+        if reader.read_line(&mut first).unwrap_or(0) == 0 {
+            return;
+        }
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                break;
+            }
+        }
+        seen.lock().unwrap().push(first.trim().to_owned());
+        let body = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","code":503}"#;
+        let resp = format!(
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
         );
         if out.write_all(resp.as_bytes()).is_err() {
             return;
@@ -398,4 +431,34 @@ fn the_verdict_is_the_exit_code() {
                 .unwrap();
         assert_eq!(report["verdict"], verdict, "{body}");
     }
+}
+
+#[test]
+fn one_retry_policy_a_503_is_tried_four_times_not_thirteen() {
+    let (port, seen) = serve(Mode::Unavailable);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), port, port);
+    let wf = script(
+        dir.path(),
+        "step(\"read a log\");\nkube::logs(\"worker-0\");\n",
+    );
+    let o = rdmakit()
+        .arg("run")
+        .arg(&wf)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .env("KUBECONFIG", &kc)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("503"), "{stderr}");
+    let log_reads = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("/pods/worker-0/log"))
+        .count();
+    // rdmakit's own policy (4 attempts), without kube's RetryLayer multiplying it.
+    assert_eq!(log_reads, 4, "{:?}", seen.lock().unwrap());
 }

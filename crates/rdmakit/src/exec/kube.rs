@@ -144,6 +144,9 @@ fn connection(
     if let Some(ns) = &opts.namespace {
         config.default_namespace = ns.clone();
     }
+    // One retry policy: the executor's (RetryPolicy, cancellable, logged). kube's own RetryLayer on top
+    // of it made one 503 into 13 requests.
+    config.default_retry = false;
     let server = config.cluster_url.to_string();
     let client = Client::try_from(config).map_err(|e| ConfigError::Client {
         server: server.clone(),
