@@ -84,6 +84,8 @@ pub enum Feature {
     Atomics,
     /// Connecting a QP by hand with an out-of-band endpoint (iWARP devices must use rdma_cm).
     ManualConnect,
+    /// RDMA WRITE with immediate data (siw has none: plain iWARP carries no immediate).
+    WriteWithImm,
 }
 
 impl fmt::Display for Feature {
@@ -96,6 +98,7 @@ impl fmt::Display for Feature {
             }
             Feature::Atomics => "atomic operations",
             Feature::ManualConnect => "manual (out-of-band) QP connection",
+            Feature::WriteWithImm => "RDMA WRITE with immediate data",
         })
     }
 }
@@ -173,6 +176,9 @@ pub struct Caps {
     pub atomics: bool,
     /// QPs must be connected through rdma_cm (iWARP).
     pub needs_rdma_cm: bool,
+    /// RDMA WRITE_WITH_IMM is supported (all but siw; eRDMA has it in iWARP mode too).
+    #[serde(default = "yes")]
+    pub write_imm: bool,
     /// Maximum number of QPs.
     pub max_qp: u32,
     /// Maximum outstanding send WRs per QP.
@@ -193,6 +199,10 @@ pub struct Caps {
     pub max_total_mr_bytes: Option<u64>,
     /// Maximum outstanding RDMA READs per QP (initiator and responder).
     pub max_rd_atomic: u32,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// eRDMA's per-WR send SGE limit.
@@ -228,6 +238,7 @@ impl Caps {
             extended_verbs: true,
             atomics: lim.atomics,
             needs_rdma_cm: transport == Transport::Iwarp,
+            write_imm: true,
             max_qp: lim.max_qp,
             max_send_wr: lim.max_qp_wr,
             max_recv_wr: lim.max_qp_wr,
@@ -253,6 +264,8 @@ impl Caps {
             Vendor::Siw => {
                 caps.ud = false;
                 caps.needs_rdma_cm = true;
+                // The kernel's siw refuses IB_WR_RDMA_WRITE_WITH_IMM with EINVAL.
+                caps.write_imm = false;
             }
             Vendor::Mlx5 | Vendor::Rxe | Vendor::Unknown => {}
         }
@@ -281,6 +294,10 @@ impl Caps {
             Feature::ManualConnect => (
                 !self.needs_rdma_cm,
                 "connect through rdma_cm (erdma_verbs::cm)",
+            ),
+            Feature::WriteWithImm => (
+                self.write_imm,
+                "signal the peer with a SEND after the WRITE (a QP completes its WRs in order)",
             ),
         };
         if ok {
@@ -395,6 +412,30 @@ mod tests {
     fn siw_needs_rdma_cm() {
         let c = Caps::derive(Vendor::Siw, Transport::Iwarp, &limits(), None);
         assert!(c.needs_rdma_cm && !c.ud);
+        let e = c.require("siw0", Feature::WriteWithImm).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Unsupported {
+                    feature: Feature::WriteWithImm,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("SEND after the WRITE"), "{e}");
+        for v in [Vendor::Erdma, Vendor::Rxe, Vendor::Mlx5] {
+            let t = if v == Vendor::Erdma {
+                Transport::Iwarp
+            } else {
+                Transport::Ib
+            };
+            assert!(
+                Caps::derive(v, t, &limits(), None)
+                    .require("d", Feature::WriteWithImm)
+                    .is_ok()
+            );
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rdma_sys as sys;
 use serde::{Deserialize, Serialize};
 
-use crate::caps::{Caps, Feature};
+use crate::caps::{Caps, Feature, Transport};
 use crate::cq::{CompletionQueue, Pending};
 use crate::device::{Gid, mtu_enum};
 use crate::error::{Error, Result, check, check_returned};
@@ -54,6 +54,11 @@ pub struct Endpoint {
     pub lid: u16,
     /// Active MTU of the port, in bytes. The path MTU is the smaller of both ends.
     pub mtu: u32,
+    /// RDMA READs this end serves at once (its responder resources). The peer's READ depth is
+    /// the smaller of its own limit and this; 0 (an endpoint from an older build) means unknown,
+    /// and the peer then uses its own limit.
+    #[serde(default)]
+    pub rd_atomic: u8,
 }
 
 impl Endpoint {
@@ -251,6 +256,8 @@ struct QpInner {
     builder: QpBuilder,
     caps: QpCaps,
     psn: u32,
+    /// The peer's responder resources from its endpoint (0: unknown), set on the way to RTR.
+    peer_rd_atomic: u8,
     send_outstanding: Arc<AtomicUsize>,
     recv_outstanding: Arc<AtomicUsize>,
     cm: Option<CmHold>,
@@ -300,7 +307,7 @@ impl QpInner {
             c.max_send_wr as u64,
         )?;
         for wr in wrs.iter() {
-            check_send(dev, &c, wr)?;
+            check_send(dev, &c, self.pd.context().caps(), wr)?;
         }
         let chain = &mut self.send_chain;
         for wr in wrs.iter() {
@@ -528,6 +535,7 @@ impl<S> QueuePair<S> {
                 builder,
                 caps,
                 psn: random_psn(),
+                peer_rd_atomic: 0,
                 send_outstanding: Arc::new(AtomicUsize::new(0)),
                 recv_outstanding: Arc::new(AtomicUsize::new(0)),
                 cm,
@@ -696,13 +704,15 @@ impl QueuePair<Init> {
             gid_index: b.gid_index,
             lid: port.lid,
             mtu: port.active_mtu,
+            rd_atomic: rd_atomic_limit(ctx.caps().max_rd_atomic),
         })
     }
 
     /// Moves to RTR towards `remote` (`ibv_modify_qp`): path MTU = min(local, remote). Fails with
     /// [`Error::Unsupported`] on iWARP devices (connect through [`crate::cm`] there) and [`Error::Verbs`]
     /// if the driver refuses the attributes. On failure the QP is destroyed; build a new one.
-    pub fn into_rtr(self, remote: &Endpoint) -> Result<QueuePair<Rtr>> {
+    pub fn into_rtr(mut self, remote: &Endpoint) -> Result<QueuePair<Rtr>> {
+        self.inner.peer_rd_atomic = remote.rd_atomic;
         let ctx = self.inner.pd.context();
         ctx.caps().require(ctx.name(), Feature::ManualConnect)?;
         let local_mtu = ctx.query_port(self.inner.builder.port)?.active_mtu;
@@ -714,7 +724,7 @@ impl QueuePair<Init> {
             )));
         }
         let b = &self.inner.builder;
-        let rd_atomic = ctx.caps().max_rd_atomic.clamp(1, 16) as u8;
+        let rd_atomic = rd_atomic_limit(ctx.caps().max_rd_atomic);
         // SAFETY: plain C struct.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
@@ -765,7 +775,9 @@ impl QueuePair<Rtr> {
         attr.retry_cnt = b.retry_cnt;
         attr.rnr_retry = b.rnr_retry;
         attr.sq_psn = self.inner.psn;
-        attr.max_rd_atomic = ctx.caps().max_rd_atomic.clamp(1, 16) as u8;
+        // Never more READs in flight than the peer serves: a responder that runs out of resources
+        // fails them (IBV_WC_REM_INV_REQ_ERR) and takes the QP down.
+        attr.max_rd_atomic = initiator_depth(ctx.caps().max_rd_atomic, self.inner.peer_rd_atomic);
         use sys::ibv_qp_attr_mask as m;
         let mask = m::IBV_QP_STATE
             | m::IBV_QP_TIMEOUT
@@ -999,7 +1011,31 @@ fn record_and_post<W: RawWr>(
 }
 
 /// Checks one send WR against the QP's limits (SGEs, remote range, inline size, 4 GiB).
-fn check_send(dev: &str, c: &QpCaps, wr: &SendWr) -> Result<()> {
+/// What an endpoint advertises as its responder resources: the device limit, 1..=16.
+fn rd_atomic_limit(device: u32) -> u8 {
+    device.clamp(1, 16) as u8
+}
+
+/// READs this end may have in flight towards a peer that serves `peer` at once (0: unknown).
+fn initiator_depth(device: u32, peer: u8) -> u8 {
+    let local = rd_atomic_limit(device);
+    if peer == 0 { local } else { local.min(peer) }
+}
+
+/// On iWARP a READ response is a tagged write into the initiator's buffer, so the destination must
+/// be registered with [`Access::REMOTE_WRITE`] (rxe and mlx5 do not need it; eRDMA and siw do).
+fn check_read_destination(dev: &str, transport: Transport, access: Access) -> Result<()> {
+    if transport == Transport::Iwarp && !access.contains(Access::REMOTE_WRITE) {
+        return Err(Error::InvalidArgument(format!(
+            "{dev} is iWARP: an RDMA READ's destination must be registered with Access::REMOTE_WRITE \
+             (the read response is written into it like a remote write); register it with \
+             Access::LOCAL_WRITE | Access::REMOTE_WRITE, and read it back with read_into"
+        )));
+    }
+    Ok(())
+}
+
+fn check_send(dev: &str, c: &QpCaps, caps: &Caps, wr: &SendWr) -> Result<()> {
     let sges = wr.src.len() + usize::from(wr.dst.is_some());
     Caps::limit(
         dev,
@@ -1007,6 +1043,12 @@ fn check_send(dev: &str, c: &QpCaps, wr: &SendWr) -> Result<()> {
         sges as u64,
         c.max_send_sge as u64,
     )?;
+    if matches!(wr.op, Op::WriteImm(..)) {
+        caps.require(dev, Feature::WriteWithImm)?;
+    }
+    if let (Op::Read(_), Some(d)) = (&wr.op, &wr.dst) {
+        check_read_destination(dev, caps.transport, d.mr.access())?;
+    }
     match &wr.op {
         Op::Write(r) | Op::WriteImm(r, _) => {
             if wr.src_len() > r.len {
@@ -1106,6 +1148,7 @@ mod tests {
             gid_index: 1,
             lid: 0,
             mtu: 4096,
+            rd_atomic: 16,
         };
         let b = Endpoint { mtu: 1024, ..a };
         assert_eq!(a.path_mtu(&b), 1024);
@@ -1121,13 +1164,20 @@ mod tests {
             gid_index: 1,
             lid: 0,
             mtu: 1024,
+            rd_atomic: 8,
         };
         let j = serde_json::to_string(&e).unwrap();
         assert_eq!(
             j,
-            r#"{"qpn":17,"psn":11259375,"gid":"::ffff:10.99.0.1","gid_index":1,"lid":0,"mtu":1024}"#
+            r#"{"qpn":17,"psn":11259375,"gid":"::ffff:10.99.0.1","gid_index":1,"lid":0,"mtu":1024,"rd_atomic":8}"#
         );
         assert_eq!(serde_json::from_str::<Endpoint>(&j).unwrap(), e);
+        // An endpoint from a build without `rd_atomic` still parses (0: unknown).
+        let old: Endpoint = serde_json::from_str(
+            r#"{"qpn":17,"psn":11259375,"gid":"::ffff:10.99.0.1","gid_index":1,"lid":0,"mtu":1024}"#,
+        )
+        .unwrap();
+        assert_eq!(old.rd_atomic, 0);
         let bad = serde_json::from_str::<Endpoint>(
             r#"{"qpn":1,"psn":1,"gid":"x","gid_index":1,"lid":0,"mtu":1024}"#,
         );
@@ -1140,5 +1190,33 @@ mod tests {
         assert!(psns.iter().all(|p| *p <= 0x00ff_ffff), "{psns:?}");
         // A constant PSN would let a stale packet of an earlier QP with the same number be accepted.
         assert!(psns.len() > 90, "only {} distinct PSNs of 100", psns.len());
+    }
+
+    #[test]
+    fn read_depth_is_the_smaller_of_ours_and_the_peers_responder_resources() {
+        assert_eq!(initiator_depth(16, 4), 4, "the peer serves 4 READs at once");
+        assert_eq!(initiator_depth(2, 16), 2);
+        assert_eq!(
+            initiator_depth(128, 0),
+            16,
+            "unknown peer: our limit, capped at 16"
+        );
+        assert_eq!(initiator_depth(0, 0), 1);
+        assert_eq!(rd_atomic_limit(0), 1);
+    }
+
+    #[test]
+    fn iwarp_read_destinations_must_be_remotely_writable() {
+        let e = check_read_destination("erdma_0", Transport::Iwarp, Access::LOCAL_WRITE)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("REMOTE_WRITE") && e.contains("erdma_0"), "{e}");
+        check_read_destination(
+            "erdma_0",
+            Transport::Iwarp,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )
+        .unwrap();
+        check_read_destination("rxe0", Transport::Ib, Access::LOCAL_WRITE).unwrap();
     }
 }

@@ -336,6 +336,7 @@ mod tests {
             gid_index: 1,
             lid: 0,
             mtu: 1024,
+            rd_atomic: 16,
         };
         let buf = RemoteBuf {
             addr: 0x7f00_0000_1000,
@@ -401,7 +402,8 @@ mod tests {
                     gid: Default::default(),
                     gid_index: 1,
                     lid: 0,
-                    mtu: 1024
+                    mtu: 1024,
+                    rd_atomic: 16
                 };
                 2
             ],
