@@ -255,12 +255,12 @@ impl Plan {
     /// A `trap` that deletes, when the script fails, what it applied (newest first) and the objects the run
     /// makes for itself (the merged registry Secret), as rdmakit's live run does; empty when nothing is applied.
     fn cleanup_trap(&self) -> String {
-        const APPLY: &str = " apply --server-side --field-manager=rdmakit -f ";
+        let apply = format!(" {} -f ", crate::exec::KUBECTL_APPLY);
         let mut deletes: Vec<String> = Vec::new();
         for item in &self.items {
             let PlanItem::Action(e) = item else { continue };
             for line in e.shell.iter().flat_map(|s| s.lines()) {
-                if let Some((k, file)) = line.split_once(APPLY) {
+                if let Some((k, file)) = line.split_once(apply.as_str()) {
                     // `-f -` applies what a pipeline made (the merged Secret): deleted by name below.
                     if file.trim() != "-" {
                         deletes.push(format!("{k} delete --ignore-not-found -f {file}"));
@@ -368,7 +368,7 @@ mod tests {
         p.action(
             "apply x".into(),
             vec![],
-            vec!["kubectl apply --server-side --field-manager=rdmakit -f x.yaml".into()],
+            vec![format!("kubectl {} -f x.yaml", crate::exec::KUBECTL_APPLY)],
         );
         p.stop("w.rhai:3:7: it's broken\n  during step: Deploy");
         let sh = p.to_shell();

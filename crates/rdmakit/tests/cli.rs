@@ -75,7 +75,7 @@ fn demo_invocation_writes_bundle_plan_and_report() {
             "Plan for erdma-ray-rdt.rhai (dry-run",
         ))
         .stdout(predicate::str::contains(
-            "kubectl apply --server-side --field-manager=rdmakit -f bundle/ray-cluster-erdma.yaml",
+            "kubectl apply --server-side --force-conflicts --field-manager=rdmakit -f bundle/ray-cluster-erdma.yaml",
         ))
         .stderr(predicate::str::contains("verdict: PLANNED"));
     for f in [

@@ -167,6 +167,8 @@ fn apply_uses_discovery_and_server_side_apply_with_field_manager() {
         .find(|s| s.method == "PATCH")
         .expect("a PATCH was sent");
     assert!(patch.uri.contains("fieldManager=rdmakit"), "{}", patch.uri);
+    // Server-side apply takes over fields another manager set (kubectl --force-conflicts).
+    assert!(patch.uri.contains("force=true"), "{}", patch.uri);
     assert_eq!(patch.content_type, "application/apply-patch+yaml");
     let body: Value = serde_json::from_str(&patch.body).unwrap();
     assert_eq!(body["metadata"]["name"], "rdma-test");

@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{
-    CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, ListSpec, LogSpec,
-    Manifest, MergeSecretsSpec, MergeSummary, ObjRef, SecretSpec, WaitFor, WaitSpec,
+    CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, KUBECTL_APPLY, ListSpec,
+    LogSpec, Manifest, MergeSecretsSpec, MergeSummary, ObjRef, SecretSpec, WaitFor, WaitSpec,
 };
 use crate::error::ExecError;
 use crate::plan::{Plan, shell_join, shell_quote};
@@ -180,12 +180,12 @@ impl Executor for DryRunExecutor {
         let k = self.kubectl(None);
         self.record(
             format!(
-                "apply {} (server-side, field manager {FIELD_MANAGER})",
+                "apply {} (server-side, field manager {FIELD_MANAGER}, forcing conflicts)",
                 manifest.display_path
             ),
             detail,
             vec![format!(
-                "{k} apply --server-side --field-manager={FIELD_MANAGER} -f {}",
+                "{k} {KUBECTL_APPLY} -f {}",
                 shell_quote(&manifest.display_path)
             )],
         );
@@ -465,7 +465,7 @@ impl Executor for DryRunExecutor {
             files.join(" ")
         ));
         shell.push(format!(
-            "{k} create secret generic {} --from-file={}=\"$CREDS_DIR/merged.json\" --dry-run=client -o yaml | {k} apply --server-side --field-manager={FIELD_MANAGER} -f -",
+            "{k} create secret generic {} --from-file={}=\"$CREDS_DIR/merged.json\" --dry-run=client -o yaml | {k} {KUBECTL_APPLY} -f -",
             shell_quote(&spec.target),
             spec.key
         ));
@@ -514,7 +514,7 @@ impl Executor for DryRunExecutor {
             ),
             vec![],
             vec![format!(
-                "{k} create secret generic {} {} --dry-run=client -o yaml | {k} apply --server-side --field-manager={FIELD_MANAGER} -f -",
+                "{k} create secret generic {} {} --dry-run=client -o yaml | {k} {KUBECTL_APPLY} -f -",
                 shell_quote(&spec.name),
                 from.join(" ")
             )],

@@ -402,7 +402,7 @@ impl KubeExecutor {
             .dyn_api(&r.api_version, &r.kind, r.namespace.as_deref())
             .await?;
         let action = format!("apply {} {r} (from {source})", r.api_version);
-        let pp = PatchParams::apply(FIELD_MANAGER);
+        let pp = PatchParams::apply(FIELD_MANAGER).force();
         let patch = Patch::Apply(obj);
         self.retrying(&action, || api.patch(&r.name, &pp, &patch))
             .await?;
@@ -1004,7 +1004,7 @@ impl Executor for KubeExecutor {
                 o.insert("kind".into(), "Secret".into());
             }
             let action = format!("apply secret/{}", spec.target);
-            let pp = PatchParams::apply(FIELD_MANAGER);
+            let pp = PatchParams::apply(FIELD_MANAGER).force();
             let patch = Patch::Apply(&value);
             self.retrying(&action, || secrets.patch(&spec.target, &pp, &patch)).await?;
             Ok(MergeSummary { target: spec.target.clone(), registries, dry_run: false, sensitive })
@@ -1043,7 +1043,7 @@ impl Executor for KubeExecutor {
                 o.insert("apiVersion".into(), "v1".into());
                 o.insert("kind".into(), "Secret".into());
             }
-            let pp = PatchParams::apply(FIELD_MANAGER);
+            let pp = PatchParams::apply(FIELD_MANAGER).force();
             let patch = Patch::Apply(&value);
             self.retrying(&action, || secrets.patch(&spec.name, &pp, &patch))
                 .await?;

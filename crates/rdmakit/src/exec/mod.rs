@@ -19,6 +19,11 @@ use crate::error::ExecError;
 /// The field manager name used for server-side apply.
 pub const FIELD_MANAGER: &str = "rdmakit";
 
+/// How plan.sh applies, as the live executor does: server-side, as rdmakit, taking over fields another
+/// manager set (`--force-conflicts`, kube-rs' `PatchParams::apply(..).force()`): a re-run after a
+/// `kubectl edit` converges instead of failing on a conflict.
+pub const KUBECTL_APPLY: &str = "apply --server-side --force-conflicts --field-manager=rdmakit";
+
 /// A set of Kubernetes objects read from one file (or rendered in memory).
 #[derive(Debug, Clone)]
 pub struct Manifest {
