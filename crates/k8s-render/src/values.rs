@@ -499,11 +499,13 @@ impl Values {
     pub fn with_profile_defaults(&self, profile: &Profile) -> Result<Values, ValuesError> {
         let mut out = self.profile_values(profile)?;
         // The instance type's GPU count is the node's: a worker that takes the node takes them
-        // all (seed 002: 2 L20 on ecs.gn8is-2x.8xlarge), unless gpus_per_worker was given.
+        // all (seed 002: 2 L20 on ecs.gn8is-2x.8xlarge), unless gpus_per_worker was given (by
+        // the user, a values file, or the profile's own `values`).
         let named = out.instance_type.clone();
         if let Ok(Some((_, it))) = profile.instance_type(named.as_deref())
             && !self.is_set("gpus_per_worker")
             && self.gpus_per_worker == Values::default().gpus_per_worker
+            && !profile.values.contains_key("gpus_per_worker")
         {
             out.gpus_per_worker = it.gpus;
         }

@@ -111,3 +111,28 @@ fn rdt_transport_rdmakit_installs_the_wheel() {
     let e = v.set("rdt_transport", "nixl").unwrap_err();
     assert!(e.to_string().contains("nccl or rdmakit"), "{e}");
 }
+
+#[test]
+fn gpus_per_worker_precedence_over_the_instance_type() {
+    let mut p = profile(json!({"instance_type": "big"}));
+    p.instance_types = serde_json::from_value(json!({
+        "big": {"gpus": 8, "rdma_devices": 2, "nic_gbps": 200.0, "gpudirect": true, "pcie_gen": 5}
+    }))
+    .unwrap();
+    assert!(p.check().is_ok());
+    // The instance type's count over the crate default ...
+    assert_eq!(Values::for_profile(&p).unwrap().gpus_per_worker, 8);
+    // ... the profile's own gpus_per_worker over the instance type ...
+    p.values
+        .insert("gpus_per_worker".into(), serde_json::json!(4));
+    assert_eq!(Values::for_profile(&p).unwrap().gpus_per_worker, 4);
+    // ... and --set over both.
+    let mut v = Values::default();
+    v.set("gpus_per_worker", "1").unwrap();
+    assert_eq!(v.with_profile_defaults(&p).unwrap().gpus_per_worker, 1);
+    // An unknown instance type is refused at render time, naming the known ones.
+    let mut v = Values::default();
+    v.set("instance_type", "small").unwrap();
+    let e = render(System::MpiJob, &p, &v).unwrap_err().to_string();
+    assert!(e.contains("small") && e.contains("big"), "{e}");
+}
