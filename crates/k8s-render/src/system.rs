@@ -14,7 +14,7 @@ pub enum System {
     Buildkit,
     /// `ray-cluster-<short>.yaml`: CPU-only head + RDMA GPU workers.
     RayCluster,
-    /// `rdt_nccl_demo.py`: the Ray Direct Transport demo.
+    /// `rdt_nccl_demo.py` (or `rdt_rdmakit_demo.py` with `rdt_transport=rdmakit`): the Ray Direct Transport demo.
     RdtDemo,
     /// `<short>-nccl-check-pods.yaml` + `nccl_allreduce_check.py`: NCCL without Ray.
     NcclCheck,
@@ -65,7 +65,9 @@ impl System {
             System::RayCluster => {
                 "RayCluster: CPU-only head, GPU workers with RDMA and NCCL settings"
             }
-            System::RdtDemo => "rdt_nccl_demo.py: Ray Direct Transport of GPU tensors over NCCL",
+            System::RdtDemo => {
+                "rdt_nccl_demo.py: Ray Direct Transport of GPU tensors over NCCL (rdt_rdmakit_demo.py over gpu-stage with rdt_transport=rdmakit)"
+            }
             System::NcclCheck => {
                 "two NCCL check pods and nccl_allreduce_check.py (NCCL without Ray)"
             }

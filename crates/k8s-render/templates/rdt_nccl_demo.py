@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
-"""Ray Direct Transport (RDT) demo: move a GPU tensor between two nodes with NCCL over @@FABRIC@@.
+"""Ray Direct Transport (RDT) demo: move a GPU tensor between two nodes with @@TRANSPORT_NAME@@ over @@FABRIC@@.
 
-Rendered by rdmakit for profile @@PROFILE@@. Run it on the Ray head pod:
+Rendered by rdmakit for profile @@PROFILE@@ (rdt_transport=@@TRANSPORT@@). Run it on the Ray head pod:
 
     HEAD=$(kubectl get pod -l ray.io/cluster=@@CLUSTER@@,ray.io/node-type=head -o jsonpath='{.items[0].metadata.name}')
-    kubectl cp rdt_nccl_demo.py $HEAD:/tmp/rdt_nccl_demo.py -c ray-head
-    kubectl exec $HEAD -c ray-head -- python /tmp/rdt_nccl_demo.py [--size-mib @@SIZE_MIB@@] [--iters @@ITERATIONS@@] [--tcp]
+    kubectl cp @@FILE@@ $HEAD:/tmp/@@FILE@@ -c ray-head
+    kubectl exec $HEAD -c ray-head -- python /tmp/@@FILE@@ [--size-mib @@SIZE_MIB@@] [--iters @@ITERATIONS@@] [--tcp]
 
 A Producer and a Consumer actor are forced onto different nodes by a STRICT_SPREAD placement group.
-The producer's method is marked tensor_transport="nccl", so Ray sends the returned CUDA tensor GPU to
-GPU with NCCL instead of copying it through the object store.
+The producer's method is marked with a tensor transport, so Ray sends the returned CUDA tensor GPU to
+GPU instead of copying it through the object store:
+  * nccl (seed 000): NCCL over the RDMA devices; needs an explicit collective group.
+  * rdmakit: gpu-stage through the rdmakit_rdt wheel (the bundle's Dockerfile installs it): GPU -> page-locked
+    ring -> RDMA (classic verbs, striped over the profile's devices, no GPUDirect) -> ring -> GPU. The actors
+    meet through Ray's KV store on the first transfer; rdmakit_rdt.register() runs before the classes.
 
 Two requirements that are easy to miss:
   * The receiving actor needs enable_tensor_transport=True. Only actors that declare a tensor transport
     get the background thread that receives RDT objects; without it the receive queues behind consume(),
     which itself waits for the tensor, and the call fails with
     "ObjectRef ... not found in RDT object store after 60.0s".
-  * The NCCL backend needs an explicit collective group (create_collective_group).
+  * The NCCL backend needs an explicit collective group (create_collective_group); rdmakit does not.
 
 --tcp repeats the run with @@TCP_KEY@@=@@TCP_VALUE@@ in the actors: it still succeeds, but the RDMA device
 counters (@@TX_COUNTER@@ of @@DEVICE_GLOB@@) stay flat. That A/B is how you prove the default run used RDMA.
@@ -32,7 +36,6 @@ import time
 
 import ray
 import torch
-from ray.experimental.collective import create_collective_group
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -40,14 +43,25 @@ MIB = 1024 * 1024
 FABRIC = @@FABRIC_PY@@
 DEFAULT_SIZE_MIB = @@SIZE_MIB@@
 DEFAULT_ITERS = @@ITERATIONS@@
+TRANSPORT = @@TRANSPORT_PY@@
+# The A/B switch (--tcp) and what the default run sets, per transport.
+TCP_ENV = {@@TCP_KEY_PY@@: @@TCP_VALUE_PY@@}
+RDMA_ENV = {"RDMAKIT_TRANSPORT": "rdma"} if TRANSPORT == "rdmakit" else {}
+PRODUCER_OPTIONS = {}
+if TRANSPORT == "rdmakit":
+    import rdmakit_rdt
+
+    # Registers "RDMAKIT" before the classes below: @ray.method checks the name when the class is defined.
+    rdmakit_rdt.register()
+    PRODUCER_OPTIONS = {"enable_tensor_transport": True}
 
 
-@ray.remote(num_gpus=1, num_cpus=1)
+@ray.remote(num_gpus=1, num_cpus=1, **PRODUCER_OPTIONS)
 class Producer:
     def where(self):
         return ray.get_runtime_context().get_node_id(), torch.cuda.get_device_name(0)
 
-    @ray.method(tensor_transport="nccl")
+    @ray.method(tensor_transport=@@TENSOR_TRANSPORT_PY@@)
     def make_tensor(self, n: int, fill: float):
         return torch.full((n,), fill, dtype=torch.float32, device="cuda")
 
@@ -84,8 +98,9 @@ def main():
                 placement_group=pg, placement_group_bundle_index=index
             )
         }
-        if args.tcp:
-            opts["runtime_env"] = {"env_vars": {"@@TCP_KEY@@": "@@TCP_VALUE@@"}}
+        env = TCP_ENV if args.tcp else RDMA_ENV
+        if env:
+            opts["runtime_env"] = {"env_vars": env}
         options.append(opts)
     producer = Producer.options(**options[0]).remote()
     consumer = Consumer.options(**options[1]).remote()
@@ -99,7 +114,10 @@ def main():
         if p_node == c_node:
             print("producer and consumer share a node: the transfer would not cross the network", flush=True)
             return 1
-        group = create_collective_group([producer, consumer], backend="nccl")
+        if TRANSPORT == "nccl":
+            from ray.experimental.collective import create_collective_group
+
+            group = create_collective_group([producer, consumer], backend="nccl")
         n = args.size_mib * MIB // 4
         for i in range(args.iters):
             fill = float(i + 1)

@@ -52,6 +52,60 @@ fn erdma_ray_rdt_passes_live_then_again_on_the_used_cluster_and_cleans_up() {
     assert_clean(&ns);
 }
 
+/// `--set rdt_transport=rdmakit` (issue 14): the image installs the rdmakit_rdt wheel given on the command line
+/// (BuildKit finds it in the build context), the demo moves the tensors with `tensor_transport="RDMAKIT"`,
+/// the device counters prove the path and the A/B run is RDMAKIT_TRANSPORT=tcp. Without the wheel the run
+/// stops before it touches the cluster, naming the option and how to build the wheel.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn erdma_ray_rdt_through_rdmakit_rdt_passes_live_with_the_wheel_in_the_image() {
+    let ns = Ns::new("erdma-rdmakit", Kind::Erdma);
+    let dir = repo()
+        .join("target/cluster/runs")
+        .join(format!("{}-wheel", ns.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wheel = dir.join("rdmakit_rdt-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl");
+    std::fs::write(
+        &wheel,
+        b"PK\x03\x04 not a real wheel: the emulated BuildKit only checks it is there",
+    )
+    .unwrap();
+    let set_wheel = format!("rdt_wheel={}", wheel.display());
+    let mut args = ERDMA.to_vec();
+    args.extend(["--set", "rdt_transport=rdmakit", "--set", &set_wheel]);
+    let r = ns.run("erdma-ray-rdt", &args);
+    r.assert_pass();
+    let md = std::fs::read_to_string(ns.out.join("report.md")).unwrap();
+    for needle in [
+        "PASS image built and pushed",
+        "PASS RDT demo: every transfer checksum OK",
+        "PASS RDT traffic crossed eRDMA (device counters)",
+        "PASS RDT demo over TCP (RDMAKIT_TRANSPORT=tcp) succeeds",
+        "PASS A/B: eRDMA run moved the bytes, the RDMAKIT_TRANSPORT=tcp run left the counters flat",
+        "INFO NCCL logs of the RDT run",
+    ] {
+        assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+    }
+    assert!(
+        !md.contains("NCCL log shows NET/IB"),
+        "NCCL logs judged on an rdmakit run:\n{md}"
+    );
+    assert_clean(&ns);
+
+    let bare = ns.run(
+        "erdma-ray-rdt",
+        &[&ERDMA[..], &["--set", "rdt_transport=rdmakit"]].concat(),
+    );
+    assert_ne!(bare.code, 0, "ran without the wheel:\n{}", bare.stdout);
+    let all = format!("{}{}", bare.stdout, bare.stderr);
+    assert!(
+        all.contains("--set rdt_wheel=PATH")
+            && all.contains("maturin build --release --features rdma"),
+        "{all}"
+    );
+    assert_clean(&ns);
+}
+
 /// Each fault the emulator can stage fails the workflow with its cause named, and the failed run still
 /// deletes what it created (the next test's hostNetwork workers need the ports).
 #[test]

@@ -1,19 +1,44 @@
-//! `rdt_nccl_demo.py`: Ray Direct Transport of a GPU tensor between two nodes over NCCL.
+//! `rdt_nccl_demo.py` / `rdt_rdmakit_demo.py`: Ray Direct Transport of a GPU tensor between two nodes over
+//! NCCL (seed 000) or over gpu-stage (`rdt_transport=rdmakit`), from one template.
 
 use super::template::{fill, py_str};
 use super::{Ctx, RenderError};
 use crate::bundle::{Bundle, FileKind};
 
 pub(crate) const FILE: &str = "rdt_nccl_demo.py";
+/// The demo's name with `rdt_transport=rdmakit`.
+pub(crate) const RDMAKIT_FILE: &str = "rdt_rdmakit_demo.py";
 const TEMPLATE: &str = include_str!("../../templates/rdt_nccl_demo.py");
 
 pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderError> {
     let p = ctx.profile;
     let v = ctx.values;
+    // rdmakit's A/B: gpu-stage over TCP instead of RDMA (NCCL is not in the path).
+    let rdmakit = v.rdt_transport == "rdmakit";
+    let (file, name, tcp) = if rdmakit {
+        (
+            RDMAKIT_FILE,
+            "gpu-stage (rdmakit_rdt)",
+            ("RDMAKIT_TRANSPORT", "tcp"),
+        )
+    } else {
+        (FILE, "NCCL", ctx.tcp_switch())
+    };
     let text = fill(
-        FILE,
+        file,
         TEMPLATE,
         &[
+            ("FILE", file.to_owned()),
+            ("TRANSPORT", v.rdt_transport.clone()),
+            ("TRANSPORT_PY", py_str(&v.rdt_transport)),
+            ("TRANSPORT_NAME", name.to_owned()),
+            // rdmakit_rdt.register()'s default name.
+            (
+                "TENSOR_TRANSPORT_PY",
+                py_str(if rdmakit { "RDMAKIT" } else { "nccl" }),
+            ),
+            ("TCP_KEY_PY", py_str(tcp.0)),
+            ("TCP_VALUE_PY", py_str(tcp.1)),
             ("FABRIC", p.fabric.clone()),
             ("FABRIC_PY", py_str(&p.fabric)),
             ("PROFILE", p.name.clone()),
@@ -22,10 +47,10 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
             ("ITERATIONS", v.iterations.to_string()),
             ("TX_COUNTER", p.devices.tx_counter.clone()),
             ("DEVICE_GLOB", p.devices.name_pattern.clone()),
-            ("TCP_KEY", ctx.tcp_switch().0.to_owned()),
-            ("TCP_VALUE", ctx.tcp_switch().1.to_owned()),
+            ("TCP_KEY", tcp.0.to_owned()),
+            ("TCP_VALUE", tcp.1.to_owned()),
         ],
     )?;
-    bundle.add_text(FILE, FileKind::Python, text)?;
+    bundle.add_text(file, FileKind::Python, text)?;
     Ok(())
 }
