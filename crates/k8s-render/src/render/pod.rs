@@ -69,10 +69,26 @@ impl<'a> Ctx<'a> {
         }
         let instance = profile
             .instance_type(values.instance_type.as_deref())
-            .map_err(|e| crate::values::ValuesError::BadValue {
+            .map_err(|_| crate::values::ValuesError::BadValue {
                 key: "instance_type".to_owned(),
                 value: values.instance_type.clone().unwrap_or_default(),
-                expected: e.message,
+                expected: if profile.instance_types.is_empty() {
+                    format!(
+                        "nothing: profile {} has no instance_types table (add one, or leave instance_type unset)",
+                        profile.name
+                    )
+                } else {
+                    format!(
+                        "one of profile {}'s instance types: {}",
+                        profile.name,
+                        profile
+                            .instance_types
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
             })?
             .map(|(_, it)| it);
         if let (Some(plugin), Some(version)) =
