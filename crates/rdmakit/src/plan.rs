@@ -16,6 +16,9 @@ pub struct PlanEntry {
     pub detail: Vec<String>,
     /// Equivalent shell lines for plan.sh (may be empty for pure bookkeeping).
     pub shell: Vec<String>,
+    /// What plan.sh's failure trap runs to undo this action, when it is not a plain `kubectl apply -f`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undo: Vec<String>,
 }
 
 /// A plan item: a step header, a note or an action.
@@ -115,12 +118,24 @@ impl Plan {
 
     /// Records an action; returns its number.
     pub fn action(&mut self, summary: String, detail: Vec<String>, shell: Vec<String>) -> usize {
+        self.action_with_undo(summary, detail, shell, Vec::new())
+    }
+
+    /// Records an action with the lines that undo it in plan.sh's failure trap.
+    pub fn action_with_undo(
+        &mut self,
+        summary: String,
+        detail: Vec<String>,
+        shell: Vec<String>,
+        undo: Vec<String>,
+    ) -> usize {
         self.actions += 1;
         self.items.push(PlanItem::Action(PlanEntry {
             index: self.actions,
             summary,
             detail,
             shell,
+            undo,
         }));
         self.actions
     }
@@ -259,6 +274,10 @@ impl Plan {
         let mut deletes: Vec<String> = Vec::new();
         for item in &self.items {
             let PlanItem::Action(e) = item else { continue };
+            if !e.undo.is_empty() {
+                deletes.extend(e.undo.iter().cloned());
+                continue;
+            }
             for line in e.shell.iter().flat_map(|s| s.lines()) {
                 if let Some((k, file)) = line.split_once(apply.as_str()) {
                     // `-f -` applies what a pipeline made (the merged Secret): deleted by name below.
@@ -315,6 +334,22 @@ pub fn is_placeholder(s: &str) -> bool {
     !name.is_empty()
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && index.is_some_and(|i| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// A shell variable name: `prefix` then `text` upper-cased, every other character `_`
+/// (`RDMAKIT_OWN_` + `bundle/device-class.yaml` = `RDMAKIT_OWN_BUNDLE_DEVICE_CLASS_YAML`).
+pub fn shell_var(prefix: &str, text: &str) -> String {
+    let name: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{prefix}{name}")
 }
 
 /// Joins argv into one shell line.

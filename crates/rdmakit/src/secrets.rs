@@ -35,17 +35,7 @@ impl std::fmt::Debug for SecretText {
 
 /// The environment variable plan.sh reads a secret parameter from (`RDMAKIT_SECRET_REGISTRY_PASSWORD`).
 pub fn env_var(key: &str) -> String {
-    let name: String = key
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("RDMAKIT_SECRET_{name}")
+    crate::plan::shell_var("RDMAKIT_SECRET_", key)
 }
 
 /// Shorter values cannot be told from ordinary text; they are still never handed to scripts.

@@ -977,3 +977,84 @@ fn vke_ib_pod_workflow_fails_on_a_kubernetes_build_without_rdma_support() {
         }
     }
 }
+
+/// A Secret that is already in the cluster (someone else's) and a Pod that is not.
+fn if_absent_cluster() -> Responder {
+    Box::new(|s: &Seen| {
+        Some(match (s.method.as_str(), s.uri.as_str()) {
+            ("GET", "/api/v1") => (200, core_v1_resources()),
+            ("GET", "/api/v1/namespaces/default/secrets/shared") => (
+                200,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "shared", "namespace": "default"}}),
+            ),
+            ("GET", "/api/v1/namespaces/default/pods/mine") => {
+                (404, status(404, "NotFound", "pods \"mine\" not found"))
+            }
+            ("PATCH", u) if u.starts_with("/api/v1/namespaces/default/pods/mine?") => {
+                (200, pod("mine", false))
+            }
+            ("DELETE", "/api/v1/namespaces/default/pods/mine") => (200, pod("mine", false)),
+            _ => (
+                404,
+                status(404, "NotFound", &format!("mock: no {} {}", s.method, s.uri)),
+            ),
+        })
+    })
+}
+
+fn run_if_absent(script: &str) -> (rdmakit::host::RunOutcome, Vec<Seen>) {
+    let Mock { rt, exec, seen } = mock(if_absent_cluster());
+    let out = tempfile::tempdir().unwrap();
+    let host = rdmakit::host::Host::new(
+        Arc::new(exec),
+        rdmakit::host::HostConfig::new(out.path()),
+        Cancel::new(),
+        "t.rhai",
+    );
+    let prelude = "fs::write(\"both.yaml\", \"apiVersion: v1\\nkind: Secret\\nmetadata: {name: shared}\\n---\\napiVersion: v1\\nkind: Pod\\nmetadata: {name: mine}\\nspec: {containers: [{name: c, image: busybox}]}\\n\");\n";
+    let outcome = host.run("t.rhai", &format!("{prelude}{script}"));
+    let seen = seen.lock().unwrap().clone();
+    drop(rt);
+    (outcome, seen)
+}
+
+#[test]
+fn apply_if_absent_leaves_what_was_there_and_never_deletes_it() {
+    let writes = |seen: &[Seen]| -> Vec<String> {
+        seen.iter()
+            .filter(|s| s.method == "PATCH" || s.method == "DELETE")
+            .map(|s| format!("{} {}", s.method, s.uri.split('?').next().unwrap()))
+            .collect()
+    };
+    // The workflow deletes what it applied: only the Pod it created.
+    let (o, seen) = run_if_absent(
+        "let r = kube::apply(\"both.yaml\", #{ if_absent: true });\nif r != [\"Pod/mine\"] { throw `applied ${r}`; }\nkube::delete(\"both.yaml\");\n",
+    );
+    assert!(o.error.is_none(), "{:?}", o.error);
+    assert_eq!(
+        writes(&seen),
+        vec![
+            "PATCH /api/v1/namespaces/default/pods/mine",
+            "DELETE /api/v1/namespaces/default/pods/mine"
+        ]
+    );
+    assert!(
+        o.report
+            .checks
+            .iter()
+            .any(|c| c.name == "Secret/shared left as it is"),
+        "{:?}",
+        o.report.checks
+    );
+    // A failed run cleans up what it applied: again only the Pod.
+    let (o, seen) =
+        run_if_absent("kube::apply(\"both.yaml\", #{ if_absent: true });\nthrow \"boom\";\n");
+    assert!(o.error.is_some());
+    assert_eq!(
+        writes(&seen),
+        vec![
+            "PATCH /api/v1/namespaces/default/pods/mine",
+            "DELETE /api/v1/namespaces/default/pods/mine"
+        ]
+    );
+}

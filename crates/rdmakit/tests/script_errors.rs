@@ -390,3 +390,29 @@ fn fs_read_is_confined_to_the_out_dir_the_workflow_folder_and_named_files() {
         .expect("refused");
     assert!(e.message.contains("\"link\" is outside"), "{}", e.message);
 }
+
+#[test]
+fn apply_if_absent_in_plan_sh_applies_and_deletes_only_what_the_plan_created() {
+    let out = tempfile::tempdir().unwrap();
+    let (o, plan) = common::dry_run(
+        "t",
+        "fs::write(\"dc.yaml\", \"apiVersion: resource.k8s.io/v1\\nkind: DeviceClass\\nmetadata: {name: erdma}\\n\");\n\
+         kube::apply(\"dc.yaml\", #{ if_absent: true });\nkube::delete(\"dc.yaml\");\n",
+        out.path(),
+        &[],
+        None,
+    );
+    assert!(o.error.is_none(), "{:?}", o.error);
+    let sh = plan.to_shell();
+    assert!(
+        sh.contains("if kubectl get -f dc.yaml >/dev/null 2>&1; then\n  echo 'dc.yaml: already in the cluster, left as it is (not this run'\\''s)'\nelse\n  kubectl apply --server-side --force-conflicts --field-manager=rdmakit -f dc.yaml\n  RDMAKIT_OWN_DC_YAML=1\nfi"),
+        "{sh}"
+    );
+    // The workflow's delete and the failure trap both delete it only when the plan applied it.
+    let conditional = "if [ -n \"${RDMAKIT_OWN_DC_YAML:-}\" ]; then kubectl delete --ignore-not-found -f dc.yaml; fi";
+    assert_eq!(sh.matches(conditional).count(), 2, "{sh}");
+    assert!(
+        !sh.contains("  kubectl delete --ignore-not-found -f dc.yaml || true"),
+        "{sh}"
+    );
+}

@@ -20,6 +20,13 @@ use crate::plan::{Plan, shell_join, shell_quote};
 #[derive(Debug, Clone)]
 pub struct DryRunExecutor {
     plan: Arc<Mutex<Plan>>,
+    /// Files applied only if absent: plan.sh deletes them only when it applied them.
+    if_absent: Arc<Mutex<Vec<String>>>,
+}
+
+/// The plan.sh variable set when an apply-if-absent applied `file` (`RDMAKIT_OWN_BUNDLE_DEVICE_CLASS_YAML`).
+fn own_var(file: &str) -> String {
+    crate::plan::shell_var("RDMAKIT_OWN_", file)
 }
 
 impl DryRunExecutor {
@@ -27,6 +34,7 @@ impl DryRunExecutor {
     pub fn new(workflow: &str, context: Option<&str>, namespace: Option<&str>) -> Self {
         Self {
             plan: Arc::new(Mutex::new(Plan::new(workflow, context, namespace))),
+            if_absent: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -192,9 +200,63 @@ impl Executor for DryRunExecutor {
         Ok(refs)
     }
 
+    fn apply_if_absent(
+        &self,
+        manifest: &Manifest,
+        _timeout: Duration,
+    ) -> Result<(Vec<ObjRef>, Vec<ObjRef>), ExecError> {
+        let (refs, detail) = objects_detail(manifest)?;
+        let k = self.kubectl(None);
+        let file = shell_quote(&manifest.display_path);
+        let var = own_var(&manifest.display_path);
+        let undo =
+            format!("if [ -n \"${{{var}:-}}\" ]; then {k} delete --ignore-not-found -f {file}; fi");
+        self.lock().action_with_undo(
+            format!(
+                "apply {} only if the cluster lacks it (what is already there is someone else's: left alone, never deleted)",
+                manifest.display_path
+            ),
+            detail,
+            vec![format!(
+                "if {k} get -f {file} >/dev/null 2>&1; then\n  echo {}\nelse\n  {k} {KUBECTL_APPLY} -f {file}\n  {var}=1\nfi",
+                shell_quote(&format!(
+                    "{}: already in the cluster, left as it is (not this run's)",
+                    manifest.display_path
+                ))
+            )],
+            vec![undo],
+        );
+        self.if_absent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(manifest.display_path.clone());
+        Ok((refs, Vec::new()))
+    }
+
     fn delete(&self, manifest: &Manifest, _timeout: Duration) -> Result<Vec<ObjRef>, ExecError> {
         let (refs, detail) = objects_detail(manifest)?;
         let k = self.kubectl(None);
+        let applied_if_absent = self
+            .if_absent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&manifest.display_path);
+        if applied_if_absent {
+            // Delete it only if this plan applied it.
+            let file = shell_quote(&manifest.display_path);
+            let var = own_var(&manifest.display_path);
+            self.record(
+                format!(
+                    "delete {} if this plan applied it (not when it was already there)",
+                    manifest.display_path
+                ),
+                detail,
+                vec![format!(
+                    "if [ -n \"${{{var}:-}}\" ]; then {k} delete --ignore-not-found -f {file}; fi"
+                )],
+            );
+            return Ok(refs);
+        }
         // A bundle file is deleted by file; an object the run made in memory (the merged registry Secret)
         // by kind/name.
         let what = if manifest.display_path.ends_with(".yaml")

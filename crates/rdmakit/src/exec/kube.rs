@@ -749,6 +749,41 @@ impl Executor for KubeExecutor {
         )
     }
 
+    fn apply_if_absent(
+        &self,
+        manifest: &Manifest,
+        timeout: Duration,
+    ) -> Result<(Vec<ObjRef>, Vec<ObjRef>), ExecError> {
+        for o in &manifest.objects {
+            ObjRef::from_object(o, &manifest.display_path)?;
+        }
+        self.block(
+            &format!("apply {} (if absent)", manifest.display_path),
+            timeout,
+            async {
+                let (mut applied, mut present) = (Vec::new(), Vec::new());
+                for o in &manifest.objects {
+                    let r = ObjRef::from_object(o, &manifest.display_path)?;
+                    let api = self
+                        .dyn_api(&r.api_version, &r.kind, r.namespace.as_deref())
+                        .await?;
+                    let action = format!("get {r}");
+                    if self
+                        .retrying(&action, || api.get_opt(&r.name))
+                        .await?
+                        .is_some()
+                    {
+                        tracing::info!("{r} is already there: left as it is");
+                        present.push(r);
+                    } else {
+                        applied.push(self.apply_object(o, &manifest.display_path).await?);
+                    }
+                }
+                Ok((applied, present))
+            },
+        )
+    }
+
     fn delete(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError> {
         self.block(
             &format!("delete {}", manifest.display_path),

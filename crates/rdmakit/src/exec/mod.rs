@@ -337,6 +337,18 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     fn has_api(&self, api_version: &str, kind: &str, timeout: Duration) -> Result<bool, ExecError>;
     /// Server-side apply of every object in the manifest, in order.
     fn apply(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError>;
+    /// Apply the manifest's objects that the cluster does not have; those it has are left alone (they are
+    /// someone else's: DRANET's DeviceClass, a cloud add-on's). Returns (applied, already there).
+    fn apply_if_absent(
+        &self,
+        manifest: &Manifest,
+        _timeout: Duration,
+    ) -> Result<(Vec<ObjRef>, Vec<ObjRef>), ExecError> {
+        Err(ExecError::Refused(format!(
+            "{}: this executor cannot apply only what is absent",
+            manifest.display_path
+        )))
+    }
     /// Delete every object in the manifest (missing ones are fine).
     fn delete(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError>;
     /// Block until the condition holds, the deadline passes, or the wait fails.

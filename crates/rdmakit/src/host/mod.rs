@@ -154,6 +154,9 @@ pub struct Ctx {
     pub ledger: ledger::Ledger,
     /// The `--set` keys the script read (`params::get`, every key after `params::all()`).
     pub params_read: Mutex<std::collections::BTreeSet<String>>,
+    /// Objects `kube::apply(.., #{if_absent: true})` found already in the cluster: someone else's, so
+    /// `kube::delete` and the cleanup leave them alone.
+    pub not_ours: Mutex<Vec<crate::exec::ObjRef>>,
     /// Every secret text the run has seen (secret parameters, merged registry credentials, listed
     /// Secrets' data): redacted from exec output, logs, reports, plans and errors.
     pub redactor: crate::secrets::Redactor,
@@ -353,6 +356,7 @@ impl Host {
             ledger: ledger::Ledger::default(),
             params_read: Mutex::new(Default::default()),
             redactor: crate::secrets::Redactor::default(),
+            not_ours: Mutex::new(Vec::new()),
         });
         for (k, v) in &ctx.config.secrets {
             ctx.redactor.add(k, v.expose());

@@ -172,11 +172,18 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
 
     // apply(path[, opts]) — a YAML file or a bundle directory (every *.yaml, in name order).
     let c = ctx.clone();
+    // #{if_absent: true}: apply only the objects the cluster lacks; what is there is someone else's (never
+    // deleted by this run).
     let apply = move |path: &str, opts: Map| -> RResult<Array> {
-        check_keys("kube::apply", &opts, &["timeout"])?;
+        check_keys("kube::apply", &opts, &["timeout", "if_absent"])?;
         let t = opt_timeout(&opts, 120)?;
+        let if_absent = opt_bool(&opts, "if_absent")?.unwrap_or(false);
         let mut out = Array::new();
         for m in manifests_for(&c, path, "kube::apply")? {
+            if if_absent {
+                out.extend(apply_absent(&c, &m, t)?);
+                continue;
+            }
             let refs = c.exec.apply(&m, t);
             // A partly applied manifest is recorded too: its cleanup deletes what did land.
             c.ledger.applied(&m);
@@ -193,7 +200,10 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
         let mut out = Array::new();
         // Delete files in reverse order: workloads before the things they use.
         for m in manifests_for(&c, path, "kube::delete")?.iter().rev() {
-            out.extend(refs_to_array(c.exec.delete(m, t).map_err(exec_err)?));
+            let ours = without_others(&c, m);
+            if !ours.objects.is_empty() {
+                out.extend(refs_to_array(c.exec.delete(&ours, t).map_err(exec_err)?));
+            }
             c.ledger.deleted(m);
         }
         Ok(out)
@@ -648,6 +658,51 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
     };
     regp_opts!(&mut m, "apply_secret", apply_secret, name: &str, data: Map);
     m
+}
+
+/// `kube::apply(.., #{if_absent: true})` of one manifest: the ledger gets only what was applied, and what
+/// was already there is remembered as someone else's.
+fn apply_absent(ctx: &Ctx, m: &Manifest, timeout: Duration) -> RResult<Array> {
+    let (applied, present) = ctx.exec.apply_if_absent(m, timeout).map_err(exec_err)?;
+    let mine = |o: &serde_json::Value| {
+        crate::exec::ObjRef::from_object(o, &m.display_path).is_ok_and(|r| applied.contains(&r))
+    };
+    let own = Manifest {
+        display_path: m.display_path.clone(),
+        objects: m.objects.iter().filter(|o| mine(o)).cloned().collect(),
+    };
+    if !own.objects.is_empty() {
+        ctx.ledger.applied(&own);
+    }
+    for r in &present {
+        ctx.report().check(
+            &format!("{r} left as it is"),
+            crate::report::Status::Info,
+            "already in the cluster before this run: someone else's (DRANET, a cloud add-on), so it is neither changed nor deleted",
+        );
+    }
+    ctx.not_ours
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(present);
+    Ok(refs_to_array(applied))
+}
+
+/// `m` without the objects that were already in the cluster when this run applied it if absent.
+fn without_others(ctx: &Ctx, m: &Manifest) -> Manifest {
+    let not_ours = ctx.not_ours.lock().unwrap_or_else(|e| e.into_inner());
+    Manifest {
+        display_path: m.display_path.clone(),
+        objects: m
+            .objects
+            .iter()
+            .filter(|o| {
+                crate::exec::ObjRef::from_object(o, &m.display_path)
+                    .map_or(true, |r| !not_ours.contains(&r))
+            })
+            .cloned()
+            .collect(),
+    }
 }
 
 /// Records a Secret the run made for its own use (deleted at its end unless keep=true, and in plan.sh's
