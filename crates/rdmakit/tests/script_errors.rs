@@ -416,3 +416,60 @@ fn apply_if_absent_in_plan_sh_applies_and_deletes_only_what_the_plan_created() {
         "{sh}"
     );
 }
+
+#[test]
+fn a_failed_mpijob_ends_the_plans_wait_at_once() {
+    let out = tempfile::tempdir().unwrap();
+    let (o, plan) = common::dry_run(
+        "t",
+        "kube::wait_mpijob(\"nccl\", #{ timeout: 3600 });\n",
+        out.path(),
+        &[],
+        None,
+    );
+    assert!(o.error.is_none(), "{:?}", o.error);
+    let sh = plan.to_shell();
+    let bin = out.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // The API server says the MPIJob Failed: the plan stops within one poll, not after 3600 s.
+    std::fs::write(
+        bin.join("kubectl"),
+        "#!/bin/bash\necho 'Created Running Failed'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.join("kubectl"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(out.path().join("plan.sh"), &sh).unwrap();
+    let run = || {
+        let started = std::time::Instant::now();
+        let r = std::process::Command::new("bash")
+            .arg(out.path().join("plan.sh"))
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap();
+        (r, started.elapsed())
+    };
+    let (r, took) = run();
+    assert_eq!(r.status.code(), Some(1), "{sh}");
+    assert!(String::from_utf8_lossy(&r.stderr).contains("mpijob/nccl Failed"));
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    // Succeeded passes.
+    std::fs::write(
+        bin.join("kubectl"),
+        "#!/bin/bash\necho 'Created Running Succeeded'\n",
+    )
+    .unwrap();
+    let (r, _) = run();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+}

@@ -108,6 +108,20 @@ impl DryRunExecutor {
     }
 }
 
+/// A wait that ends at once on a `Failed` condition, as the live run's does (`kubectl wait
+/// --for=condition=Succeeded` would sit out its whole timeout on a failed job).
+fn finished_or_failed(k: &str, target: &str, done: &str, timeout: Duration) -> String {
+    let polls = timeout.as_secs().div_ceil(5).max(1);
+    format!(
+        "RDMAKIT_STATE=\nfor _ in $(seq {polls}); do\n  RDMAKIT_STATE=\" $({k} get {target} -o jsonpath='{{.status.conditions[?(@.status==\"True\")].type}}' 2>/dev/null) \"\n  case \"$RDMAKIT_STATE\" in\n    *\" {done} \"*) break ;;\n    *\" Failed \"*) echo {} >&2; exit 1 ;;\n  esac\n  sleep 5\ndone\ncase \"$RDMAKIT_STATE\" in *\" {done} \"*) ;; *) echo {} >&2; exit 1 ;; esac",
+        shell_quote(&format!("{target} Failed")),
+        shell_quote(&format!(
+            "{target}: not {done} after {}s",
+            timeout.as_secs()
+        )),
+    )
+}
+
 fn secs(d: Duration) -> String {
     format!("{}s", d.as_secs())
 }
@@ -311,7 +325,11 @@ impl Executor for DryRunExecutor {
             ),
             WaitFor::MpiJobFinished => (
                 format!("wait until {target} Succeeded (Failed stops the workflow), timeout {t}"),
-                format!("{k} wait --for=condition=Succeeded {target} --timeout={t}"),
+                finished_or_failed(&k, &target, "Succeeded", spec.timeout),
+            ),
+            WaitFor::Condition(c) if spec.kind == "Job" && c == "Complete" => (
+                format!("wait until {target} is Complete (Failed stops the workflow), timeout {t}"),
+                finished_or_failed(&k, &target, "Complete", spec.timeout),
             ),
             WaitFor::ClaimsAllocated => (
                 format!(
