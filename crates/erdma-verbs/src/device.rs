@@ -2,8 +2,8 @@
 
 use std::ffi::CStr;
 use std::fmt;
-use std::net::Ipv6Addr;
-use std::path::PathBuf;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
 use std::ptr;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -570,6 +570,87 @@ impl Context {
     }
 }
 
+impl Context {
+    /// The network interfaces behind port `port`: the netdevs of its GID entries (RoCE), the PCI
+    /// function's interfaces (`device/net/`: hardware NICs such as erdma and mlx5) and a soft device's
+    /// `parent` (rxe, siw), from sysfs, without duplicates.
+    pub fn netdevs(&self, port: u8) -> Vec<String> {
+        netdevs_in(&self.sysfs, port)
+    }
+
+    /// The IPv4 addresses of [`Context::netdevs`] (`getifaddrs`), in that order: where an rdma_cm
+    /// listener for this device can bind when its GID table holds no IPv4 entry (eRDMA in iWARP
+    /// mode). Fails with [`Error::Verbs`] if the interfaces cannot be listed.
+    pub fn ipv4_addrs(&self, port: u8) -> Result<Vec<Ipv4Addr>> {
+        interface_ipv4(&self.netdevs(port))
+    }
+}
+
+fn netdevs_in(sysfs: &Path, port: u8) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        let name = name.trim();
+        if !name.is_empty() && !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+    };
+    let entries = |dir: PathBuf| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    for f in entries(sysfs.join(format!("ports/{port}/gid_attrs/ndevs"))) {
+        if let Ok(name) = std::fs::read_to_string(&f) {
+            add(&name);
+        }
+    }
+    for d in entries(sysfs.join("device/net")) {
+        if let Some(name) = d.file_name().and_then(|n| n.to_str()) {
+            add(name);
+        }
+    }
+    if let Ok(name) = std::fs::read_to_string(sysfs.join("parent")) {
+        add(&name);
+    }
+    out
+}
+
+/// IPv4 addresses of the interfaces `names`, in the order of `names`.
+fn interface_ipv4(names: &[String]) -> Result<Vec<Ipv4Addr>> {
+    let mut head: *mut libc::ifaddrs = ptr::null_mut();
+    // SAFETY: `head` is a valid out-pointer; the list is freed below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(Error::last("getifaddrs"));
+    }
+    let mut found: Vec<(usize, Ipv4Addr)> = Vec::new();
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getifaddrs returned, which stays allocated until the
+        // freeifaddrs below; its name is a NUL-terminated string and its address, when not null, a
+        // sockaddr whose family says how to read it (AF_INET: a sockaddr_in).
+        unsafe {
+            let ifa = &*p;
+            if !ifa.ifa_addr.is_null() && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET {
+                let name = CStr::from_ptr(ifa.ifa_name).to_string_lossy();
+                if let Some(i) = names.iter().position(|n| *n == name) {
+                    let sin = &*ifa.ifa_addr.cast::<libc::sockaddr_in>();
+                    let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                    if !found.iter().any(|(_, x)| *x == ip) {
+                        found.push((i, ip));
+                    }
+                }
+            }
+            p = ifa.ifa_next;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and no pointer into the list is used after this.
+    unsafe { libc::freeifaddrs(head) };
+    found.sort_by_key(|(i, _)| *i);
+    Ok(found.into_iter().map(|(_, ip)| ip).collect())
+}
+
 impl Drop for Context {
     fn drop(&mut self) {
         if matches!(self.owner, Owner::Opened) {
@@ -623,5 +704,28 @@ mod tests {
         // This machine's kernel may have no RDMA at all; either way the error names the device.
         let e = Context::open("no_such_dev9").unwrap_err();
         assert!(e.to_string().contains("no_such_dev9"), "{e}");
+    }
+
+    #[test]
+    fn netdevs_come_from_gid_attrs_the_pci_function_and_the_parent() {
+        let dir = std::env::temp_dir().join(format!("erdma-sysfs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ports/1/gid_attrs/ndevs")).unwrap();
+        std::fs::create_dir_all(dir.join("device/net/eth1")).unwrap();
+        std::fs::write(dir.join("ports/1/gid_attrs/ndevs/0"), "eth0\n").unwrap();
+        std::fs::write(dir.join("ports/1/gid_attrs/ndevs/1"), "eth0\n").unwrap();
+        std::fs::write(dir.join("parent"), "eth1\n").unwrap();
+        assert_eq!(netdevs_in(&dir, 1), ["eth0", "eth1"]);
+        assert!(netdevs_in(&dir, 2).iter().all(|n| n == "eth1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(netdevs_in(Path::new("/nonexistent/rxe9"), 1).is_empty());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "FFI: getifaddrs")]
+    fn loopback_has_its_ipv4_address() {
+        let v = interface_ipv4(&["no-such-if0".into(), "lo".into()]).unwrap();
+        assert_eq!(v, [Ipv4Addr::LOCALHOST]);
+        assert!(interface_ipv4(&[]).unwrap().is_empty());
     }
 }

@@ -619,6 +619,19 @@ fn device_queries_on_rxe() {
         .expect("GID at the configured index");
     assert_eq!(e.gid_type, GidType::RoceV2);
     assert_eq!(e.gid.to_string(), format!("::ffff:{}", rxe_ip()));
+    // The interface behind the device and its address (what an rdma_cm listener binds to when the
+    // GID table has no IPv4 entry).
+    let netdevs = ctx.netdevs(1);
+    assert!(
+        netdevs.iter().any(|n| Some(n) == e.netdev.as_ref()),
+        "{netdevs:?} vs {e:?}"
+    );
+    let ips = ctx.ipv4_addrs(1).unwrap();
+    assert_eq!(
+        ips.first().map(ToString::to_string),
+        Some(rxe_ip()),
+        "{netdevs:?}: {ips:?}"
+    );
     assert!(
         ctx.caps().max_inline > 0,
         "inline probe ran: {:?}",

@@ -45,7 +45,8 @@ pub struct RdmaConfig {
     /// How QPs are connected.
     pub connect: ConnectMode,
     /// rdma_cm only, receiver side: the IP address to listen on for each device (same order as
-    /// `devices`). Empty: the IPv4 address in each device's GID at `gid_index`.
+    /// `devices`). Empty: the IPv4 address in each device's GID at `gid_index`, or, where that GID
+    /// holds none (eRDMA in iWARP mode), the first IPv4 address of the device's network interface.
     pub cm_addrs: Vec<IpAddr>,
     /// Bound on every wait for the peer (setup, credits, completions, the ACK, the next chunk).
     pub timeout: Duration,

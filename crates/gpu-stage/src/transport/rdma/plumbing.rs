@@ -1,7 +1,7 @@
 //! Plumbing both ends share once connected: the state their workers see, the worker set, the side
 //! channel's writer, the per-device verbs objects, and receive posting and completion polling.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -50,9 +50,10 @@ pub(super) struct State {
     pub(super) granted: u64,
     /// Sender: WRITEs posted and not yet completed.
     pub(super) outstanding: u64,
-    /// Sender: the slots of the WRITEs in flight, by session-wide chunk number; a slot is released
-    /// when its WRITE completed, and kept busy after a failed one until the QPs are destroyed.
-    pub(super) in_flight: BTreeMap<u64, SlotToken>,
+    /// Sender: the slots of the WRITEs in flight, at their ring slot, with their session-wide chunk
+    /// number; a slot is released when its WRITE completed, and kept busy after a failed one until
+    /// the QPs are destroyed.
+    pub(super) in_flight: InFlight<SlotToken>,
     /// Sender: the receiver's ACK, once it came.
     pub(super) ack: Option<TransferSummary>,
     /// The ring the transport works on (failures are written to its gate).
@@ -64,6 +65,55 @@ pub(super) struct State {
     /// A transfer is in progress (between attach and its end): only then does a failure also
     /// fail the ring's gate. A peer that leaves between transfers ends the session, not the ring.
     pub(super) busy: bool,
+}
+
+/// What chunks in flight hold, each at a place it owns alone (the sender: its local ring slot, whose
+/// token only one chunk holds; the receiver: `g % slots`, since at most `slots` consecutive chunk
+/// numbers are in flight). A fixed table sized once, so storing and taking never allocate.
+#[derive(Debug)]
+pub(super) struct InFlight<T> {
+    places: Vec<Option<(u64, T)>>,
+}
+
+impl<T> Default for InFlight<T> {
+    fn default() -> Self {
+        InFlight { places: Vec::new() }
+    }
+}
+
+impl<T> InFlight<T> {
+    pub(super) fn new(places: usize) -> InFlight<T> {
+        InFlight {
+            places: (0..places).map(|_| None).collect(),
+        }
+    }
+
+    /// Stores chunk `g`'s `v` at `place`; hands `v` back if the place is taken or does not exist.
+    pub(super) fn put(&mut self, place: usize, g: u64, v: T) -> Result<(), T> {
+        match self.places.get_mut(place) {
+            Some(p @ None) => {
+                *p = Some((g, v));
+                Ok(())
+            }
+            _ => Err(v),
+        }
+    }
+
+    /// Takes what chunk `g` stored at `place`; `None`, taking nothing, if the place holds another
+    /// chunk's entry or none.
+    pub(super) fn take(&mut self, place: usize, g: u64) -> Option<T> {
+        let p = self.places.get_mut(place)?;
+        if p.as_ref().is_some_and(|(held, _)| *held == g) {
+            p.take().map(|(_, v)| v)
+        } else {
+            None
+        }
+    }
+
+    /// The chunk whose entry sits at `place`.
+    pub(super) fn chunk_at(&self, place: usize) -> Option<u64> {
+        self.places.get(place)?.as_ref().map(|(g, _)| *g)
+    }
 }
 
 impl Shared {
@@ -476,5 +526,18 @@ mod tests {
         assert_eq!(tag >> SLOT_BITS, g);
         assert_eq!(tag & ((1 << SLOT_BITS) - 1), 1023);
         const { assert!(crate::config::MAX_SLOTS < 1 << SLOT_BITS) };
+    }
+
+    #[test]
+    fn in_flight_places_hold_one_chunk_each() {
+        let mut t: InFlight<&str> = InFlight::new(2);
+        assert_eq!(t.put(0, 8, "a"), Ok(()));
+        assert_eq!(t.put(0, 10, "b"), Err("b"), "the place is taken");
+        assert_eq!(t.put(2, 11, "c"), Err("c"), "no such place");
+        assert_eq!(t.take(0, 10), None, "another chunk's entry stays");
+        assert_eq!(t.chunk_at(0), Some(8));
+        assert_eq!(t.take(0, 8), Some("a"));
+        assert_eq!((t.take(0, 8), t.chunk_at(0)), (None, None));
+        assert_eq!(InFlight::<u8>::default().put(0, 0, 1), Err(1));
     }
 }

@@ -1,7 +1,6 @@
 //! The receiving end: accepts the sender, grants a credit for every ring slot the pipeline freed,
 //! and hands each chunk to the pipeline in order once its WRITE_WITH_IMM arrived.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, mpsc};
@@ -12,11 +11,11 @@ use erdma_verbs::{Access, CompletionQueue, Context, MemoryRegion, RemoteBuf, WcO
 
 use super::config::RdmaConfig;
 use super::plumbing::{
-    CREDIT_TAG, IDLE_WAIT, RECV_TAG, Shared, SharedQp, SideWriter, Workers, lock_qp, poll_some,
-    post_recvs, read_msg,
+    CREDIT_TAG, IDLE_WAIT, InFlight, RECV_TAG, Shared, SharedQp, SideWriter, Workers, lock_qp,
+    poll_some, post_recvs, read_msg,
 };
 use super::setup::{
-    CmGroups, Links, ManualQps, Plan, SideChannel, ipv4_of_gid, register_ring, start,
+    CmGroups, Links, ManualQps, Plan, SideChannel, listen_ip, register_ring, start,
 };
 use super::wire::{ReceiverWelcome, Wire, Wiring, check_hello, decode_imm, encode_imm, unexpected};
 use crate::error::TransportError;
@@ -31,6 +30,33 @@ enum Event {
     Failed(TransportError),
 }
 
+/// How often `next_chunk` looks for a recorded failure while it waits for an event.
+const FAILURE_CHECK: Duration = Duration::from_millis(100);
+
+/// The sending side of the event channel. It never blocks: a worker must not hang on a transport
+/// that stopped reading (its Drop joins the workers). A full channel means the peer broke the credit
+/// protocol (or a worker kept reporting failures); the caller decides.
+#[derive(Clone, Debug)]
+struct EventTx(mpsc::SyncSender<Event>);
+
+/// What became of an event.
+enum Sent {
+    Queued,
+    /// The transport is gone: the worker ends.
+    Gone,
+    Full,
+}
+
+impl EventTx {
+    fn send(&self, ev: Event) -> Sent {
+        match self.0.try_send(ev) {
+            Ok(()) => Sent::Queued,
+            Err(mpsc::TrySendError::Disconnected(_)) => Sent::Gone,
+            Err(mpsc::TrySendError::Full(_)) => Sent::Full,
+        }
+    }
+}
+
 /// Receiving half of the RDMA transport (the server: it accepts one [`RdmaSender`](super::RdmaSender)).
 #[derive(Debug)]
 pub struct RdmaReceiver {
@@ -42,8 +68,8 @@ pub struct RdmaReceiver {
     links: Links,
     _mrs: Vec<Vec<Arc<MemoryRegion>>>,
     workers: Workers,
-    /// Chunks that arrived ahead of their turn: session-wide number → length.
-    pending: BTreeMap<u64, usize>,
+    /// Chunks that arrived ahead of their turn, at `g % slots`: their lengths.
+    pending: InFlight<usize>,
     end: Option<TransferSummary>,
     /// Session-wide number of this transfer's first chunk.
     base: u64,
@@ -87,7 +113,10 @@ impl RdmaReceiver {
         let writer = Arc::clone(&side.writer);
         let reader = side.into_reader()?;
         let (shared, mut workers) = start(ring, &writer);
-        let (tx, events) = mpsc::channel();
+        // Bounded and preallocated (no allocation per chunk): a sender that keeps to its credits has
+        // at most `slots` chunks undelivered, and each worker reports at most a few failures.
+        let (tx, events) = mpsc::sync_channel(ring.slots() + 8 * (links.devs.len() + 3));
+        let tx = EventTx(tx);
         {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
@@ -124,7 +153,7 @@ impl RdmaReceiver {
             links,
             _mrs: mrs,
             workers,
-            pending: BTreeMap::new(),
+            pending: InFlight::new(ring.slots()),
             end: None,
             base: 0,
             next: 0,
@@ -240,7 +269,7 @@ fn accept_cm(
             .map(|name| {
                 let ctx = Context::open(name)
                     .map_err(TransportError::rdma(format!("opening RDMA device {name}")))?;
-                ipv4_of_gid(&ctx, cfg)
+                listen_ip(&ctx, cfg)
             })
             .collect::<Result<Vec<_>, _>>()?
     } else {
@@ -295,7 +324,7 @@ fn accept_cm(
 fn receiver_side_reader(
     mut reader: BufReader<TcpStream>,
     shared: &Shared,
-    tx: &mpsc::Sender<Event>,
+    tx: &EventTx,
     peer: &str,
 ) {
     let mut line = String::new();
@@ -311,13 +340,13 @@ fn receiver_side_reader(
             },
             Ok(_) => match Wire::from_line(&line) {
                 Ok(Wire::End { chunks, bytes }) => {
-                    if tx
-                        .send(Event::End(TransferSummary { chunks, bytes }))
-                        .is_err()
-                    {
-                        return;
+                    match tx.send(Event::End(TransferSummary { chunks, bytes })) {
+                        Sent::Queued => continue,
+                        Sent::Gone => return,
+                        Sent::Full => TransportError::Protocol(format!(
+                            "the {peer} ended a transfer while the last one's chunks were still queued"
+                        )),
                     }
-                    continue;
                 }
                 Ok(Wire::Abort { reason }) => {
                     TransportError::Aborted(format!("the {peer} aborted: {reason}"))
@@ -339,7 +368,7 @@ fn receiver_poller(
     cq: &CompletionQueue,
     qps: &[(usize, SharedQp)],
     shared: &Shared,
-    tx: &mpsc::Sender<Event>,
+    tx: &EventTx,
     peer: &str,
 ) {
     let mut out = Vec::new();
@@ -370,15 +399,19 @@ fn receiver_poller(
                 }
                 match (c.opcode, c.imm) {
                     (WcOpcode::RecvWriteImm, Some(imm)) => {
-                        if tx
-                            .send(Event::Data {
-                                imm,
-                                len: c.byte_len,
-                                qp: q,
-                            })
-                            .is_err()
-                        {
-                            return;
+                        match tx.send(Event::Data {
+                            imm,
+                            len: c.byte_len,
+                            qp: q,
+                        }) {
+                            Sent::Queued => {}
+                            Sent::Gone => return,
+                            Sent::Full => {
+                                fail(format!(
+                                    "the {peer} wrote more chunks than it holds credits for"
+                                ));
+                                continue;
+                            }
                         }
                     }
                     (op, _) => {
@@ -411,7 +444,7 @@ fn credit_loop(
     src: &Arc<MemoryRegion>,
     target: RemoteBuf,
     shared: &Shared,
-    tx: &mpsc::Sender<Event>,
+    tx: &EventTx,
     peer: &str,
 ) {
     let slots = ring.slots() as u64;
@@ -485,7 +518,7 @@ impl RecvTransport for RdmaReceiver {
         let chunk_bytes = self.ring.chunk_bytes();
         let deadline = Instant::now() + self.cfg.timeout;
         loop {
-            if let Some(len) = self.pending.remove(&self.next) {
+            if let Some(len) = self.pending.take((self.next % slots) as usize, self.next) {
                 let g = self.next;
                 return self.deliver(g, len).map(Some);
             }
@@ -510,8 +543,15 @@ impl RecvTransport for RdmaReceiver {
                 }
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let ev = match self.events.recv_timeout(left) {
+            let ev = match self.events.recv_timeout(left.min(FAILURE_CHECK)) {
                 Ok(ev) => ev,
+                Err(mpsc::RecvTimeoutError::Timeout) if left > FAILURE_CHECK => {
+                    // A failure whose event found the channel full is still recorded here.
+                    if let Some(f) = self.shared.failure() {
+                        return Err(TransportError::Aborted(f));
+                    }
+                    continue;
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     return Err(TransportError::Timeout {
                         after: self.cfg.timeout,
@@ -539,7 +579,7 @@ impl RecvTransport for RdmaReceiver {
                              (does this RDMA provider fill byte_len for WRITE_WITH_IMM?)"
                         )));
                     }
-                    if self.pending.insert(g, len).is_some() {
+                    if self.pending.put((g % slots) as usize, g, len).is_err() {
                         return Err(TransportError::Protocol(format!(
                             "chunk #{g} arrived twice"
                         )));

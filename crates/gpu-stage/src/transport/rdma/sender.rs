@@ -11,8 +11,8 @@ use erdma_verbs::{Access, CompletionQueue, MemoryRegion, RemoteBuf};
 
 use super::config::{RdmaConfig, Stripe, config_err};
 use super::plumbing::{
-    CREDIT_BYTES, RECV_TAG, SLOT_BITS, Shared, SharedQp, SideWriter, Workers, lock_qp, poll_some,
-    post_recvs, read_msg,
+    CREDIT_BYTES, InFlight, RECV_TAG, SLOT_BITS, Shared, SharedQp, SideWriter, Workers, lock_qp,
+    poll_some, post_recvs, read_msg,
 };
 use super::setup::{CmGroups, Links, ManualQps, Plan, SideChannel, register_ring, start};
 use super::wire::{
@@ -98,6 +98,7 @@ impl RdmaSender {
         let writer = Arc::clone(&side.writer);
         let reader = side.into_reader()?;
         let (shared, mut workers) = start(ring, &writer);
+        shared.lock().in_flight = InFlight::new(ring.slots());
         {
             let shared = Arc::clone(&shared);
             let peer = peer.clone();
@@ -274,8 +275,16 @@ impl RdmaSender {
         {
             // Before posting: the completion may be polled before post_write_imm returns.
             let mut st = self.shared.lock();
+            if let Err(token) = st.in_flight.put(chunk.slot, g, slot) {
+                drop(st);
+                // Never posted: the token goes back with the error.
+                drop(token);
+                return Err(TransportError::Protocol(format!(
+                    "slot {} of chunk {} still has a WRITE in flight",
+                    chunk.slot, chunk.seq
+                )));
+            }
             st.outstanding += 1;
-            st.in_flight.insert(g, slot);
         }
         let posted = lock_qp(&self.links.qps[q]).post_write_imm(
             local,
@@ -287,7 +296,7 @@ impl RdmaSender {
             let never_posted = {
                 let mut st = self.shared.lock();
                 st.outstanding -= 1;
-                st.in_flight.remove(&g)
+                st.in_flight.take(chunk.slot, g)
             };
             drop(never_posted);
             return Err(TransportError::Rdma {
@@ -422,14 +431,16 @@ fn sender_poller(cq: &CompletionQueue, qps: &[(usize, SharedQp)], shared: &Share
                 let slot = (c.tag & ((1 << SLOT_BITS) - 1)) as usize;
                 let g = c.tag >> SLOT_BITS;
                 if c.is_ok() {
-                    let done = {
+                    let (done, held) = {
                         let mut s = shared.lock();
                         s.outstanding = s.outstanding.saturating_sub(1);
-                        s.in_flight.remove(&g)
+                        let done = s.in_flight.take(slot, g);
+                        (done, s.in_flight.chunk_at(slot))
                     };
-                    if done.as_ref().is_some_and(|t| t.slot() != slot) {
+                    if done.is_none() {
                         shared.fail(format!(
-                            "the WRITE of chunk #{g} completed for slot {slot}, but it was posted from another slot"
+                            "the WRITE of chunk #{g} completed for slot {slot}, which holds {}",
+                            held.map_or("no WRITE".to_string(), |h| format!("chunk #{h}"))
                         ));
                     }
                     // The NIC has read the slot: the pipeline may refill it.

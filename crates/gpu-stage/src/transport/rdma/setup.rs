@@ -112,28 +112,36 @@ pub(super) fn register_ring(
         .collect()
 }
 
-pub(super) fn ipv4_of_gid(ctx: &Context, cfg: &RdmaConfig) -> Result<IpAddr, TransportError> {
-    let gid = ctx
-        .query_gid(cfg.port, cfg.gid_index)
-        .map_err(TransportError::rdma(format!(
-            "{}: reading GID {}",
-            ctx.name(),
-            cfg.gid_index
-        )))?;
-    Ipv6Addr::from(gid.0)
-        .to_ipv4_mapped()
-        .map(IpAddr::V4)
-        .ok_or_else(|| {
-            config_err(
-                "cm_addrs",
-                "[]",
-                format!(
-                    "{}'s GID {} ({gid}) holds no IPv4 address; give the device's IP address for rdma_cm (--cm-addr)",
-                    ctx.name(),
-                    cfg.gid_index
-                ),
-            )
-        })
+/// Where an rdma_cm receiver without `cm_addrs` listens for device `ctx`: the IPv4 address in its GID
+/// at `gid_index` (RoCE, rxe), else the first IPv4 address of its network interface (eRDMA in iWARP
+/// mode may have no such GID); an error naming what was tried, and `--cm-addr`, otherwise.
+pub(super) fn listen_ip(ctx: &Context, cfg: &RdmaConfig) -> Result<IpAddr, TransportError> {
+    let gid = match ctx.query_gid(cfg.port, cfg.gid_index) {
+        Ok(gid) => match Ipv6Addr::from(gid.0).to_ipv4_mapped() {
+            Some(ip) => return Ok(IpAddr::V4(ip)),
+            None => format!("its GID {} ({gid}) holds no IPv4 address", cfg.gid_index),
+        },
+        Err(e) => format!("its GID {} cannot be read ({e})", cfg.gid_index),
+    };
+    let netdevs = ctx.netdevs(cfg.port);
+    let from_netdev = match ctx.ipv4_addrs(cfg.port) {
+        Ok(ips) => match ips.first() {
+            Some(ip) => return Ok(IpAddr::V4(*ip)),
+            None if netdevs.is_empty() => {
+                "no network interface was found for it in sysfs".to_string()
+            }
+            None => format!("its network interface(s) {netdevs:?} have no IPv4 address"),
+        },
+        Err(e) => format!("its network interfaces cannot be listed ({e})"),
+    };
+    Err(config_err(
+        "cm_addrs",
+        "[]",
+        format!(
+            "no address to listen on for {}: {gid}, and {from_netdev}; give the device's IP address for rdma_cm (--cm-addr)",
+            ctx.name()
+        ),
+    ))
 }
 
 /// The side channel of a session during setup: the writer every worker shares later, and the reader
