@@ -1058,3 +1058,61 @@ fn apply_if_absent_leaves_what_was_there_and_never_deletes_it() {
         ]
     );
 }
+
+#[test]
+fn a_permission_pre_check_names_what_the_credentials_lack_before_the_first_change() {
+    let m = mock(Box::new(|s: &Seen| {
+        Some(match (s.method.as_str(), s.uri.as_str()) {
+            ("GET", "/api/v1") => (200, core_v1_resources()),
+            ("POST", u)
+                if u.starts_with("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews") =>
+            {
+                let mut review: Value = serde_json::from_str(&s.body).unwrap();
+                let attrs = review["spec"]["resourceAttributes"].clone();
+                // Namespace-scoped credentials that may not delete Secrets nor exec into pods.
+                let allowed = !(attrs["resource"] == "secrets" && attrs["verb"] == "delete")
+                    && attrs["subresource"] != "exec";
+                review["status"] = json!({ "allowed": allowed });
+                (201, review)
+            }
+            _ => (404, status(404, "NotFound", "unexpected")),
+        })
+    }));
+    let seen = m.seen.clone();
+    let out = tempfile::tempdir().unwrap();
+    let host = rdmakit::host::Host::new(
+        Arc::new(m.exec),
+        rdmakit::host::HostConfig::new(out.path()),
+        Cancel::new(),
+        "t.rhai",
+    );
+    let o = host.run(
+        "t.rhai",
+        "fs::write(\"s.yaml\", \"apiVersion: v1\\nkind: Secret\\nmetadata: {name: s}\\n\");\nstep(\"Apply\");\nkube::apply(\"s.yaml\");\n",
+    );
+    let e = o.error.expect("refused up front");
+    assert!(e.cluster, "{e:?}");
+    assert!(
+        e.message
+            .starts_with("permission pre-check: these credentials may not"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message
+            .contains("create Pod (v1)/exec in namespace default"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message
+            .contains("delete Secret (v1) in namespace default"),
+        "{}",
+        e.message
+    );
+    assert!(!e.message.contains("patch Secret"), "{}", e.message);
+    assert!(e.message.contains("nothing was changed"), "{}", e.message);
+    let seen = seen.lock().unwrap().clone();
+    assert!(!seen.iter().any(|s| s.method == "PATCH"), "nothing applied");
+    drop(m.rt);
+}

@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::wait::{WaitState, evaluate};
 use super::{
-    CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, ListSpec, LogSpec,
+    Access, CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, ListSpec, LogSpec,
     Manifest, MergeSecretsSpec, MergeSummary, ObjRef, SecretSpec, WaitSpec, api_version_for_kind,
     field_at, missing_api_fix,
 };
@@ -782,6 +782,62 @@ impl Executor for KubeExecutor {
                 Ok((applied, present))
             },
         )
+    }
+
+    fn denied(&self, needed: &[Access], timeout: Duration) -> Result<Vec<Access>, ExecError> {
+        use k8s_openapi::api::authorization::v1::{
+            ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+        };
+        self.block("check permissions", timeout, async {
+            let reviews: Api<SelfSubjectAccessReview> = Api::all(self.client.clone());
+            let pp = kube::api::PostParams::default();
+            let mut denied = Vec::new();
+            for a in needed {
+                // A kind the cluster does not serve is not a permission question (its action names the CRD).
+                let Ok((ar, caps)) = self.resolve(&a.api_version, &a.kind).await else {
+                    continue;
+                };
+                let namespace = match caps.scope {
+                    Scope::Cluster => None,
+                    Scope::Namespaced => Some(
+                        a.namespace
+                            .clone()
+                            .unwrap_or_else(|| self.namespace.clone()),
+                    ),
+                };
+                let review = SelfSubjectAccessReview {
+                    spec: SelfSubjectAccessReviewSpec {
+                        resource_attributes: Some(ResourceAttributes {
+                            verb: Some(a.verb.clone()),
+                            group: Some(ar.group.clone()),
+                            resource: Some(ar.plural.clone()),
+                            subresource: a.subresource.clone(),
+                            namespace: namespace.clone(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                let action = format!("check permission to {a}");
+                match self
+                    .retrying_raw(&action, || reviews.create(&pp, &review))
+                    .await
+                {
+                    Ok(r) if r.status.as_ref().is_some_and(|s| !s.allowed) => denied.push(Access {
+                        namespace,
+                        ..a.clone()
+                    }),
+                    Ok(_) => {}
+                    Err(e) => {
+                        // No authorization API (or not allowed to ask): the actions will say what fails.
+                        tracing::info!("permission pre-check skipped: {e}");
+                        return Ok(Vec::new());
+                    }
+                }
+            }
+            Ok(denied)
+        })
     }
 
     fn delete(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError> {

@@ -319,6 +319,34 @@ pub struct MergeSummary {
     pub sensitive: Vec<crate::secrets::SecretText>,
 }
 
+/// One permission a run needs (a SelfSubjectAccessReview's resource attributes).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Access {
+    /// `create`, `patch`, `delete`, `get`, `list`.
+    pub verb: String,
+    /// The object's apiVersion (`v1`, `ray.io/v1`), or a bare kind's apiVersion.
+    pub api_version: String,
+    /// The kind (`Pod`, `RayCluster`).
+    pub kind: String,
+    /// A subresource (`exec`, `log`).
+    pub subresource: Option<String>,
+    /// Namespace (`None`: the run's, or cluster-scoped).
+    pub namespace: Option<String>,
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({})", self.verb, self.kind, self.api_version)?;
+        if let Some(s) = &self.subresource {
+            write!(f, "/{s}")?;
+        }
+        if let Some(n) = &self.namespace {
+            write!(f, " in namespace {n}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The actions a workflow can take on a cluster.
 pub trait Executor: Send + Sync + std::fmt::Debug {
     /// True for the dry-run executor.
@@ -348,6 +376,12 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
             "{}: this executor cannot apply only what is absent",
             manifest.display_path
         )))
+    }
+    /// Which of `needed` the credentials lack, through SelfSubjectAccessReviews. Empty when all are allowed,
+    /// in dry-run, and where the server cannot answer (no authorization API): the actions themselves then
+    /// report a refusal.
+    fn denied(&self, _needed: &[Access], _timeout: Duration) -> Result<Vec<Access>, ExecError> {
+        Ok(Vec::new())
     }
     /// Delete every object in the manifest (missing ones are fine).
     fn delete(&self, manifest: &Manifest, timeout: Duration) -> Result<Vec<ObjRef>, ExecError>;

@@ -157,6 +157,8 @@ pub struct Ctx {
     /// Objects `kube::apply(.., #{if_absent: true})` found already in the cluster: someone else's, so
     /// `kube::delete` and the cleanup leave them alone.
     pub not_ours: Mutex<Vec<crate::exec::ObjRef>>,
+    /// Whether the permission pre-check ran (once, before the first change of a live run).
+    pub prechecked: std::sync::atomic::AtomicBool,
     /// Every secret text the run has seen (secret parameters, merged registry credentials, listed
     /// Secrets' data): redacted from exec output, logs, reports, plans and errors.
     pub redactor: crate::secrets::Redactor,
@@ -172,6 +174,72 @@ impl Ctx {
         p.strip_prefix(&self.config.out_dir)
             .map(|r| r.display().to_string())
             .unwrap_or_else(|_| p.display().to_string())
+    }
+
+    /// Before a live run's first change: are the credentials allowed to create, patch and delete every
+    /// object in the manifests the run has rendered so far, to exec into pods, to read and write Secrets?
+    /// Namespace-scoped credentials then fail here, naming each missing permission, instead of half-way.
+    pub(crate) fn precheck(&self) -> Result<(), Box<EvalAltResult>> {
+        use std::sync::atomic::Ordering;
+        if self.exec.is_dry_run() || self.prechecked.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let access =
+            |verb: &str, api_version: &str, kind: &str, sub: Option<&str>, ns: Option<String>| {
+                crate::exec::Access {
+                    verb: verb.into(),
+                    api_version: api_version.into(),
+                    kind: kind.into(),
+                    subresource: sub.map(str::to_owned),
+                    namespace: ns,
+                }
+            };
+        let mut needed = std::collections::BTreeSet::new();
+        for verb in ["get", "list"] {
+            needed.insert(access(verb, "v1", "Pod", None, None));
+        }
+        needed.insert(access("create", "v1", "Pod", Some("exec"), None));
+        needed.insert(access("get", "v1", "Pod", Some("log"), None));
+        for rel in self.out.files() {
+            if !(rel.ends_with(".yaml") || rel.ends_with(".yml")) {
+                continue;
+            }
+            let Ok(objects) = crate::manifests::read_yaml_file(&self.config.out_dir.join(&rel))
+            else {
+                continue;
+            };
+            for o in &objects {
+                let Ok(r) = crate::exec::ObjRef::from_object(o, &rel) else {
+                    continue;
+                };
+                for verb in ["create", "patch", "delete"] {
+                    needed.insert(access(
+                        verb,
+                        &r.api_version,
+                        &r.kind,
+                        None,
+                        r.namespace.clone(),
+                    ));
+                }
+            }
+        }
+        let needed: Vec<_> = needed.into_iter().collect();
+        let denied = self
+            .exec
+            .denied(&needed, std::time::Duration::from_secs(60))
+            .map_err(|e| cluster_error(e.to_string()))?;
+        if denied.is_empty() {
+            return Ok(());
+        }
+        Err(cluster_error(format!(
+            "permission pre-check: these credentials may not {}; nothing was changed. Ask for a Role (or \
+             ClusterRole) that grants them; `kubectl auth can-i VERB RESOURCE` checks one",
+            denied
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )))
     }
 
     /// Writes report.md and report.json into the out dir and records them.
@@ -357,6 +425,7 @@ impl Host {
             params_read: Mutex::new(Default::default()),
             redactor: crate::secrets::Redactor::default(),
             not_ours: Mutex::new(Vec::new()),
+            prechecked: std::sync::atomic::AtomicBool::new(false),
         });
         for (k, v) in &ctx.config.secrets {
             ctx.redactor.add(k, v.expose());

@@ -178,6 +178,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
         check_keys("kube::apply", &opts, &["timeout", "if_absent"])?;
         let t = opt_timeout(&opts, 120)?;
         let if_absent = opt_bool(&opts, "if_absent")?.unwrap_or(false);
+        c.precheck()?;
         let mut out = Array::new();
         for m in manifests_for(&c, path, "kube::apply")? {
             if if_absent {
@@ -274,6 +275,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             ],
         )?;
         let spec = exec_spec(pod, argv, &opts)?;
+        c.precheck()?;
         let out = c.exec.exec(&spec).map_err(exec_err)?;
         if opt_bool(&opts, "check")?.unwrap_or(false) && out.code != 0 {
             return Err(cluster_error(format!(
@@ -304,6 +306,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             namespace: opt_namespace(&opts)?,
             timeout: opt_timeout(&opts, 120)?,
         };
+        c.precheck()?;
         c.exec.copy_to(&spec).map_err(exec_err)
     };
     regp_opts!(&mut m, "cp", cp, local: &str, pod: &str, remote: &str);
@@ -567,6 +570,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
                 })?;
             specs.push(exec_spec(&pod, cmd, &o)?);
         }
+        c.precheck()?;
         let outs = c.exec.exec_many(&specs).map_err(exec_err)?;
         Ok(outs
             .into_iter()
@@ -589,6 +593,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             namespace: opt_namespace(&opts)?,
             timeout: opt_timeout(&opts, 60)?,
         };
+        c.precheck()?;
         let s = c.exec.merge_registry_secrets(&spec).map_err(exec_err)?;
         for t in &s.sensitive {
             let label = format!("secret/{} (registry credentials)", s.target);
@@ -647,6 +652,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             };
             spec.data.insert(k.to_string(), value);
         }
+        c.precheck()?;
         let r = c.exec.apply_secret(&spec).map_err(exec_err)?;
         own_secret(
             &c,
