@@ -1116,3 +1116,57 @@ fn a_permission_pre_check_names_what_the_credentials_lack_before_the_first_chang
     assert!(!seen.iter().any(|s| s.method == "PATCH"), "nothing applied");
     drop(m.rt);
 }
+
+#[test]
+fn a_delete_waits_until_the_object_is_gone() {
+    let terminating = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "mine", "namespace": "default", "uid": "u-1", "resourceVersion": "7",
+                     "deletionTimestamp": "2026-12-01T00:00:00Z", "finalizers": ["example.com/slow"]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    });
+    let t2 = terminating.clone();
+    let m = mock(Box::new(move |s: &Seen| {
+        Some(match (s.method.as_str(), s.uri.as_str()) {
+            ("GET", "/api/v1") => (200, core_v1_resources()),
+            ("DELETE", u) if u.starts_with("/api/v1/namespaces/default/pods/mine") => {
+                (200, t2.clone())
+            }
+            // The watcher's list: still there, terminating.
+            ("GET", u)
+                if u.starts_with("/api/v1/namespaces/default/pods?")
+                    && !u.contains("watch=true") =>
+            {
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": [t2.clone()]}),
+                )
+            }
+            // Its watch: the object goes.
+            ("GET", u) if u.starts_with("/api/v1/namespaces/default/pods?") => {
+                (200, json!({"type": "DELETED", "object": t2.clone()}))
+            }
+            _ => (404, status(404, "NotFound", "unexpected")),
+        })
+    }));
+    let manifest = Manifest {
+        display_path: "bundle/pod.yaml".into(),
+        objects: vec![json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mine"}})],
+    };
+    let done = m.exec.delete(&manifest, Duration::from_secs(10)).unwrap();
+    assert_eq!(done.len(), 1);
+    let seen: Vec<String> = m
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.uri))
+        .collect();
+    let delete = seen.iter().position(|s| s.starts_with("DELETE")).unwrap();
+    let watch = seen
+        .iter()
+        .position(|s| s.contains("watch=true") && s.contains("fieldSelector=metadata.name%3Dmine"))
+        .expect("waited on a watch of the object");
+    assert!(delete < watch, "{seen:?}");
+    drop(terminating);
+}

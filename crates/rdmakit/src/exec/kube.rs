@@ -846,6 +846,7 @@ impl Executor for KubeExecutor {
             timeout,
             async {
                 let mut done = Vec::new();
+                let mut going = Vec::new();
                 // Reverse order: dependents before what they depend on.
                 for o in manifest.objects.iter().rev() {
                     let r = ObjRef::from_object(o, &manifest.display_path)?;
@@ -858,10 +859,31 @@ impl Executor for KubeExecutor {
                         Err(e) => return Err(e),
                     };
                     match api.delete(&r.name, &DeleteParams::background()).await {
-                        Ok(_) => done.push(r),
+                        Ok(answer) => {
+                            // The object came back (finalizers, a grace period): it is still going;
+                            // wait below until it is gone. A Status means it already is.
+                            if let Some(uid) = answer.left().and_then(|obj| obj.metadata.uid) {
+                                going.push((api, r.clone(), uid));
+                            }
+                            done.push(r);
+                        }
                         Err(e) if is_not_found(&e) => {}
                         Err(e) => return Err(map_kube_err(&format!("delete {r}"), e)),
                     }
+                }
+                // A delete is done when the object is gone (or replaced by a new one of the same name), as
+                // kube-rs' `conditions::is_deleted` judges through a watch; the caller's deadline bounds it.
+                for (api, r, uid) in going {
+                    kube::runtime::wait::await_condition(
+                        api,
+                        &r.name,
+                        kube::runtime::wait::conditions::is_deleted(&uid),
+                    )
+                    .await
+                    .map_err(|e| ExecError::Transport {
+                        action: format!("wait for {r} to be deleted"),
+                        message: e.to_string(),
+                    })?;
                 }
                 Ok(done)
             },
