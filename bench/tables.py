@@ -159,6 +159,7 @@ def readme_summary(root):
     def met(lf):
         return sum(r["ratio"] >= r["target"] for r in lf)
 
+    out_rdt = rdt_rows(root)
     out = [
         "| benchmark (same-run peer) | ours | peer | ratio | target |",
         "| --- | --- | --- | --- | --- |",
@@ -184,8 +185,35 @@ def readme_summary(root):
         "| {} | `ib_write_bw -d rxe0 -x 1`: {} | {} | {} |".format(*wbw(quiet)),
         "| same, host loaded by parallel builds (`bench/results/erdma-write-bw-rxe.json`) | {} | {} | {} | {} |".format(
             *wbw(loaded)),
-    ]
+    ] + out_rdt
     return "\n".join(out)
+
+
+def rdt_rows(root):
+    """Ray Direct Transport through RDMAKIT (python/rdmakit-rdt), 512 MiB CUDA tensors actor -> actor on one
+    H200 over TCP loopback: every committed run (rdmakit-rdt*/rdt-h200.json), oldest first, with the object
+    store and gpu-stage's stage_bench tcp measured in the same run."""
+    runs = []
+    for name in sorted(os.listdir(os.path.join(root, "bench", "results"))):
+        path = os.path.join("bench", "results", name, "rdt-h200.json")
+        if name.startswith("rdmakit-rdt") and os.path.exists(os.path.join(root, path)):
+            d = load(root, os.path.join(name, "rdt-h200.json"))
+            runs.append((d["started"], name, d))
+    rows = []
+    for _, name, d in sorted(runs):
+        big = str(d["ratios"]["bytes"])
+        ours = d["paths"]["rdmakit"][big]["median_gib_s"]
+        store = d["paths"]["object_store"][big]["median_gib_s"]
+        r = d["ratios"]
+        rows.append(
+            f"| Ray RDT `tensor_transport=\"RDMAKIT\"`, 512 MiB CUDA tensor actor → actor, one H200, TCP loopback "
+            f"(`bench/results/{name}/`, {d['started'][:10]}) | {fixed(ours, 2)} GiB/s "
+            f"| Ray object store {fixed(store, 2)} GiB/s; gpu-stage `stage_bench tcp` without Ray "
+            f"{fixed(ours / r['rdmakit_over_stage_bench_tcp'], 2)} GiB/s "
+            f"| {ratio(r['rdmakit_over_object_store'], 1)} the object store; "
+            f"{ratio(r['rdmakit_over_stage_bench_tcp'])} stage_bench tcp | ≥ 10×; ≥ 0.80× |"
+        )
+    return rows
 
 
 # ---------------------------------------------------------------- driver

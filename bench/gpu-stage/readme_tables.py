@@ -25,7 +25,7 @@ RESULTS = "bench/results"
 
 # The newest run per machine kind: (folder under bench/results/, what the machine was).
 CURRENT = [
-    ("gpu-stage-at-0443282-h200x1", "one H200, GPU0 → host → GPU0"),
+    ("gpu-stage-at-dbe7c0e-h200x1", "one H200, GPU0 → host → GPU0"),
     ("gpu-stage-at-2833875", "two H200s, GPU0 → host → GPU1"),
 ]
 
@@ -85,9 +85,11 @@ def current_table(root):
         else:
             rows.append("| | same | | D2H and H2D at once (the copy-engine ceiling): not measured in this run | | ≥ 0.97× |")
         naive = peers.get("naive_cpu_to_cuda1")
-        if naive:
+        if naive and "gib_s_median" in naive:
+            # peers.py names what it ran (`tensor.cpu().to("cuda:0") from cuda:0` on one GPU).
+            what = naive.get("what", 'tensor.cpu().to("cuda:1")').split(" from ")[0]
             rows.append(
-                f"| | same | {gib(ours['gib_s_median'])} | `tensor.cpu().to(\"cuda:1\")` {gib(naive['gib_s_median'])} "
+                f"| | same | {gib(ours['gib_s_median'])} | `{what}` {gib(naive['gib_s_median'])} "
                 f"| **{T.ratio(ours['gib_s_median'] / naive['gib_s_median'], 1)}** | ≥ 30× |"
             )
         else:
@@ -100,7 +102,7 @@ def current_table(root):
         conns = "/".join(str(r["connections"]) for r in sweep)
         peer = (
             f"NCCL sockets, default socket count: {gib(nccl['gib_s_median'])}"
-            if nccl
+            if nccl and "gib_s_median" in nccl
             else "NCCL sockets: not measured (one GPU: NCCL refuses two ranks on one device)"
         )
         rows.append(f"| | two processes over TCP loopback, {conns} connections | {tcp} | {peer} | | ≥ 1.5× at equal sockets |")
