@@ -104,12 +104,13 @@ fn run_sender(
     Ok(())
 }
 
-/// Receives every transfer of the scenario and checks the bytes; `progress` counts chunks.
+/// Receives every transfer of the scenario and checks the bytes; `progress` counts chunks. Returns
+/// how many chunks arrived ahead of an earlier one ([`RdmaReceiver::reordered`]).
 fn run_receiver(
     s: &Scenario,
     listener: &TcpListener,
     progress: Option<Arc<AtomicU64>>,
-) -> Result<(), gpu_stage::StageError> {
+) -> Result<u64, gpu_stage::StageError> {
     let dev = HostDevice::with_faults(HostFaults {
         copy_delay: s.recv_delay,
         ..HostFaults::default()
@@ -133,7 +134,7 @@ fn run_receiver(
             panic!("transfer {i} ({len} bytes): first wrong byte at offset {at:?}");
         }
     }
-    Ok(())
+    Ok(transport.inner.reordered())
 }
 
 /// A free TCP port on 127.0.0.1 (the receiver binds it; the sender retries until it listens).
@@ -169,7 +170,7 @@ fn play_peer(s: &Scenario) -> bool {
         "sender" => run_sender(s, addr, None).unwrap(),
         "receiver" => {
             let l = TcpListener::bind(addr).unwrap();
-            run_receiver(s, &l, None).unwrap()
+            run_receiver(s, &l, None).unwrap();
         }
         r => panic!("unknown role {r}"),
     }
@@ -181,19 +182,23 @@ fn wait_ok(mut child: Child, what: &str) {
     assert!(status.success(), "{what} process failed: {status}");
 }
 
-/// Parent receives, child sends.
-fn receive_from_child(test: &str, s: &Scenario) {
+/// Parent receives, child sends. Returns how many chunks the receiver reordered.
+fn receive_from_child(test: &str, s: &Scenario) -> u64 {
     let addr = free_addr();
     let l = TcpListener::bind(addr).unwrap();
     let child = spawn_peer(test, "sender", addr);
     let r = run_receiver(s, &l, None);
-    if let Err(e) = r {
-        let mut child = child;
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("{e}");
-    }
+    let reordered = match r {
+        Ok(n) => n,
+        Err(e) => {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{e}");
+        }
+    };
     wait_ok(child, "sender");
+    reordered
 }
 
 /// Parent sends, child receives.
@@ -236,14 +241,21 @@ fn sixty_four_mib_verified() {
 
 #[test]
 #[ignore = "soft-RoCE VM tier: run by tests/rxe/run.sh"]
-fn four_qps_reorder_into_sequence() {
-    // 4 QPs on one device, more chunks than slots: completions arrive out of QP order and the
-    // receiver must hand them to the pipeline in sequence.
+fn four_qps_deliver_in_sequence() {
+    // 4 QPs on one device, more chunks than slots: the receiver hands chunks to the pipeline in
+    // session order whatever order their completions come in. rxe completed them in order in the
+    // measured runs (0 of 33 reordered), so this shows the 4-QP path works end to end and records
+    // how much was reordered; the reordering itself is tested without a device
+    // (`chunks_arriving_out_of_order_are_handed_out_in_sequence`).
     let s = Scenario::new(C, 8, 4, vec![23 * C + 3, 9 * C]);
     if play_peer(&s) {
         return;
     }
-    receive_from_child("four_qps_reorder_into_sequence", &s);
+    let reordered = receive_from_child("four_qps_deliver_in_sequence", &s);
+    let chunks: usize = s.sizes.iter().map(|n| n.div_ceil(C)).sum();
+    record(&format!(
+        "4 QPs: {chunks} chunks delivered in sequence, {reordered} of them had arrived ahead of an earlier one"
+    ));
 }
 
 #[test]
@@ -529,6 +541,7 @@ fn striped_over_two_devices() {
         return;
     }
     let _rxe1 = SecondDevice::create();
+    let before = rxe1_packets();
     let addr = free_addr();
     let l = TcpListener::bind(addr).unwrap();
     let child = spawn_peer("striped_over_two_devices", "sender", addr);
@@ -545,5 +558,31 @@ fn striped_over_two_devices() {
     );
     drop(t);
     wait_ok(child, "sender");
-    record("striped over rxe0 + rxe1 with 4 QPs: 16 MiB + 9 B verified");
+    // Half the chunks travel over rxe1: its packet counters must show at least a quarter of the
+    // bytes at the largest MTU (both processes' QPs on rxe1 talk to each other through it).
+    let after = rxe1_packets();
+    let sent = after.0 - before.0;
+    let floor = (len / 4 / 4096) as u64;
+    record(&format!(
+        "striped over rxe0 + rxe1 with 4 QPs: 16 MiB + 9 B verified; rxe1 sent {sent} and received {} packets during the transfer",
+        after.1 - before.1
+    ));
+    assert!(
+        sent >= floor && after.1 - before.1 >= floor,
+        "rxe1 carried too little: {sent} packets sent, {} received (expected ≥ {floor} each)",
+        after.1 - before.1
+    );
+}
+
+/// rxe1's (sent, received) packet counters.
+fn rxe1_packets() -> (u64, u64) {
+    let read = |name: &str| -> u64 {
+        let path = format!("/sys/class/infiniband/rxe1/ports/1/hw_counters/{name}");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    (read("sent_pkts"), read("rcvd_pkts"))
 }

@@ -68,15 +68,74 @@ pub struct RdmaReceiver {
     links: Links,
     _mrs: Vec<Vec<Arc<MemoryRegion>>>,
     workers: Workers,
-    /// Chunks that arrived ahead of their turn, at `g % slots`: their lengths.
-    pending: InFlight<usize>,
+    /// Arrived chunks, handed out in session order; knows the next chunk to deliver.
+    order: Reorder,
     end: Option<TransferSummary>,
     /// Session-wide number of this transfer's first chunk.
     base: u64,
-    /// Session-wide number of the next chunk to deliver.
-    next: u64,
     bytes: u64,
     peer: String,
+}
+
+/// Chunks arriving over several QPs, handed out in session order: one that arrives ahead of an
+/// earlier one waits in a fixed table (at `g % window`) until its turn. At most `window` (= ring
+/// slots) chunks are in flight, which the immediate decoding enforces.
+#[derive(Debug)]
+struct Reorder {
+    window: u64,
+    chunk_bytes: usize,
+    pending: InFlight<usize>,
+    /// Session-wide number of the next chunk to hand out.
+    next: u64,
+    /// Chunks that arrived before an earlier one (session-wide).
+    reordered: u64,
+}
+
+impl Reorder {
+    fn new(window: usize, chunk_bytes: usize) -> Reorder {
+        Reorder {
+            window: window as u64,
+            chunk_bytes,
+            pending: InFlight::new(window),
+            next: 0,
+            reordered: 0,
+        }
+    }
+
+    /// Records the chunk whose WRITE_WITH_IMM carried `imm` and `len` bytes on QP `qp`. Fails for
+    /// a chunk outside the credit window, a bad length, or a chunk that arrived twice.
+    fn arrive(&mut self, imm: u32, len: u32, qp: usize) -> Result<(), TransportError> {
+        let g = decode_imm(imm, self.next, self.window)?;
+        let len = len as usize;
+        let chunk_bytes = self.chunk_bytes;
+        if len == 0 || len > chunk_bytes {
+            return Err(TransportError::Protocol(format!(
+                "chunk #{g} on QP {qp} reports {len} bytes; expected 1..={chunk_bytes} \
+                 (does this RDMA provider fill byte_len for WRITE_WITH_IMM?)"
+            )));
+        }
+        if self
+            .pending
+            .put((g % self.window) as usize, g, len)
+            .is_err()
+        {
+            return Err(TransportError::Protocol(format!(
+                "chunk #{g} arrived twice"
+            )));
+        }
+        if g != self.next {
+            self.reordered += 1;
+        }
+        Ok(())
+    }
+
+    /// The next chunk in order, once it arrived: its number and length.
+    fn take_next(&mut self) -> Option<(u64, usize)> {
+        let g = self.next;
+        let len = self.pending.take((g % self.window) as usize, g)?;
+        self.next = g + 1;
+        Some((g, len))
+    }
 }
 
 /// What the receiver's setup leaves behind.
@@ -153,10 +212,9 @@ impl RdmaReceiver {
             links,
             _mrs: mrs,
             workers,
-            pending: InFlight::new(ring.slots()),
+            order: Reorder::new(ring.slots(), ring.chunk_bytes()),
             end: None,
             base: 0,
-            next: 0,
             bytes: 0,
             peer,
         })
@@ -226,6 +284,12 @@ impl RdmaReceiver {
         self.links.device_names()
     }
 
+    /// Chunks of this session that arrived before an earlier chunk (on another QP) and were held
+    /// back until their turn: how much the receiver had to reorder.
+    pub fn reordered(&self) -> u64 {
+        self.order.reordered
+    }
+
     /// Hands chunk `g` to the pipeline with the slot the credit thread granted for it. Fails if
     /// the sender wrote it without holding a credit.
     fn deliver(&mut self, g: u64, len: usize) -> Result<(Chunk, SlotToken), TransportError> {
@@ -243,7 +307,6 @@ impl RdmaReceiver {
             }
         };
         let seq = g - self.base;
-        self.next = g + 1;
         self.bytes += len as u64;
         let chunk = Chunk {
             seq,
@@ -503,7 +566,7 @@ impl RecvTransport for RdmaReceiver {
                     .into(),
             ));
         }
-        self.base = self.next;
+        self.base = self.order.next;
         self.bytes = 0;
         self.end = None;
         self.shared.lock().busy = true;
@@ -514,23 +577,20 @@ impl RecvTransport for RdmaReceiver {
         &mut self,
         _ring: &Arc<StagingRing>,
     ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
-        let slots = self.ring.slots() as u64;
-        let chunk_bytes = self.ring.chunk_bytes();
         let deadline = Instant::now() + self.cfg.timeout;
         loop {
-            if let Some(len) = self.pending.take((self.next % slots) as usize, self.next) {
-                let g = self.next;
+            if let Some((g, len)) = self.order.take_next() {
                 return self.deliver(g, len).map(Some);
             }
             if let Some(end) = self.end {
-                let got = self.next - self.base;
+                let got = self.order.next - self.base;
                 if got >= end.chunks {
                     self.end = None;
                     let summary = TransferSummary {
                         chunks: got,
                         bytes: self.bytes,
                     };
-                    self.base = self.next;
+                    self.base = self.order.next;
                     self.bytes = 0;
                     self.shared.lock().busy = false;
                     if summary != end {
@@ -557,7 +617,7 @@ impl RecvTransport for RdmaReceiver {
                         after: self.cfg.timeout,
                         waiting_for: format!(
                             "for chunk {} from the {}",
-                            self.next - self.base,
+                            self.order.next - self.base,
                             self.peer
                         ),
                     });
@@ -570,21 +630,7 @@ impl RecvTransport for RdmaReceiver {
                 }
             };
             match ev {
-                Event::Data { imm, len, qp } => {
-                    let g = decode_imm(imm, self.next, slots)?;
-                    let len = len as usize;
-                    if len == 0 || len > chunk_bytes {
-                        return Err(TransportError::Protocol(format!(
-                            "chunk #{g} on QP {qp} reports {len} bytes; expected 1..={chunk_bytes} \
-                             (does this RDMA provider fill byte_len for WRITE_WITH_IMM?)"
-                        )));
-                    }
-                    if self.pending.put((g % slots) as usize, g, len).is_err() {
-                        return Err(TransportError::Protocol(format!(
-                            "chunk #{g} arrived twice"
-                        )));
-                    }
-                }
+                Event::Data { imm, len, qp } => self.order.arrive(imm, len, qp)?,
                 Event::End(s) => {
                     if self.end.is_some() {
                         return Err(TransportError::Protocol(format!(
@@ -644,5 +690,36 @@ mod tests {
             .to_string();
         assert!(e.contains("timed out") && e.contains("RDMA sender"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn chunks_arriving_out_of_order_are_handed_out_in_sequence() {
+        let mut r = Reorder::new(4, MIB);
+        assert_eq!(r.take_next(), None);
+        r.arrive(encode_imm(1), 10, 1).unwrap();
+        r.arrive(encode_imm(3), 30, 3).unwrap();
+        assert_eq!(r.take_next(), None, "chunk 0 has not arrived");
+        r.arrive(encode_imm(0), 5, 0).unwrap();
+        assert_eq!(r.take_next(), Some((0, 5)));
+        assert_eq!(r.take_next(), Some((1, 10)));
+        assert_eq!(r.take_next(), None, "chunk 2 is missing");
+        r.arrive(encode_imm(2), 20, 2).unwrap();
+        assert_eq!(
+            (r.take_next(), r.take_next()),
+            (Some((2, 20)), Some((3, 30)))
+        );
+        assert_eq!(r.reordered, 2, "chunks 1 and 3 came early");
+        let e = r.arrive(encode_imm(4 + 4), 1, 0).unwrap_err().to_string();
+        assert!(e.contains("without a credit"), "{e}");
+        r.arrive(encode_imm(5), 1, 1).unwrap();
+        let e = r.arrive(encode_imm(5), 1, 1).unwrap_err().to_string();
+        assert!(e.contains("arrived twice"), "{e}");
+        let e = r.arrive(encode_imm(4), 0, 0).unwrap_err().to_string();
+        assert!(e.contains("byte_len"), "{e}");
+        let e = r
+            .arrive(encode_imm(4), MIB as u32 + 1, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected 1..=1048576"), "{e}");
     }
 }
