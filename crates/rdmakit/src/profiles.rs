@@ -39,6 +39,18 @@ const BUILTIN: &[(&str, &str)] = &[
         "mellanox-ib",
         include_str!("../../../scripts/vendors/mellanox-ib.rhai"),
     ),
+    (
+        "aws-efa-eks",
+        include_str!("../../../scripts/vendors/aws-efa-eks.rhai"),
+    ),
+    (
+        "gke-rdma-dranet",
+        include_str!("../../../scripts/vendors/gke-rdma-dranet.rhai"),
+    ),
+    (
+        "azure-ib-aks",
+        include_str!("../../../scripts/vendors/azure-ib-aks.rhai"),
+    ),
 ];
 
 const BUILTIN_NAMES: &[&str] = &[
@@ -47,6 +59,9 @@ const BUILTIN_NAMES: &[&str] = &[
     "rdma-shared-device",
     "volcengine-ib",
     "mellanox-ib",
+    "aws-efa-eks",
+    "gke-rdma-dranet",
+    "azure-ib-aks",
 ];
 
 /// Why a profile could not be loaded.

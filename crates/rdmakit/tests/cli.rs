@@ -598,7 +598,7 @@ fn profiles_lists_user_profiles_marked_with_where_they_come_from() {
     );
     assert_eq!(
         rows.iter().filter(|r| r.1 == "built-in").count(),
-        5,
+        8,
         "{rows:#?}"
     );
 
