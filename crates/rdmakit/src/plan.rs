@@ -301,7 +301,7 @@ impl Plan {
             out.push_str(&format!("  {d} || true\n"));
         }
         out.push_str("}\n");
-        out.push_str("trap 'rc=$?; if [ \"$rc\" -ne 0 ]; then echo \"plan.sh failed (exit $rc): deleting what it applied\" >&2; rdmakit_cleanup; fi' EXIT\n");
+        out.push_str("rdmakit_on_exit() {\n  local rc=$?\n  if [ \"$rc\" -ne 0 ]; then\n    echo \"plan.sh failed (exit $rc): deleting what it applied\" >&2\n    rdmakit_cleanup\n  fi\n}\ntrap rdmakit_on_exit EXIT\n");
         out
     }
 }

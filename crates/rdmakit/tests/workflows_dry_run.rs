@@ -207,3 +207,38 @@ fn dranet_nccl_tests_install_puts_the_seed_installers_before_the_checks() {
     let (_, plain) = common::dry_run("dranet-nccl-tests", src, out.path(), &[], None);
     assert!(!plain.to_shell().contains("mpi-operator/manifests"));
 }
+
+#[test]
+fn every_seed_plan_is_shellcheck_clean() {
+    if std::process::Command::new("shellcheck")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: shellcheck is not installed (apt-get install shellcheck)");
+        return;
+    }
+    for name in [
+        "erdma-ray-rdt",
+        "dranet-nccl-tests",
+        "shared-device-raycluster",
+        "vke-ib-pod",
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let src = rdmakit::workflows::builtin(name).unwrap();
+        let (_, plan) = common::dry_run(name, src, out.path(), &[], None);
+        let sh = out.path().join("plan.sh");
+        std::fs::write(&sh, plan.to_shell()).unwrap();
+        // Warnings and errors; notes (SC2016: `$1` meant for the remote shell's awk) are intended.
+        let r = std::process::Command::new("shellcheck")
+            .args(["-S", "warning", "-f", "gcc"])
+            .arg(&sh)
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&r.stdout)
+        );
+    }
+}
