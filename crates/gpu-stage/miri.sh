@@ -5,7 +5,8 @@
 #                completion bookkeeping, caps, errno, GID/endpoint codecs, MR range and access
 #                checks); the one test that calls libibverbs is #[cfg_attr(miri, ignore)].
 #   gpu-stage:   ring and slot-gate logic, credit/immediate and side-channel codecs of the RDMA
-#                transport (`transport::rdma::{config,wire,plumbing}`), checksums, ring config.
+#                transport (`transport::rdma::{config,wire,plumbing}`), its chunk reordering,
+#                checksums, ring config.
 # Not part of `make test` (Miri is slow: minutes per crate on a loaded 2-core machine).
 #
 #   crates/gpu-stage/miri.sh            # both crates
@@ -29,8 +30,8 @@ if [[ "$which" == all || "$which" == erdma ]]; then
   cargo +nightly miri test -p erdma-verbs --lib
 fi
 if [[ "$which" == all || "$which" == gpu ]]; then
-  echo "== miri: gpu-stage (lib: ring, checksum, config, rdma config/wire/plumbing)"
+  echo "== miri: gpu-stage (lib: ring, checksum, config, rdma config/wire/plumbing, reordering)"
   cargo +nightly miri test -p gpu-stage --features rdma --lib -- \
     ring:: checksum:: config::tests transport::rdma::config transport::rdma::wire \
-    transport::rdma::plumbing
+    transport::rdma::plumbing chunks_arriving_out_of_order
 fi
