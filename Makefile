@@ -62,12 +62,17 @@ test-deps:
 	@scripts/ci/apt-install.sh $(VM_PKGS)
 	@scripts/ci/pip-install.sh virtme-ng
 
-## fuzz: bounded cargo-fuzz run of every probe parser (see crates/probe/FUZZING.md); not part of `make test`.
+## fuzz: bounded cargo-fuzz run of every probe parser and of k8s-render's untrusted-input entry points (manifest
+## loader, validate, lint; see crates/probe/FUZZING.md and crates/k8s-render/FUZZING.md); not part of `make test`.
+## -timeout=1: an input that takes over a second is a failure.
 FUZZ_SECONDS ?= 30
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
-	cd crates/probe/fuzz && for t in nccl_tests nccl_tests_json rdt ibv_devinfo perftest doctor; do \
-	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=8192 || exit 1; done
+	cd crates/probe/fuzz && for t in $$(sed -n 's/^name = "\(.*\)"$$/\1/p' Cargo.toml | grep -v fuzz); do \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=1 || exit 1; done
+	cd crates/k8s-render/fuzz && mkdir -p corpus/manifest corpus/validate corpus/lint && \
+	  for t in manifest validate lint; do cp ../tests/fixtures/check/*.yaml corpus/$$t/; \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=1 || exit 1; done
 
 clean:
 	rm -rf $(OUT) target
