@@ -1,8 +1,9 @@
 //! Completion channels and completion queues, with the in-flight table that keeps posted buffers alive
 //! until their completion is polled.
 //!
-//! The table is a slab indexed by `wr_id` ([`crate::wr::WrTable`]): a post takes its lock once per
-//! batch and a poll once per batch of up to 32 completions, and neither allocates in steady state.
+//! The table is a slab indexed by `wr_id` (generation-tagged, so a late completion of a destroyed QP
+//! never matches): a post takes its lock once per batch and a poll once per batch of up to 32
+//! completions, and neither allocates in steady state.
 //! [`CompletionQueue::completions`] is a borrowed iterator over ready completions;
 //! [`CompletionQueue::poll_into`] and [`CompletionQueue::wait_into`] fill a caller's `Vec`, which keeps
 //! its capacity between calls.

@@ -47,7 +47,7 @@ pub fn advance_credit(granted: u64, imm: u32) -> Result<u64, TransportError> {
     }
 }
 
-/// Connection mode both ends actually use (after resolving [`ConnectMode::Auto`]).
+/// Connection mode both ends actually use (after resolving [`ConnectMode::Auto`](super::ConnectMode::Auto)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Wiring {
