@@ -1,11 +1,15 @@
 //! `rdmakit preflight` against the tier: the nodes with GPU and RDMA capacity per profile (device-plugin
-//! resources, or DRANET's ResourceSlices), the DRANET pods and the served APIs, read through the real API server.
+//! resources, or DRANET's ResourceSlices), the DRANET pods, the profile's DeviceClass against the published
+//! devices, facts read inside selected pods (`--pods`) and the served APIs, read through the real API server.
 
 use std::process::Command;
 
 use serde_json::Value;
 
-use super::harness::{NodePatch, kubeconfig, kubectl, kubectl_ok, rdmakit_path};
+use super::harness::{
+    Kind, NodePatch, Ns, apply_yaml, eventually, kubeconfig, kubectl, kubectl_ok, rdmakit_path,
+    repo,
+};
 
 fn preflight(args: &[&str]) -> (i32, Value) {
     let o = Command::new(rdmakit_path())
@@ -82,6 +86,302 @@ fn preflight_counts_dranet_devices_from_resource_slices_and_the_dranet_pods() {
     let pods = check(&v, "dranet-pods", "k8s-app=dranet");
     assert_eq!(pods["verdict"], "ok");
     assert_eq!(pods["summary"], "2/2 Ready");
+    // No DeviceClass yet (the dranet-nccl-tests workflow applies it): said, not failed.
+    let class = check(&v, "dra-device-class", "erdma.alibaba.dra.net");
+    assert_eq!(class["verdict"], "info", "{class}");
+    assert!(
+        class["summary"]
+            .as_str()
+            .unwrap()
+            .contains("not in the cluster"),
+        "{class}"
+    );
+}
+
+/// Seed 002's DeviceClass (crates/probe/tests/fixtures/deviceclass-erdma.json) in the cluster for one test.
+struct SeedDeviceClass;
+
+impl SeedDeviceClass {
+    fn apply() -> SeedDeviceClass {
+        apply_yaml(concat!(
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: erdma.alibaba.dra.net\n",
+            "spec:\n  selectors:\n",
+            "  - cel:\n      expression: device.driver == \"dra.net\" && device.attributes[\"dra.net\"].rdma == true\n",
+            "  - cel:\n      expression: '\"alibaba.dra.net\" in device.attributes && ",
+            "device.attributes[\"alibaba.dra.net\"][\"erdma\"] == true'\n",
+        ));
+        SeedDeviceClass
+    }
+}
+
+impl Drop for SeedDeviceClass {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "delete",
+            "deviceclass",
+            "erdma.alibaba.dra.net",
+            "--ignore-not-found",
+        ]);
+    }
+}
+
+/// DRANET's healthy ResourceSlices back on drop (after fault-slice-without-erdma.yaml).
+struct SliceFault;
+
+impl Drop for SliceFault {
+    fn drop(&mut self) {
+        let f = repo().join("tests/cluster/fixtures/dranet.yaml");
+        let _ = kubectl(&["apply", "-f", f.to_str().unwrap()]);
+    }
+}
+
+/// The DeviceClass in the cluster is judged against DRANET's devices; when one node's slice loses the
+/// attribute the class selects on, that node stops counting, the check names the attribute and the node, and
+/// two GPU+RDMA nodes are no longer there.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn preflight_judges_the_device_class_against_each_nodes_devices() {
+    let _class = SeedDeviceClass::apply();
+    let (code, v) = preflight(&["--profile", "aliyun-erdma-dra"]);
+    assert_eq!(code, 0, "{v:#}");
+    let c = check(&v, "dra-device-class", "erdma.alibaba.dra.net");
+    assert_eq!(c["verdict"], "ok", "{c}");
+    assert_eq!(
+        c["summary"],
+        "2 device(s) satisfy every selector: cn-hangzhou.172.16.0.21/erdma-0, cn-hangzhou.172.16.0.22/erdma-0"
+    );
+    let node = "cn-hangzhou.172.16.0.22";
+    let v = {
+        let _fault = SliceFault;
+        let f = repo().join("tests/cluster/fixtures/fault-slice-without-erdma.yaml");
+        kubectl_ok(&["apply", "-f", f.to_str().unwrap()]);
+        let (code, v) = preflight(&["--profile", "aliyun-erdma-dra"]);
+        assert_eq!(code, 1, "{v:#}");
+        v
+    };
+    assert_eq!(eligible(&v), ["cn-hangzhou.172.16.0.21"], "{v:#}");
+    let on_node = check(&v, "dra-device-class", &format!("on {node}"));
+    assert_eq!(on_node["verdict"], "fail", "{on_node}");
+    let summary = on_node["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("selector 2") && summary.contains("alibaba.dra.net/erdma == true"),
+        "{on_node}"
+    );
+    assert_eq!(check(&v, "rdma-gpu-nodes", "cluster")["verdict"], "fail");
+    // The slices are back: ready again.
+    let (code, v) = preflight(&["--profile", "aliyun-erdma-dra"]);
+    assert_eq!(code, 0, "{v:#}");
+}
+
+/// Pods requesting one eRDMA device each, on the eRDMA nodes, Running.
+fn erdma_pods(ns: &str, names: &[&str]) {
+    for name in names {
+        apply_yaml(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{app: rdma-worker}}\n\
+             spec:\n  containers:\n  - name: sidecar\n    image: busybox\n\
+             \x20 - name: worker\n    image: registry.example.com/rdt:latest\n    resources:\n\
+             \x20     limits: {{nvidia.com/gpu: \"1\", aliyun/erdma: \"1\"}}\n"
+        ));
+    }
+    eventually(
+        "the pods Running",
+        std::time::Duration::from_secs(60),
+        || {
+            let out = kubectl_ok(&[
+                "-n",
+                ns,
+                "get",
+                "pods",
+                "-l",
+                "app=rdma-worker",
+                "-o",
+                "jsonpath={.items[*].status.phase}",
+            ]);
+            (out.split_whitespace().filter(|p| *p == "Running").count() == names.len())
+                .then_some(())
+        },
+    );
+}
+
+/// `--pods`: each Running pod is probed once in the container that requests RDMA; what rdmakit reports is
+/// what the pod's own files say (read again here with kubectl exec), beside the pod's request.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn preflight_reads_memlock_and_devices_inside_the_selected_pods() {
+    let ns = Ns::new("preflight-pods", Kind::Erdma);
+    erdma_pods(&ns.name, &["worker-0", "worker-1"]);
+    let (_, v) = preflight(&[
+        "--profile",
+        "aliyun-erdma",
+        "--pods",
+        "app=rdma-worker",
+        "--pods-namespace",
+        &ns.name,
+    ]);
+    let pods = v["pods"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no pods: {v:#}"));
+    assert_eq!(pods.len(), 2, "{v:#}");
+    for p in pods {
+        let name = p["name"].as_str().unwrap();
+        let subject = format!("{}/{name}", ns.name);
+        assert_eq!(p["namespace"], ns.name.as_str());
+        assert_eq!(
+            p["requested_rdma"],
+            serde_json::json!(["aliyun/erdma=1"]),
+            "{p}"
+        );
+        assert!(
+            ["cn-beijing.10.0.5.75", "cn-beijing.10.0.5.76"].contains(&p["node"].as_str().unwrap()),
+            "{p}"
+        );
+        assert_eq!(p["rdma_devices"], serde_json::json!(["erdma_0"]), "{p}");
+        assert!(p.get("unreadable").is_none(), "{p}");
+        let devices = check(&v, "pod-devices", &subject);
+        assert_eq!(devices["verdict"], "ok", "{devices}");
+        assert_eq!(devices["summary"], "devices: erdma_0");
+        // What rdmakit reports is what the pod's own /proc/self shows, read here through kubectl exec.
+        let in_pod = |script: &str| {
+            kubectl_ok(&[
+                "-n", &ns.name, "exec", name, "-c", "worker", "--", "sh", "-c", script,
+            ])
+        };
+        let limits = in_pod("cat /proc/self/limits");
+        let soft = limits
+            .lines()
+            .find(|l| l.starts_with("Max locked memory"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .unwrap_or_else(|| panic!("no memlock line: {limits}"))
+            .to_owned();
+        let memlock = check(&v, "pod-memlock", &subject);
+        if soft == "unlimited" {
+            assert_eq!(
+                p["memlock"],
+                serde_json::json!({"kind": "unlimited"}),
+                "{p}"
+            );
+            assert_eq!(memlock["verdict"], "ok", "{memlock}");
+        } else {
+            let bytes: u64 = soft.parse().unwrap();
+            assert_eq!(
+                p["memlock"],
+                serde_json::json!({"kind": "bytes", "bytes": bytes}),
+                "{p}"
+            );
+            assert_eq!(memlock["verdict"], "fail", "{memlock}");
+            assert!(
+                memlock["fix"]
+                    .as_str()
+                    .unwrap()
+                    .contains(p["node"].as_str().unwrap()),
+                "{memlock}"
+            );
+        }
+        let status = in_pod("grep CapEff /proc/self/status");
+        let cap_eff = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .unwrap_or_else(|| panic!("no CapEff: {status}"));
+        assert_eq!(
+            p["cap_ipc_lock"],
+            cap_eff & (1 << 14) != 0,
+            "{p} vs {status}"
+        );
+    }
+    // The human table lists each pod with its node and request.
+    let o = std::process::Command::new(rdmakit_path())
+        .args([
+            "preflight",
+            "--profile",
+            "aliyun-erdma",
+            "--pods",
+            "app=rdma-worker",
+            "-n",
+            &ns.name,
+        ])
+        .env("KUBECONFIG", kubeconfig())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    for name in ["worker-0", "worker-1"] {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{}/{name} ", ns.name)))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{text}"));
+        assert!(
+            row.contains("erdma_0") && row.contains("aliyun/erdma=1"),
+            "{row}"
+        );
+    }
+}
+
+/// A namespace whose pods cannot be exec'd into (no ClusterExec: KWOK has nothing to run the command
+/// with): the pods are named as unreadable with the exec's error, the request is still shown.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn preflight_names_a_pod_it_cannot_exec_into() {
+    struct Namespace(String);
+    impl Drop for Namespace {
+        fn drop(&mut self) {
+            let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"]);
+        }
+    }
+    let ns = Namespace(format!("preflight-noexec-{}", std::process::id() % 10000));
+    kubectl_ok(&["create", "namespace", &ns.0]);
+    kubectl_ok(&[
+        "label",
+        "namespace",
+        &ns.0,
+        &format!("rdmakit.test/owner={}", std::process::id()),
+    ]);
+    erdma_pods(&ns.0, &["worker-0"]);
+    let (code, v) = preflight(&[
+        "--profile",
+        "aliyun-erdma",
+        "--pods",
+        "app=rdma-worker",
+        "--pods-namespace",
+        &ns.0,
+    ]);
+    assert_eq!(code, 1, "{v:#}");
+    let p = &v["pods"][0];
+    assert_eq!(
+        p["requested_rdma"],
+        serde_json::json!(["aliyun/erdma=1"]),
+        "{p}"
+    );
+    let unreadable: Vec<&str> = p["unreadable"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{p}"))
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    assert!(unreadable.iter().any(|u| u.starts_with("exec: ")), "{p}");
+    let probe = check(&v, "pod-probe", &format!("{}/worker-0", ns.0));
+    assert_eq!(probe["verdict"], "warn", "{probe}");
+    assert!(
+        probe["summary"].as_str().unwrap().contains("exec: "),
+        "{probe}"
+    );
+}
+
+/// A selector that matches nothing says so instead of passing silently.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn preflight_says_when_the_pod_selector_matches_nothing() {
+    let (code, v) = preflight(&[
+        "--profile",
+        "aliyun-erdma",
+        "--pods",
+        "app=no-such-pod",
+        "--pods-namespace",
+        "default",
+    ]);
+    assert_eq!(code, 0, "{v:#}");
+    let c = check(&v, "pod-selection", "app=no-such-pod");
+    assert_eq!(c["verdict"], "warn", "{c}");
+    assert_eq!(v["pods"], serde_json::json!([]));
 }
 
 /// A third eRDMA node that never reports Ready (KWOK's node stages skip `rdmakit.test/not-ready=true`): counted

@@ -35,7 +35,12 @@ pub fn requested_rdma(container: &Value, rdma_resources: &[String]) -> Vec<Strin
         .into_iter()
         .flatten()
         .filter(|(k, _)| rdma_resources.iter().any(|r| r == *k))
-        .map(|(k, v)| format!("{k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+        .map(|(k, v)| {
+            format!(
+                "{k}={}",
+                v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+            )
+        })
         .collect();
     out.extend(
         res["claims"]
@@ -54,7 +59,8 @@ pub fn requested_rdma(container: &Value, rdma_resources: &[String]) -> Vec<Strin
 pub fn target(pod: &Value, rdma_resources: &[String]) -> Option<Target> {
     let containers = pod["spec"]["containers"].as_array()?;
     let first = containers.first()?;
-    let annotated = pod["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"].as_str();
+    let annotated =
+        pod["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"].as_str();
     let (c, requested) = containers
         .iter()
         .map(|c| (c, requested_rdma(c, rdma_resources)))
@@ -67,8 +73,14 @@ pub fn target(pod: &Value, rdma_resources: &[String]) -> Option<Target> {
         })
         .unwrap_or((first, Vec::new()));
     Some(Target {
-        namespace: pod["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(),
-        name: pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+        namespace: pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        name: pod["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
         node: pod["spec"]["nodeName"].as_str().map(str::to_owned),
         container: c["name"].as_str().map(str::to_owned),
         requested,
@@ -81,7 +93,12 @@ pub fn facts(t: &Target, ended: Result<ExecOutput, ExecError>) -> PodFacts {
     let (stdout, failure) = match ended {
         Ok(o) if o.code == 0 => (o.stdout, None),
         Ok(o) => {
-            let why = o.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+            let why = o
+                .stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message");
             let failure = format!("exec: the probe exited with {}: {}", o.code, why.trim());
             (o.stdout, Some(failure))
         }
@@ -211,7 +228,10 @@ mod tests {
         assert_eq!(t.container.as_deref(), Some("sidecar"));
         p["metadata"]["annotations"] = json!({});
         p["spec"]["containers"][0]["name"] = json!("main");
-        assert_eq!(target(&p, &policy()).unwrap().container.as_deref(), Some("main"));
+        assert_eq!(
+            target(&p, &policy()).unwrap().container.as_deref(),
+            Some("main")
+        );
         assert!(target(&json!({"spec": {"containers": []}}), &policy()).is_none());
     }
 
@@ -229,18 +249,26 @@ mod tests {
         assert_eq!(f.memlock, None);
         assert_eq!(f.requested_rdma, ["aliyun/erdma=1", "claim:erdma"]);
         let last = f.unreadable.last().unwrap();
-        assert!(last.starts_with("exec: ") && last.contains("exec in w-0"), "{f:?}");
+        assert!(
+            last.starts_with("exec: ") && last.contains("exec in w-0"),
+            "{f:?}"
+        );
         // No shell in the image: a non-zero exit with nothing printed names the shell's message.
         let f = facts(
             &t,
             Ok(ExecOutput {
-                stderr: "OCI runtime exec failed: exec: \"sh\": executable file not found in $PATH\n".into(),
+                stderr:
+                    "OCI runtime exec failed: exec: \"sh\": executable file not found in $PATH\n"
+                        .into(),
                 code: 126,
                 ..ExecOutput::default()
             }),
         );
         assert!(
-            f.unreadable.last().unwrap().contains("exited with 126: OCI runtime exec failed"),
+            f.unreadable
+                .last()
+                .unwrap()
+                .contains("exited with 126: OCI runtime exec failed"),
             "{f:?}"
         );
     }
@@ -276,6 +304,10 @@ mod tests {
         let cs = selection_checks("app=w", "ml", &[worker(), pending]);
         assert_eq!(cs.len(), 1);
         assert_eq!(cs[0].subject, "ml/w-0");
-        assert!(cs[0].summary.starts_with("Pending: not probed"), "{}", cs[0].summary);
+        assert!(
+            cs[0].summary.starts_with("Pending: not probed"),
+            "{}",
+            cs[0].summary
+        );
     }
 }
