@@ -142,6 +142,9 @@ def small_table(root):
         data = load(root, folder, "gpu-stage-small.json")
         if data is None:
             continue
+        if not data["points"]:
+            return (f"{machine} (`{RESULTS}/{folder}/gpu-stage-small.json`): no size completed: "
+                    + "; ".join(data.get("errors", [])))
         out = [
             f"{machine} (`{RESULTS}/{folder}/gpu-stage-small.json`): one transfer of each size through the "
             "in-process stage, against one pinned D2H followed by one pinned H2D of the same size (the "
