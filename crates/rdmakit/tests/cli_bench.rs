@@ -275,3 +275,93 @@ fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
         out.status
     );
 }
+
+/// `bench stage` in process on the host backend, 2 MiB in 1 MiB chunks, one iteration.
+fn small_host_stage() -> Command {
+    let mut c = rdmakit();
+    c.args(["bench", "stage", "--backend", "host", "--size", "2MiB"])
+        .args(["--chunk", "1MiB", "--iters", "1"]);
+    c
+}
+
+/// `--profile`: each staged figure (the median) is judged against the rate the instance type should reach,
+/// the same run's pinned D2H being the model's host copy; JSON gains the report beside the results, and the
+/// exit code follows the report (1 below 40 % of the expectation).
+#[test]
+fn stage_with_a_profile_is_judged_against_its_expected_rate() {
+    let out = rdmakit()
+        .args(["bench", "stage", "--backend", "host", "--size", "3MiB"])
+        .args(["--chunk", "1MiB", "--slots", "2", "--iters", "2", "--json"])
+        .args([
+            "--profile",
+            "aliyun-erdma",
+            "--instance-type",
+            "ecs.ebmgn9gc.64xlarge",
+        ])
+        .args(["--nic-write", "20.4"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results[0]["name"], "pinned_d2h");
+    let items = v["report"]["items"].as_array().unwrap();
+    // The pinned copy is the peer, not judged; the staged run is.
+    assert_eq!(items.len(), 1, "{v:#}");
+    assert_eq!(items[0]["id"], "gpu-stage");
+    assert!(
+        items[0]["subject"]
+            .as_str()
+            .unwrap()
+            .starts_with("inprocess 3 MiB, host backend, median of 2"),
+        "{}",
+        items[0]["subject"]
+    );
+    let inputs = &items[0]["expectation"]["expectation"]["inputs"];
+    assert_eq!(inputs["nic_line_gbps"], 190.0, "{:#}", items[0]);
+    assert_eq!(inputs["nic_write_gib_s"], 20.4);
+    assert_eq!(inputs["host_copy_gib_s"], results[0]["gib_s_best"]);
+    let verdict = v["report"]["verdict"].as_str().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(if verdict == "fail" { 1 } else { 0 }),
+        "{verdict}"
+    );
+
+    // The human form prints the report and the model's inputs.
+    let out = small_host_stage()
+        .args(["--profile", "aliyun-erdma"])
+        .args(["--instance-type", "ecs.ebmgn9gc.64xlarge"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("gpu-stage") && text.contains("staged through host memory"),
+        "{text}"
+    );
+}
+
+#[test]
+fn stage_without_a_profile_says_there_is_no_expectation() {
+    small_host_stage()
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("no expectation: pass --profile"));
+}
+
+#[test]
+fn a_profile_that_cannot_give_an_expectation_is_an_input_error() {
+    let host_stage = |args: &[&str]| small_host_stage().args(args).assert().code(2);
+    // Seed 002's profile does not know its NIC's line rate.
+    host_stage(&["--profile", "aliyun-erdma-dra"]).stderr(predicate::str::contains("nic_gbps"));
+    host_stage(&["--instance-type", "ecs.ebmgn9gc.64xlarge"])
+        .stderr(predicate::str::contains("--profile"));
+    host_stage(&[
+        "--profile",
+        "aliyun-erdma",
+        "--instance-type",
+        "ecs.ebmgn9gc.64xlarge",
+        "--nic-write",
+        "0",
+    ])
+    .stderr(predicate::str::contains("--nic-write 0"));
+}

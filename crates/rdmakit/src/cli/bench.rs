@@ -4,6 +4,8 @@
 //! `pinned` measures the copy engine alone (the peer every staged figure is held against).
 //! Two-process transports (TCP, RDMA) run both ends here with `--role both`, or one end per
 //! machine with `--role server` / `--role client`, so a user can measure between two nodes.
+//! With `--profile`, each staged figure is judged as a fraction of the rate the profile's instance
+//! type should reach (`probe::expect`), with the model's inputs printed beside it.
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -12,6 +14,9 @@ use anyhow::{Context as _, anyhow};
 use clap::{Args, Subcommand, ValueEnum};
 use gpu_stage::bench::{self, Backend, BenchConfig, BenchResult, Direction};
 use gpu_stage::transport::rdma::{ConnectMode, RdmaConfig};
+use probe::bench::BenchVerdict;
+use probe::expect::{Expectation, ExpectationInputs};
+use probe::report::Report;
 
 use super::{CmdResult, Failure, code};
 
@@ -22,8 +27,12 @@ Examples:
   rdmakit bench stage --transport rdma --device rxe0 --backend host --size 64MiB
   # two nodes: start the server, then the client on the other node
   rdmakit bench stage --transport rdma --role server --device erdma_0 --listen 0.0.0.0:18515
-  rdmakit bench stage --transport rdma --role client --device erdma_0 --connect 10.0.0.7:18515
-  rdmakit bench pinned --direction both";
+  rdmakit bench stage --transport rdma --role client --device erdma_0 --connect 10.0.0.7:18515 \\
+    --profile aliyun-erdma --instance-type ecs.ebmgn9gc.64xlarge    # judged against the expected rate
+  rdmakit bench pinned --direction both
+
+Exit codes: 0 every result verified (and, with --profile, none below 40 % of the expectation),
+1 a result did not verify or fell below 40 % of the expectation, 2 a run could not start or failed";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
@@ -35,7 +44,7 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
     /// A staged GPU -> host -> transport -> host -> GPU transfer, data verified every iteration.
-    Stage(StageArgs),
+    Stage(Box<StageArgs>),
     /// One pinned copy of the whole size: the copy engine alone (the staged path's ceiling).
     Pinned(PinnedArgs),
 }
@@ -149,6 +158,18 @@ pub struct StageArgs {
     /// Bound on every wait for the peer, in seconds (rdma).
     #[arg(long)]
     pub timeout: Option<u64>,
+    /// Vendor profile (name or .rhai path) whose instance type gives the expected rate: each staged
+    /// figure (the median) is judged as a fraction of it (ok from 80 %, fail below 40 %). Without
+    /// it, no expectation.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Instance type in the profile's `instance_types` table (default: its `values.instance_type`).
+    #[arg(long, requires = "profile")]
+    pub instance_type: Option<String>,
+    /// Measured RDMA WRITE bandwidth of one NIC in GiB/s (`ib_write_bw`), used by the expectation
+    /// instead of line rate x 0.9.
+    #[arg(long, value_name = "GIB_S", requires = "profile")]
+    pub nic_write: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -324,20 +345,116 @@ fn pinned(a: &PinnedArgs) -> Result<Vec<BenchResult>, Failure> {
         .collect()
 }
 
-pub fn bench(a: BenchArgs) -> CmdResult {
-    let (results, json) = match &a.what {
-        BenchCmd::Stage(s) => (stage(s)?, s.common.json),
-        BenchCmd::Pinned(p) => (pinned(p)?, p.common.json),
+/// The model's inputs for `--profile`/`--instance-type`/`--nic-write`; `None` without a profile.
+/// Checked before anything runs: a profile that cannot give an expectation is an input error.
+fn expectation_inputs(a: &StageArgs) -> Result<Option<ExpectationInputs>, Failure> {
+    let Some(name) = &a.profile else {
+        return Ok(None);
     };
+    let p = rdmakit::profiles::load(name).map_err(|e| Failure::input(anyhow!("{e}")))?;
+    let facts = p
+        .expectation_facts(a.instance_type.as_deref())
+        .map_err(|e| Failure::input(anyhow!("--profile {name}: {e}")))?;
+    let mut inputs: ExpectationInputs = serde_json::to_value(&facts)
+        .and_then(serde_json::from_value)
+        .context("the profile's expectation facts do not fit probe's model inputs")
+        .map_err(Failure::input)?;
+    if let Some(w) = a.nic_write {
+        if !(w.is_finite() && w > 0.0) {
+            return Err(Failure::input(anyhow!(
+                "--nic-write {w}: must be a positive rate in GiB/s (ib_write_bw's BW average, GB/s x 0.931)"
+            )));
+        }
+        inputs.nic_write_gib_s = Some(w);
+    }
+    probe::expect::expect(&inputs).map_err(|e| Failure::input(anyhow!("--profile {name}: {e}")))?;
+    Ok(Some(inputs))
+}
+
+/// Whether a result is a pinned copy measured as the peer, not a staged transfer.
+fn is_peer(r: &BenchResult) -> bool {
+    r.name.starts_with("pinned_")
+}
+
+/// Each staged result's median as a `gpu-stage` rate, against the expectation when there is one. A
+/// pinned D2H copy measured in the same run becomes the model's host-copy rate (it overrides the PCIe
+/// estimate).
+fn judge(
+    results: &[BenchResult],
+    inputs: Option<ExpectationInputs>,
+) -> Result<(Vec<BenchVerdict>, Option<Expectation>), Failure> {
+    let e = match inputs {
+        Some(mut i) => {
+            if let Some(d2h) = results.iter().find(|r| r.name == "pinned_d2h") {
+                i.host_copy_gib_s = Some(d2h.gib_s_best);
+            }
+            Some(probe::expect::expect(&i).map_err(|e| Failure::input(anyhow!("{e}")))?)
+        }
+        None => None,
+    };
+    let verdicts = results
+        .iter()
+        .filter(|r| !is_peer(r))
+        .map(|r| {
+            let label = format!(
+                "{} {}, {} backend, median of {}",
+                r.name,
+                probe::units::human_bytes(r.bytes),
+                format!("{:?}", r.backend).to_lowercase(),
+                r.seconds.len()
+            );
+            probe::bench::rate("gpu-stage", label, r.gib_s_median).against_opt(e.as_ref(), 0.8)
+        })
+        .collect();
+    Ok((verdicts, e))
+}
+
+pub fn bench(a: BenchArgs) -> CmdResult {
+    let (results, json, judged) = match &a.what {
+        BenchCmd::Stage(s) => {
+            let inputs = expectation_inputs(s)?;
+            let results = stage(s)?;
+            let judged = match inputs {
+                Some(i) => Some(judge(&results, Some(i))?),
+                None => None,
+            };
+            (results, s.common.json, judged)
+        }
+        BenchCmd::Pinned(p) => (pinned(p)?, p.common.json, None),
+    };
+    let report = judged
+        .as_ref()
+        .map(|(v, _)| Report::from_bench("rdmakit bench stage", v));
     if json {
+        // Without --profile the results alone (an array); with it, the results and the report.
+        let v = match &report {
+            None => serde_json::to_value(&results),
+            Some(r) => serde_json::to_value(r)
+                .map(|r| serde_json::json!({ "results": results, "report": r })),
+        }
+        .map_err(Failure::input)?;
         println!(
             "{}",
-            serde_json::to_string_pretty(&results).map_err(Failure::input)?
+            serde_json::to_string_pretty(&v).map_err(Failure::input)?
         );
     } else {
         println!("{}", render(&results));
+        match (&report, &judged) {
+            (Some(r), Some((_, Some(e)))) => {
+                println!("{}", r.render_table());
+                println!("{}", probe::report::expectation_table(e));
+            }
+            _ if matches!(a.what, BenchCmd::Stage(_)) => println!(
+                "no expectation: pass --profile (and --instance-type) to judge the figures against the rate the \
+                 profile's instance type should reach"
+            ),
+            _ => {}
+        }
     }
-    Ok(if results.iter().all(|r| r.verified) {
+    let below = report
+        .as_ref()
+        .is_some_and(|r| r.verdict == probe::Verdict::Fail);
+    Ok(if results.iter().all(|r| r.verified) && !below {
         code::OK
     } else {
         code::FINDINGS
