@@ -2,13 +2,16 @@
 //! with string checks: `probe::` judgements (memlock, the NCCL version against the profile's pins, the
 //! counter proof and the `NCCL_IB_DISABLE=1` A/B, host facts from `rdmakit probe --json`, the NCCL
 //! transport of a log) and the `bench::` module (gpu-stage benchmarks on this machine; nccl-tests, RDT
-//! and perftest results as tables; ours-beside-the-peer ratio checks).
+//! and perftest results as tables, judged against a profile's expected rate when given one;
+//! ours-beside-the-peer ratio checks).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_render::Profile;
+use probe::bench::BenchVerdict;
 use probe::counters::{self, CounterDelta};
+use probe::expect::{Expectation, ExpectationInputs};
 use probe::facts::nccl::NcclVersion;
 use probe::facts::rdma::DeviceKind;
 use rhai::{Array, Dynamic, EvalAltResult, Map, Module};
@@ -645,48 +648,36 @@ pub(crate) fn bench_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "stage", stage, kind: &str, opts: Map);
 
     // nccl_tests(text) -> #{rows, avg_busbw_gbps, peak_busbw_gbps, wrong, nccl_version, table}
+    // nccl_tests(text, #{profile, instance_type, nic_write_gib_s, ok_fraction, name, record}) -> the same
+    // plus #{bench, check, expectation_table}, the check and the table recorded (judge_run).
     regp!(&mut m, "nccl_tests", |text: &str| -> RResult<Dynamic> {
-        let run = probe::parse::parse_nccl_tests(text)
-            .map_err(|e| runtime_error(format!("nccl-tests output: {e}")))?;
-        let mut v = serde_json::json!({
-            "rows": run.rows.len(),
-            "avg_busbw_gbps": run.avg_busbw_gbps,
-            "peak_busbw_gbps": run.peak_busbw_gbps(),
-            "wrong": run.total_wrong(),
-            "nccl_version": run.nccl_version,
-            "errors": run.errors,
-            "table": probe::report::nccl_tests_table(&run),
-        });
-        v["ok"] = (!run.rows.is_empty() && run.total_wrong().unwrap_or(0) == 0 && run.errors.is_empty()).into();
-        to_dyn(&v)
+        to_dyn(&nccl_tests_json(&parse_nccl_tests(text)?))
     }, text: &str);
+    let c = ctx.clone();
+    regp!(&mut m, "nccl_tests", move |text: &str, opts: Map| -> RResult<Dynamic> {
+        let run = parse_nccl_tests(text)?;
+        judge_run(&c, "bench::nccl_tests", &opts, nccl_tests_json(&run), probe::bench::nccl_tests(&run))
+    }, text: &str, opts: Map);
     // rdt(text) -> #{ok, iterations, steady_gib_s, first_gib_s, cross_node, total_bytes, transport, table}
+    // rdt(text, opts): as nccl_tests(text, opts).
     regp!(&mut m, "rdt", |text: &str| -> RResult<Dynamic> {
-        let run = probe::parse::parse_rdt(text)
-            .map_err(|e| runtime_error(format!("RDT demo output: {e}")))?;
-        to_dyn(&serde_json::json!({
-            "ok": run.ok(),
-            "iterations": run.iterations.len(),
-            "steady_gib_s": run.steady_state_gib_per_s(),
-            "first_gib_s": run.iterations.first().map(|i| i.gib_per_s),
-            "cross_node": run.cross_node(),
-            "total_bytes": run.total_bytes(),
-            "transport": run.final_status.as_ref().map(|(t, _)| t.clone()),
-            "table": probe::report::rdt_table(&run),
-        }))
+        to_dyn(&rdt_json(&parse_rdt(text)?))
     }, text: &str);
+    let c = ctx.clone();
+    regp!(&mut m, "rdt", move |text: &str, opts: Map| -> RResult<Dynamic> {
+        let run = parse_rdt(text)?;
+        judge_run(&c, "bench::rdt", &opts, rdt_json(&run), probe::bench::rdt(&run))
+    }, text: &str, opts: Map);
     // perftest(text) -> #{test, device, best_avg_gib_s, rows, table}
+    // perftest(text, opts): as nccl_tests(text, opts), against one NIC's expectation.
     regp!(&mut m, "perftest", |text: &str| -> RResult<Dynamic> {
-        let run = probe::parse::parse_perftest(text)
-            .map_err(|e| runtime_error(format!("perftest output: {e}")))?;
-        to_dyn(&serde_json::json!({
-            "test": run.test,
-            "device": run.device(),
-            "best_avg_gib_s": run.best_average_gib_per_s(),
-            "rows": run.bw.len() + run.lat.len(),
-            "table": probe::report::perftest_table(&run),
-        }))
+        to_dyn(&perftest_json(&parse_perftest(text)?))
     }, text: &str);
+    let c = ctx.clone();
+    regp!(&mut m, "perftest", move |text: &str, opts: Map| -> RResult<Dynamic> {
+        let run = parse_perftest(text)?;
+        judge_run(&c, "bench::perftest", &opts, perftest_json(&run), probe::bench::perftest(&run))
+    }, text: &str, opts: Map);
     // table(headers, rows) -> text
     regp!(&mut m, "table", |headers: Array, rows: Array| -> RResult<String> {
         let h: Vec<String> = headers.iter().map(cell).collect();
@@ -748,6 +739,189 @@ pub(crate) fn bench_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "compare", move |name: &str, ours: Dynamic, peer: Dynamic| cmp2(name, ours, peer, Map::new()), name: &str, ours: Dynamic, peer: Dynamic);
     regp!(&mut m, "compare", cmp, name: &str, ours: Dynamic, peer: Dynamic, opts: Map);
     m
+}
+
+/// The rate a profile's instance type should reach (`probe::expect`), from the profile's facts and, when
+/// measured, one NIC's RDMA WRITE bandwidth (GiB/s, `ib_write_bw`). The error names what the profile lacks.
+pub fn profile_expectation(
+    profile: &Profile,
+    instance_type: Option<&str>,
+    nic_write_gib_s: Option<f64>,
+) -> Result<Expectation, String> {
+    let facts = profile
+        .expectation_facts(instance_type)
+        .map_err(|e| format!("profile {}: {e}", profile.name))?;
+    let mut inputs: ExpectationInputs = serde_json::to_value(&facts)
+        .and_then(serde_json::from_value)
+        .map_err(|e| {
+            format!(
+                "profile {}: its expectation facts do not fit probe's model inputs ({e})",
+                profile.name
+            )
+        })?;
+    if let Some(w) = nic_write_gib_s {
+        if !(w.is_finite() && w > 0.0) {
+            return Err(format!(
+                "nic_write_gib_s {w}: must be a positive rate in GiB/s (ib_write_bw's BW average)"
+            ));
+        }
+        inputs.nic_write_gib_s = Some(w);
+    }
+    probe::expect::expect(&inputs).map_err(|e| format!("profile {}: {e}", profile.name))
+}
+
+/// A bench verdict as scripts see it: `bench` (the verdict with its judgement against the expectation),
+/// `check` (what the report records) and `expectation_table` (the model's inputs; `()` without one).
+pub fn judged_json(v: &BenchVerdict, e: Option<&Expectation>) -> serde_json::Value {
+    serde_json::json!({
+        "bench": v,
+        "check": v.check(),
+        "expectation_table": e.map(probe::report::expectation_table),
+    })
+}
+
+/// How a probe verdict is recorded in a workflow report: `warn` (below the ok fraction, above the fail
+/// one) is informational, with the fraction in the detail.
+pub fn report_status(v: probe::Verdict) -> Status {
+    match v {
+        probe::Verdict::Ok => Status::Pass,
+        probe::Verdict::Fail => Status::Fail,
+        _ => Status::Info,
+    }
+}
+
+/// The options of `bench::nccl_tests` / `rdt` / `perftest` (text, opts).
+const JUDGE_KEYS: &[&str] = &[
+    "profile",
+    "instance_type",
+    "nic_write_gib_s",
+    "ok_fraction",
+    "name",
+    "record",
+];
+
+/// Judges a parsed run for `bench::nccl_tests(text, opts)` and friends: against the expectation of
+/// `opts.profile` (a name or `profiles::load`'s map) and `opts.instance_type`, `ok_fraction` of it being
+/// ok (default `probe::expect::DEFAULT_OK_FRACTION`); the run on its own without a profile. Unless
+/// `record: false`, the report gets the check (named `opts.name`, else the verdict's subject) and the
+/// expectation table. Returns `base` with the fields of [`judged_json`] added.
+fn judge_run(
+    ctx: &Ctx,
+    what: &str,
+    opts: &Map,
+    mut base: serde_json::Value,
+    verdict: BenchVerdict,
+) -> RResult<Dynamic> {
+    check_keys(what, opts, JUDGE_KEYS)?;
+    let e = match opts.get("profile") {
+        None => None,
+        Some(d) if d.is_unit() => None,
+        Some(d) => {
+            let p = profile_arg(ctx, d, what)?;
+            let nic_write = match opts.get("nic_write_gib_s") {
+                None => None,
+                Some(d) if d.is_unit() => None,
+                Some(d) => Some(num(d, &format!("{what} nic_write_gib_s"))?),
+            };
+            let it = opt_str(opts, "instance_type")?;
+            Some(
+                profile_expectation(&p, it.as_deref(), nic_write)
+                    .map_err(|e| runtime_error(format!("{what}: {e}")))?,
+            )
+        }
+    };
+    let ok_fraction = match opts.get("ok_fraction") {
+        None => probe::expect::DEFAULT_OK_FRACTION,
+        Some(d) => {
+            let f = num(d, &format!("{what} ok_fraction"))?;
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(runtime_error(format!(
+                    "{what}: ok_fraction {f} must be in (0, 1] (0.8: ok from 80 % of the expectation)"
+                )));
+            }
+            f
+        }
+    };
+    let v = verdict.against_opt(e.as_ref(), ok_fraction);
+    if opt_bool(opts, "record")?.unwrap_or(true) {
+        let c = v.check();
+        let name = opt_str(opts, "name")?.unwrap_or_else(|| c.subject.clone());
+        let detail = match &c.fix {
+            Some(f) => format!("{}. Fix: {f}", c.summary),
+            None => c.summary.clone(),
+        };
+        let mut r = ctx.report();
+        r.check(&name, report_status(c.verdict), &detail);
+        if let Some(e) = &e {
+            r.table(
+                &format!("{name}: expected rate (model)"),
+                &probe::report::expectation_table(e),
+            );
+        }
+        if let Some(m) = v.measured_gib_s
+            && !ctx.exec.is_dry_run()
+        {
+            r.measure(&name, m, "GiB/s");
+        }
+    }
+    if let (Some(b), serde_json::Value::Object(j)) =
+        (base.as_object_mut(), judged_json(&v, e.as_ref()))
+    {
+        b.extend(j);
+    }
+    to_dyn(&base)
+}
+
+fn nccl_tests_json(run: &probe::parse::NcclTestsRun) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "rows": run.rows.len(),
+        "avg_busbw_gbps": run.avg_busbw_gbps,
+        "peak_busbw_gbps": run.peak_busbw_gbps(),
+        "wrong": run.total_wrong(),
+        "nccl_version": run.nccl_version,
+        "errors": run.errors,
+        "table": probe::report::nccl_tests_table(run),
+    });
+    v["ok"] =
+        (!run.rows.is_empty() && run.total_wrong().unwrap_or(0) == 0 && run.errors.is_empty())
+            .into();
+    v
+}
+
+fn rdt_json(run: &probe::parse::RdtRun) -> serde_json::Value {
+    serde_json::json!({
+        "ok": run.ok(),
+        "iterations": run.iterations.len(),
+        "steady_gib_s": run.steady_state_gib_per_s(),
+        "first_gib_s": run.iterations.first().map(|i| i.gib_per_s),
+        "cross_node": run.cross_node(),
+        "total_bytes": run.total_bytes(),
+        "transport": run.final_status.as_ref().map(|(t, _)| t.clone()),
+        "table": probe::report::rdt_table(run),
+    })
+}
+
+fn perftest_json(run: &probe::parse::PerftestRun) -> serde_json::Value {
+    serde_json::json!({
+        "test": run.test,
+        "device": run.device(),
+        "best_avg_gib_s": run.best_average_gib_per_s(),
+        "rows": run.bw.len() + run.lat.len(),
+        "table": probe::report::perftest_table(run),
+    })
+}
+
+fn parse_nccl_tests(text: &str) -> RResult<probe::parse::NcclTestsRun> {
+    probe::parse::parse_nccl_tests(text)
+        .map_err(|e| runtime_error(format!("nccl-tests output: {e}")))
+}
+
+fn parse_rdt(text: &str) -> RResult<probe::parse::RdtRun> {
+    probe::parse::parse_rdt(text).map_err(|e| runtime_error(format!("RDT demo output: {e}")))
+}
+
+fn parse_perftest(text: &str) -> RResult<probe::parse::PerftestRun> {
+    probe::parse::parse_perftest(text).map_err(|e| runtime_error(format!("perftest output: {e}")))
 }
 
 fn bench_flags(opts: &Map) -> String {
@@ -858,5 +1032,62 @@ mod tests {
         );
         assert!(!compare("x", 1.0, 2.0, "GiB/s", "p", Some(0.95)).ok);
         assert_eq!(compare("x", 1.0, 0.0, "GiB/s", "p", None).ratio, None);
+    }
+
+    #[test]
+    fn a_profiles_expectation_takes_its_facts_and_a_measured_write() {
+        let e = profile_expectation(&erdma(), Some("ecs.ebmgn9gc.64xlarge"), Some(20.4)).unwrap();
+        assert_eq!(e.path, probe::expect::Path::Staged);
+        assert_eq!(e.inputs.nic_line_gbps, 190.0);
+        assert_eq!(e.inputs.nics_per_node, 2);
+        assert!(!e.inputs.gpudirect);
+        assert_eq!(e.inputs.pcie_gen, 5);
+        assert_eq!(e.inputs.nic_write_gib_s, Some(20.4));
+        assert_eq!(e.one_nic_gib_s, 20.4);
+        // Without a measured write the NIC is its line rate x 0.9.
+        let line = profile_expectation(&erdma(), Some("ecs.ebmgn9gc.64xlarge"), None).unwrap();
+        assert!((line.one_nic_gib_s - probe::expect::gbps_to_gib_s(190.0) * 0.9).abs() < 1e-9);
+        // What the profile cannot give is named.
+        let e = profile_expectation(&erdma(), Some("ecs.nope"), None).unwrap_err();
+        assert!(e.contains("ecs.nope") && e.contains("aliyun-erdma"), "{e}");
+        let dra = crate::profiles::load("aliyun-erdma-dra").unwrap();
+        let e = profile_expectation(&dra, None, None).unwrap_err();
+        assert!(e.contains("nic_gbps"), "{e}");
+        let e =
+            profile_expectation(&erdma(), Some("ecs.ebmgn9gc.64xlarge"), Some(-1.0)).unwrap_err();
+        assert!(e.contains("nic_write_gib_s -1"), "{e}");
+    }
+
+    #[test]
+    fn a_judged_run_carries_the_verdict_its_check_and_the_model() {
+        let e = profile_expectation(&erdma(), Some("ecs.ebmgn9gc.64xlarge"), Some(20.4)).unwrap();
+        // Seed 000's RDT steady state (11.7 GiB/s) against the node: below 80 %, above 40 %.
+        let v = probe::bench::rate("rdt-bandwidth", "RDT demo", 11.7).against(&e, 0.8);
+        let j = judged_json(&v, Some(&e));
+        assert_eq!(j["bench"]["verdict"], "warn", "{j:#}");
+        assert_eq!(j["check"]["id"], "rdt-bandwidth");
+        assert!(
+            j["check"]["summary"]
+                .as_str()
+                .unwrap()
+                .contains("% of one NIC"),
+            "{j:#}"
+        );
+        assert!(
+            j["expectation_table"]
+                .as_str()
+                .unwrap()
+                .contains("staged through host memory"),
+            "{j:#}"
+        );
+        assert_eq!(report_status(v.verdict), Status::Info);
+        let fast = probe::bench::rate("rdt-bandwidth", "RDT demo", e.gib_s).against(&e, 0.8);
+        assert_eq!(report_status(fast.verdict), Status::Pass);
+        let slow = probe::bench::rate("rdt-bandwidth", "RDT demo", e.gib_s * 0.1).against(&e, 0.8);
+        assert_eq!(report_status(slow.verdict), Status::Fail);
+        let alone = judged_json(&probe::bench::rate("rdt-bandwidth", "RDT demo", 1.0), None);
+        assert!(
+            alone["expectation_table"].is_null() && alone["bench"].get("expectation").is_none()
+        );
     }
 }
