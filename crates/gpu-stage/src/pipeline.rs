@@ -483,8 +483,9 @@ impl<D: Device> InProcessStage<D> {
             held.keep(ring.acquire(slot)?);
             Ok::<_, StageError>(())
         });
-        let chunks = len.div_ceil(ring.chunk_bytes()) as u64;
-        let issued = acquired.and_then(|()| self.issue(src, dst, len));
+        let piece = piece_bytes(len, ring.chunk_bytes(), ring.slots());
+        let chunks = len.div_ceil(piece) as u64;
+        let issued = acquired.and_then(|()| self.issue(src, dst, len, piece));
         // Never return while a copy into or out of the ring is still queued.
         let drained_src = self.src.device.wait_stream(&self.src.stream);
         let drained_dst = self.dst.device.wait_stream(&self.dst.stream);
@@ -499,14 +500,19 @@ impl<D: Device> InProcessStage<D> {
         })
     }
 
-    /// Queues every copy and the events that order them.
-    fn issue(&self, src: &D::Memory, dst: &mut D::Memory, len: usize) -> Result<(), StageError> {
+    /// Queues every copy, `piece` bytes at a time, and the events that order them.
+    fn issue(
+        &self,
+        src: &D::Memory,
+        dst: &mut D::Memory,
+        len: usize,
+        piece: usize,
+    ) -> Result<(), StageError> {
         let (a, b) = (&self.src, &self.dst);
-        let chunk_bytes = a.ring.chunk_bytes();
         let slots = a.ring.slots();
-        for (seq, offset) in (0..len).step_by(chunk_bytes).enumerate() {
+        for (seq, offset) in (0..len).step_by(piece).enumerate() {
             let slot = seq % slots;
-            let n = chunk_bytes.min(len - offset);
+            let n = piece.min(len - offset);
             let (buf, _) = a.ring.checked(slot, n)?;
             if seq >= slots {
                 // The slot's previous chunk must have left for B before A overwrites it.
@@ -524,5 +530,49 @@ impl<D: Device> InProcessStage<D> {
             b.device.record(&b.events[slot], &b.stream)?;
         }
         Ok(())
+    }
+}
+/// Smallest piece a short in-process transfer is cut into (below it, the per-copy overhead costs
+/// more than the overlap gains).
+const MIN_PIECE: usize = 256 << 10;
+
+/// How many bytes each copy of an in-process transfer of `len` moves. A transfer that fills the ring
+/// moves whole chunks; a shorter one is cut into up to `slots` pieces (each at least [`MIN_PIECE`]),
+/// so that the H2D of one piece overlaps the D2H of the next instead of waiting for all of it: a
+/// 1 MiB transfer in one 4 MiB chunk costs a D2H plus an H2D of 1 MiB back to back, in four pieces
+/// about a D2H of 1 MiB plus an H2D of 256 KiB.
+fn piece_bytes(len: usize, chunk_bytes: usize, slots: usize) -> usize {
+    let chunk_bytes = chunk_bytes.max(1);
+    if len >= chunk_bytes.saturating_mul(slots) {
+        chunk_bytes
+    } else {
+        len.div_ceil(slots.max(1)).max(MIN_PIECE).min(chunk_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MIB;
+
+    #[test]
+    fn short_in_process_transfers_are_cut_into_overlapping_pieces() {
+        let (chunk, slots) = (4 * MIB, 8);
+        // A transfer that fills the ring keeps whole chunks.
+        assert_eq!(piece_bytes(512 * MIB, chunk, slots), chunk);
+        assert_eq!(piece_bytes(32 * MIB, chunk, slots), chunk);
+        // Shorter ones use every slot, down to the minimum piece.
+        assert_eq!(piece_bytes(16 * MIB, chunk, slots), 2 * MIB);
+        assert_eq!(piece_bytes(4 * MIB, chunk, slots), 512 << 10);
+        assert_eq!(
+            piece_bytes(MIB, chunk, slots),
+            MIN_PIECE,
+            "1 MiB in 4 pieces"
+        );
+        assert_eq!(piece_bytes(4096, chunk, slots), MIN_PIECE, "one piece");
+        assert_eq!(piece_bytes(0, chunk, slots), MIN_PIECE);
+        // Never more than a slot holds, whatever the geometry.
+        assert_eq!(piece_bytes(3 * MIB, MIB, 2), MIB);
+        assert_eq!(piece_bytes(5, 100, 1), 100);
     }
 }
