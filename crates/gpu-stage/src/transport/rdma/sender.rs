@@ -249,12 +249,13 @@ impl RdmaSender {
                 self.next - self.base
             )));
         }
-        let peer = self.peer.clone();
+        // Borrowed, not cloned: the message is only built on a timeout (no allocation per chunk).
+        let peer = self.peer.as_str();
         self.shared.wait_until(
             self.cfg.timeout,
             || {
                 format!(
-                    "for a credit to write chunk {} (the receiver {peer} stopped freeing slots)",
+                    "for a credit to write chunk {} (the {peer} stopped freeing slots)",
                     chunk.seq
                 )
             },
