@@ -1170,3 +1170,55 @@ fn a_delete_waits_until_the_object_is_gone() {
     assert!(delete < watch, "{seen:?}");
     drop(terminating);
 }
+
+#[test]
+fn a_wait_wakes_on_a_watch_event_instead_of_polling() {
+    let watched = Arc::new(Mutex::new(false));
+    let w = watched.clone();
+    let m = mock(Box::new(move |s: &Seen| {
+        Some(match (s.method.as_str(), s.uri.as_str()) {
+            ("GET", "/api/v1") => (200, core_v1_resources()),
+            // The watch: the pod turns Ready.
+            ("GET", u)
+                if u.starts_with("/api/v1/namespaces/default/pods?")
+                    && u.contains("watch=true") =>
+            {
+                *w.lock().unwrap() = true;
+                (
+                    200,
+                    json!({"type": "MODIFIED", "object": pod("buildkitd-0", true)}),
+                )
+            }
+            // A list: Ready only once the watch said so.
+            ("GET", u) if u.starts_with("/api/v1/namespaces/default/pods?") => {
+                let ready = *w.lock().unwrap();
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": [pod("buildkitd-0", ready)]}),
+                )
+            }
+            _ => (404, status(404, "NotFound", "unexpected")),
+        })
+    }));
+    // A poll interval of 2 s: with a working watch the fallback list would come after 30 s.
+    let exec = m.exec.with_poll_interval(Duration::from_secs(2));
+    let spec = WaitSpec {
+        what: WaitFor::PodsReady,
+        kind: "Pod".into(),
+        name: None,
+        selector: Some("app=buildkitd".into()),
+        expect: 1,
+        namespace: None,
+        timeout: Duration::from_secs(60),
+    };
+    let started = std::time::Instant::now();
+    let out = exec.wait(&spec).unwrap();
+    assert_eq!(out["state"], "1/1 pods Ready (want 1)");
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(*watched.lock().unwrap());
+    drop(m.rt);
+}

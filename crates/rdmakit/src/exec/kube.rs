@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -454,6 +455,25 @@ impl KubeExecutor {
         let pb = spinner(&action);
         let deadline = Instant::now() + spec.timeout;
         let mut last = String::from("no answer from the API server yet");
+        // A watch on the same objects wakes the wait as soon as one changes (kube::runtime's watcher); the
+        // state is judged on a fresh list each time. While the watch runs, a list is only the fallback
+        // every `poll` x 15; a server (or proxy) that cannot watch falls back to a list every `poll`.
+        let mut changes = match self
+            .dyn_api(api_version, &spec.kind, spec.namespace.as_deref())
+            .await
+        {
+            Ok(api) => {
+                let mut cfg = kube::runtime::watcher::Config::default();
+                if let Some(sel) = &spec.selector {
+                    cfg = cfg.labels(sel);
+                }
+                if let Some(n) = &spec.name {
+                    cfg = cfg.fields(&format!("metadata.name={n}"));
+                }
+                Some(kube::runtime::watcher(api, cfg).boxed())
+            }
+            Err(_) => None,
+        };
         let result = loop {
             // A list that hangs past the deadline ends the wait with what was seen before it.
             let list = self.list_values(
@@ -503,7 +523,18 @@ impl KubeExecutor {
                     hint: format!(" (last seen: {last})"),
                 });
             }
-            tokio::time::sleep(self.poll).await;
+            match changes.as_mut() {
+                Some(stream) => {
+                    let until = tokio::time::Instant::from_std(
+                        (Instant::now() + self.poll * 15).min(deadline),
+                    );
+                    if !next_change(stream, until).await {
+                        tracing::debug!("{action}: no watch; polling every {:?}", self.poll);
+                        changes = None;
+                    }
+                }
+                None => tokio::time::sleep(self.poll).await,
+            }
         };
         pb.finish_and_clear();
         result
@@ -625,6 +656,29 @@ impl KubeExecutor {
             code,
             ..ExecOutput::default()
         })
+    }
+}
+
+/// Waits for the next change a watch reports (an object applied or deleted; the watcher's own initial
+/// listing is not a change), or for `until`. False when the watch failed or ended: the caller polls instead.
+async fn next_change<S>(stream: &mut S, until: tokio::time::Instant) -> bool
+where
+    S: futures::Stream<
+            Item = Result<
+                kube::runtime::watcher::Event<DynamicObject>,
+                kube::runtime::watcher::Error,
+            >,
+        > + Unpin,
+{
+    use futures::StreamExt as _;
+    use kube::runtime::watcher::Event;
+    loop {
+        match tokio::time::timeout_at(until, stream.next()).await {
+            Err(_) => return true,
+            Ok(Some(Ok(Event::Apply(_) | Event::Delete(_)))) => return true,
+            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Err(_)) | None) => return false,
+        }
     }
 }
 
