@@ -621,3 +621,79 @@ fn device_class_checks_name_the_missing_attribute() {
             .contains("kubectl get deviceclass")
     );
 }
+
+/// The built-in aliyun-erdma-dra profile's second selector tests the key first
+/// (`"erdma" in device.attributes["alibaba.dra.net"]`): that is the attribute alibaba.dra.net/erdma, not a
+/// domain called `erdma` (which no device has, so the profile's own class was reported unsatisfiable).
+#[test]
+fn key_in_domain_is_the_attribute_not_a_domain() {
+    use probe::preflight::{DraDevice, SelectorTerm, dra_selector_gaps, parse_cel_selector};
+    let profile_selectors = vec![
+        r#"device.driver == "dra.net" && device.attributes["dra.net"].rdma == true"#.to_string(),
+        r#""alibaba.dra.net" in device.attributes && "erdma" in device.attributes["alibaba.dra.net"] && device.attributes["alibaba.dra.net"]["erdma"] == true"#.to_string(),
+    ];
+    let terms = parse_cel_selector(&profile_selectors[1]);
+    assert!(
+        terms.contains(&SelectorTerm::Domain("alibaba.dra.net".into())),
+        "{terms:?}"
+    );
+    assert!(
+        !terms.contains(&SelectorTerm::Domain("erdma".into())),
+        "{terms:?}"
+    );
+    assert!(
+        terms.contains(&SelectorTerm::Attribute {
+            key: "alibaba.dra.net/erdma".into(),
+            value: None
+        }),
+        "{terms:?}"
+    );
+    let device = |erdma: Option<&str>| {
+        let mut attributes: std::collections::BTreeMap<String, String> = [
+            ("dra.net/rdma", "true"),
+            ("dra.net/rdmaDevice", "erdma_0"),
+            ("alibaba.dra.net/instanceType", "ecs.gn8is-2x.8xlarge"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        if let Some(v) = erdma {
+            attributes.insert("alibaba.dra.net/erdma".into(), v.into());
+        }
+        DraDevice {
+            node: "n1".into(),
+            driver: "dra.net".into(),
+            name: "erdma-0".into(),
+            attributes,
+        }
+    };
+    assert!(dra_selector_gaps(&profile_selectors, &[device(Some("true"))]).is_empty());
+    let gaps = dra_selector_gaps(&profile_selectors, &[device(None)]);
+    assert!(
+        gaps.iter()
+            .any(|g| g.term.contains("alibaba.dra.net/erdma")),
+        "{gaps:#?}"
+    );
+}
+
+/// An exec that failed (nothing came back) says nothing about the devices: pod-devices is a warning that
+/// points at pod-probe, not a failure claiming the plugin injected nothing.
+#[test]
+fn a_probe_that_read_nothing_does_not_fail_the_devices() {
+    let req = vec!["aliyun/erdma=1".to_string()];
+    let mut p = PodFacts::from_pod_probe("ray", "worker-0", Some("cn-beijing.10.0.5.75"), &req, "");
+    p.unreadable.push("exec: connection refused".into());
+    assert!(
+        p.unreadable
+            .iter()
+            .any(|u| u.starts_with("/dev/infiniband")),
+        "{:?}",
+        p.unreadable
+    );
+    let cs = checks_of(p);
+    let d = check(&cs, "pod-devices");
+    assert_eq!(d.1, Verdict::Warn, "{d:?}");
+    assert!(d.2.contains("not read"), "{d:?}");
+    assert_eq!(check(&cs, "pod-probe").1, Verdict::Warn, "{cs:?}");
+    assert!(cs.iter().all(|c| c.1 != Verdict::Fail), "nothing read, nothing failed: {cs:?}");
+}

@@ -444,3 +444,22 @@ impl Drop for NodePatch {
         ]);
     }
 }
+
+/// Applies fault-slice-without-erdma.yaml (one node's ResourceSlice without `alibaba.dra.net/erdma`) and puts
+/// DRANET's healthy ResourceSlices back on drop.
+pub struct SliceFault;
+
+impl SliceFault {
+    pub fn without_erdma_attribute() -> SliceFault {
+        let f = repo().join("tests/cluster/fixtures/fault-slice-without-erdma.yaml");
+        kubectl_ok(&["apply", "-f", f.to_str().unwrap()]);
+        SliceFault
+    }
+}
+
+impl Drop for SliceFault {
+    fn drop(&mut self) {
+        let f = repo().join("tests/cluster/fixtures/dranet.yaml");
+        let _ = kubectl(&["apply", "-f", f.to_str().unwrap()]);
+    }
+}

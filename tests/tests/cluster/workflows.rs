@@ -1,7 +1,7 @@
 //! The four workflows live: PASS on the healthy cluster, FAIL naming the cause on each fault, a second run on
 //! the used cluster passes, and nothing of a run's own is left behind.
 
-use super::harness::{Kind, NodePatch, Ns, kubectl, kubectl_ok, repo};
+use super::harness::{Kind, NodePatch, Ns, SliceFault, kubectl_ok, repo};
 
 const ERDMA: &[&str] = &[
     "--set",
@@ -94,7 +94,7 @@ fn erdma_ray_rdt_through_rdmakit_rdt_passes_live_with_the_wheel_in_the_image() {
 
     let bare = ns.run(
         "erdma-ray-rdt",
-        &[&ERDMA[..], &["--set", "rdt_transport=rdmakit"]].concat(),
+        &[ERDMA, &["--set", "rdt_transport=rdmakit"]].concat(),
     );
     assert_ne!(bare.code, 0, "ran without the wheel:\n{}", bare.stdout);
     let all = format!("{}{}", bare.stdout, bare.stderr);
@@ -189,24 +189,6 @@ fn dranet_nccl_tests_fails_on_a_net_socket_launcher_log() {
     ns.run("dranet-nccl-tests", &[])
         .assert_fail_naming(&["NET/Socket"]);
     assert_clean(&ns);
-}
-
-/// Puts DRANET's healthy ResourceSlices back on drop.
-struct SliceFault;
-
-impl SliceFault {
-    fn without_erdma_attribute() -> SliceFault {
-        let f = repo().join("tests/cluster/fixtures/fault-slice-without-erdma.yaml");
-        kubectl_ok(&["apply", "-f", f.to_str().unwrap()]);
-        SliceFault
-    }
-}
-
-impl Drop for SliceFault {
-    fn drop(&mut self) {
-        let f = repo().join("tests/cluster/fixtures/dranet.yaml");
-        let _ = kubectl(&["apply", "-f", f.to_str().unwrap()]);
-    }
 }
 
 #[test]

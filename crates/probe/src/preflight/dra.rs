@@ -99,8 +99,11 @@ static ATTR: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 static DRIVER: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r#"device\.driver\s*==\s*"([^"]+)""#).ok());
-static DOMAIN: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r#""([^"]+)"\s+in\s+device\.attributes"#).ok());
+/// `"D" in device.attributes` (the domain D exists) and `"K" in device.attributes["D"]` (the attribute
+/// D/K exists: seed 002's second selector, `"erdma" in device.attributes["alibaba.dra.net"]`).
+static DOMAIN: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r#""([^"]+)"\s+in\s+device\.attributes(?:\s*\[\s*"([^"]+)"\s*\])?"#).ok()
+});
 
 /// The terms of one CEL selector expression that this module understands.
 pub fn parse_cel_selector(expr: &str) -> Vec<SelectorTerm> {
@@ -112,10 +115,13 @@ pub fn parse_cel_selector(expr: &str) -> Vec<SelectorTerm> {
         );
     }
     if let Some(re) = DOMAIN.as_ref() {
-        out.extend(
-            re.captures_iter(expr)
-                .map(|c| SelectorTerm::Domain(c[1].to_string())),
-        );
+        out.extend(re.captures_iter(expr).map(|c| match c.get(2) {
+            Some(domain) => SelectorTerm::Attribute {
+                key: format!("{}/{}", domain.as_str(), &c[1]),
+                value: None,
+            },
+            None => SelectorTerm::Domain(c[1].to_string()),
+        }));
     }
     if let Some(re) = ATTR.as_ref() {
         for c in re.captures_iter(expr) {

@@ -158,6 +158,12 @@ impl PodFacts {
         if cap_ipc_lock.is_none() {
             unreadable.push("CAP_IPC_LOCK: no CapEff line in /proc/self/status".into());
         }
+        if out.dev_infiniband.is_none() {
+            // Nothing was listed (a failed exec, a script cut short): not a fact about the devices.
+            unreadable.push(format!(
+                "{DEV_UNREAD}: its section is missing from the probe's output"
+            ));
+        }
         let dev_text = out.dev_infiniband.as_deref().unwrap_or_default();
         let dev_infiniband = entries(dev_text);
         if dev_infiniband.is_empty()
@@ -195,6 +201,9 @@ impl PodFacts {
         format!("{}/{}", self.namespace, self.name)
     }
 }
+
+/// How an unreadable-list entry about /dev/infiniband starts.
+const DEV_UNREAD: &str = "/dev/infiniband";
 
 /// The checks of one pod: memlock, CAP_IPC_LOCK, the RDMA device files (with the request the
 /// pod made), NCCL against the per-vendor known-bad table, and what could not be read.
@@ -243,7 +252,18 @@ pub(super) fn pod_checks(p: &PodFacts) -> Vec<Check> {
         .iter()
         .filter(|d| d.starts_with("uverbs"))
         .collect();
-    if uverbs.is_empty() {
+    let devices_unread = p.unreadable.iter().any(|u| u.starts_with(DEV_UNREAD));
+    if uverbs.is_empty() && devices_unread {
+        checks.push(
+            Check::new(
+                "pod-devices",
+                subject.clone(),
+                Verdict::Warn,
+                "RDMA device files not read (see pod-probe)",
+            )
+            .with_fix("Fix what pod-probe names, then run preflight again to judge the devices."),
+        );
+    } else if uverbs.is_empty() {
         let seen = if p.rdma_devices.is_empty() {
             String::new()
         } else {
