@@ -212,7 +212,17 @@ impl Executor for Leaky {
     fn exec_many(&self, s: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
         s.iter().map(|x| self.exec(x)).collect()
     }
-    fn get_field(&self, _: &FieldSpec) -> Result<String, ExecError> {
+    fn get_field(&self, s: &FieldSpec) -> Result<String, ExecError> {
+        if s.kind == "Secret" && s.path == ".data" && s.name == "app-token" {
+            return Ok(json!({"token": "bW91bnRlZC10b2tlbi05ZjhlN2Q="}).to_string());
+        }
+        if s.path == ".spec" {
+            // The pod mounts the app-token Secret.
+            return Ok(
+                json!({"volumes": [{"name": "t", "secret": {"secretName": "app-token"}}]})
+                    .to_string(),
+            );
+        }
         Ok(format!("field {MOUNTED}"))
     }
     fn copy_to(&self, s: &CopySpec) -> Result<(), ExecError> {
@@ -309,4 +319,27 @@ fn what_comes_back_from_the_cluster_is_redacted_and_secrets_reach_only_stdin_and
     let applied = exec.secrets_applied.lock().unwrap();
     assert_eq!(applied[0].data["password"].expose(), PW);
     assert!(!format!("{:?}", applied[0]).contains(PW));
+}
+
+#[test]
+fn an_exec_cannot_print_a_secret_its_pod_mounts() {
+    let out = tempfile::tempdir().unwrap();
+    let exec = Arc::new(Leaky {
+        dry: DryRunExecutor::new("t.rhai", None, None),
+        stdin_seen: Mutex::new(Vec::new()),
+        secrets_applied: Mutex::new(Vec::new()),
+    });
+    let host = Host::new(exec, HostConfig::new(out.path()), Cancel::new(), "t.rhai");
+    // The script never lists the Secret: the pod's spec says it is mounted, so its value is redacted.
+    let o = host.run(
+        "t.rhai",
+        "let r = kube::exec(\"app-0\", [\"cat\", \"/var/run/secrets/app/token\"]);\nreport::info(\"token\", r.stdout);\n",
+    );
+    assert!(o.error.is_none(), "{:?}", o.error);
+    let written = all_text(out.path());
+    assert!(!written.contains(MOUNTED), "{written}");
+    assert!(
+        written.contains("<redacted secret/app-token token>"),
+        "{written}"
+    );
 }

@@ -157,6 +157,9 @@ pub struct Ctx {
     /// Objects `kube::apply(.., #{if_absent: true})` found already in the cluster: someone else's, so
     /// `kube::delete` and the cleanup leave them alone.
     pub not_ours: Mutex<Vec<crate::exec::ObjRef>>,
+    /// Pods whose Secrets (mounted, in the environment, image pulls) the redactor knows: an exec in them
+    /// cannot print those values back.
+    pub pods_seen: Mutex<std::collections::BTreeSet<(String, Option<String>)>>,
     /// Whether the permission pre-check ran (once, before the first change of a live run).
     pub prechecked: std::sync::atomic::AtomicBool,
     /// Every secret text the run has seen (secret parameters, merged registry credentials, listed
@@ -426,6 +429,7 @@ impl Host {
             redactor: crate::secrets::Redactor::default(),
             not_ours: Mutex::new(Vec::new()),
             prechecked: std::sync::atomic::AtomicBool::new(false),
+            pods_seen: Mutex::new(Default::default()),
         });
         for (k, v) in &ctx.config.secrets {
             ctx.redactor.add(k, v.expose());

@@ -285,6 +285,7 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
                 c.redactor.redact(out.stderr.trim())
             )));
         }
+        remember_pod_secrets(&c, &spec.pod, spec.namespace.as_deref());
         Ok(exec_result(&c, out))
     };
     regp_opts!(&mut m, "exec", exec, pod: &str, argv: Array);
@@ -572,6 +573,9 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
         }
         c.precheck()?;
         let outs = c.exec.exec_many(&specs).map_err(exec_err)?;
+        for s in &specs {
+            remember_pod_secrets(&c, &s.pod, s.namespace.as_deref());
+        }
         Ok(outs
             .into_iter()
             .map(|o| Dynamic::from(exec_result(&c, o)))
@@ -724,6 +728,91 @@ fn own_secret(ctx: &Ctx, name: &str, namespace: Option<&str>, what: &str) {
             serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta }),
         ],
     });
+}
+
+/// The Secrets a pod mounts, reads into its environment or pulls images with: an exec in it could print
+/// their values (`cat` a mounted file), so they are redacted from its output. Read once per pod, live
+/// only; what cannot be read (no permission, a server without it) is left to the other layers.
+fn remember_pod_secrets(ctx: &Ctx, pod: &str, namespace: Option<&str>) {
+    if ctx.exec.is_dry_run() {
+        return;
+    }
+    let key = (pod.to_owned(), namespace.map(str::to_owned));
+    if !ctx
+        .pods_seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key)
+    {
+        return;
+    }
+    // One field of an object as JSON, or nothing (not there, not allowed).
+    let json_field = |kind: &str, name: &str, path: &str| {
+        let spec = FieldSpec {
+            kind: kind.into(),
+            name: name.to_owned(),
+            path: path.into(),
+            namespace: namespace.map(str::to_owned),
+            capture_var: None,
+            timeout: Duration::from_secs(30),
+        };
+        ctx.exec
+            .get_field(&spec)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+    };
+    let Some(pod_spec) = json_field("Pod", pod, ".spec") else {
+        return;
+    };
+    let names = secret_names(&pod_spec);
+    if names.is_empty() {
+        return;
+    }
+    // Each by name (`get`, not `list`: the least a namespace-scoped credential needs).
+    for name in names {
+        if let Some(data) = json_field("Secret", &name, ".data") {
+            remember_secret(
+                ctx,
+                &serde_json::json!({ "metadata": { "name": name }, "data": data }),
+            );
+        }
+    }
+}
+
+/// Names of the Secrets a pod spec refers to: secret and projected volumes, `envFrom`, `env` secret keys,
+/// `imagePullSecrets`.
+fn secret_names(spec: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    let items = |v: &serde_json::Value, p: &str| -> Vec<serde_json::Value> {
+        v.pointer(p)
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut out = std::collections::BTreeSet::new();
+    let mut add = |v: Option<&serde_json::Value>| {
+        if let Some(n) = v.and_then(serde_json::Value::as_str) {
+            out.insert(n.to_owned());
+        }
+    };
+    for v in items(spec, "/volumes") {
+        add(v.pointer("/secret/secretName"));
+        for src in items(&v, "/projected/sources") {
+            add(src.pointer("/secret/name"));
+        }
+    }
+    let containers = items(spec, "/containers");
+    for c in containers.iter().chain(&items(spec, "/initContainers")) {
+        for e in items(c, "/envFrom") {
+            add(e.pointer("/secretRef/name"));
+        }
+        for e in items(c, "/env") {
+            add(e.pointer("/valueFrom/secretKeyRef/name"));
+        }
+    }
+    for s in items(spec, "/imagePullSecrets") {
+        add(s.get("name"));
+    }
+    out
 }
 
 /// A listed Secret's values: what an exec that reads its mounted files would print, redacted from then on.
