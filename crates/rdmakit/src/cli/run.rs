@@ -43,8 +43,12 @@ the reports, exec output and errors.
 A workflow reads (fs::read, kube::cp, kube::apply...) only the out dir, its own folder, its library and
 vendor folders, and files named on the command line (--set KEY=PATH); other paths are refused (exit 2).
 
+A live run checks its permissions (SelfSubjectAccessReviews) before its first change and names what the
+credentials lack (exit 3, nothing changed); a missing or unreadable kubeconfig or an unknown --context is
+exit 2, listing the contexts there are; a cluster error names the server URL and context.
+
 --set KEY must be a render value (rdmakit render --help), `keep`, or a parameter the workflow reads with
-params::get(\"KEY\", ...) in its own text or a module it imports (comments do not count). Any other key is
+params::get(\"KEY\", ...) or params::secret(\"KEY\") in its own text or a module it imports (comments do not count). Any other key is
 an error (exit 2) before anything runs, naming the nearest known key. A workflow that computes the key it
 reads (params::get(name, ...)) or calls params::all() is checked after it ran, against the keys it read.";
 
