@@ -14,5 +14,7 @@ mod plans;
 mod preflight;
 #[path = "cluster/validate.rs"]
 mod validate;
+#[path = "cluster/vendors.rs"]
+mod vendors;
 #[path = "cluster/workflows.rs"]
 mod workflows;

@@ -15,6 +15,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../scripts/workflows/dranet-nccl-tests.rhai"),
     ),
     (
+        "nccl-tests",
+        include_str!("../../../scripts/workflows/nccl-tests.rhai"),
+    ),
+    (
         "shared-device-raycluster",
         include_str!("../../../scripts/workflows/shared-device-raycluster.rhai"),
     ),

@@ -242,3 +242,107 @@ fn every_seed_plan_is_shellcheck_clean() {
         );
     }
 }
+
+/// The vendor-neutral nccl-tests workflow (issue 18): its default (mellanox-ib) snapshotted like the seeds,
+/// and a clean plan for each cloud profile — a valid, shellcheck-clean plan.sh that checks the profile's
+/// own RDMA resource or DRA objects, greps the launcher log for the profile's transport marker, reads the
+/// profile's counter files and deletes what it applied.
+#[test]
+fn nccl_tests() {
+    check_workflow("nccl-tests", &["mpi-job.yaml"]);
+    let shellcheck = std::process::Command::new("shellcheck")
+        .arg("--version")
+        .output()
+        .is_ok();
+    for (profile, needles) in [
+        (
+            "mellanox-ib",
+            &[
+                "rdma/hca_shared_devices_a",
+                r#"grep -F "NET/IB : Using""#,
+                "/sys/class/infiniband/mlx5_*/ports/1/counters/port_xmit_data",
+                "kubectl delete --ignore-not-found -f bundle/mpi-job.yaml",
+            ][..],
+        ),
+        (
+            "aws-efa-eks",
+            &[
+                r"EFA:.status.capacity.vpc\.amazonaws\.com/efa",
+                r"INSTANCE_TYPE:.metadata.labels.node\.kubernetes\.io/instance-type",
+                r#"grep -F "NET/OFI""#,
+                "/sys/class/infiniband/rdmap*/ports/1/hw_counters/tx_bytes",
+                "kubectl delete --ignore-not-found -f bundle/mpi-job.yaml",
+            ][..],
+        ),
+        (
+            "gke-rdma-dranet",
+            &[
+                "kubectl api-resources --api-group=resource.k8s.io",
+                "resourceslices",
+                r#"grep -F "NET/gIB""#,
+                "/sys/class/infiniband/mlx5_*/ports/1/counters/port_xmit_data",
+                "kubectl delete --ignore-not-found -f bundle/device-class.yaml",
+            ][..],
+        ),
+        (
+            "azure-ib-aks",
+            &[
+                r"SHARED_IB:.status.capacity.rdma/shared_ib",
+                r#"grep -F "NET/IB : Using""#,
+                "/sys/class/infiniband/mlx5_*/ports/1/counters/port_xmit_data",
+                "kubectl delete --ignore-not-found -f bundle/mpi-job.yaml",
+            ][..],
+        ),
+    ] {
+        let src = rdmakit::workflows::builtin("nccl-tests").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let (outcome, plan) =
+            common::dry_run("nccl-tests", src, out.path(), &[("profile", profile)], None);
+        assert!(
+            outcome.error.is_none(),
+            "{profile}: {}",
+            outcome.error.map(|e| e.to_string()).unwrap_or_default()
+        );
+        assert_eq!(outcome.verdict(), Verdict::Planned, "{profile}");
+        assert!(outcome.report.measurements.is_empty(), "{profile}");
+        // Validation and lint pass; everything else is planned, nothing fails in dry-run.
+        for c in &outcome.report.checks {
+            assert!(
+                c.status == rdmakit::report::Status::Planned
+                    || (c.status == rdmakit::report::Status::Pass && c.name.starts_with("bundle")),
+                "{profile}: {} is {:?}: {}",
+                c.name,
+                c.status,
+                c.detail
+            );
+        }
+        let sh = plan.to_shell();
+        for n in needles {
+            assert!(sh.contains(n), "{profile}: plan.sh lacks {n:?}:\n{sh}");
+        }
+        let path = out.path().join("plan.sh");
+        std::fs::write(&path, &sh).unwrap();
+        let syntax = std::process::Command::new("bash")
+            .arg("-n")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            syntax.status.success(),
+            "{profile}: plan.sh is not valid bash: {}",
+            String::from_utf8_lossy(&syntax.stderr)
+        );
+        if shellcheck {
+            let r = std::process::Command::new("shellcheck")
+                .args(["-S", "warning", "-f", "gcc"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                r.status.success(),
+                "{profile}: {}",
+                String::from_utf8_lossy(&r.stdout)
+            );
+        }
+    }
+}
