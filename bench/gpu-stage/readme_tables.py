@@ -25,7 +25,7 @@ RESULTS = "bench/results"
 
 # The newest run per machine kind: (folder under bench/results/, what the machine was).
 CURRENT = [
-    ("gpu-stage-at-dbe7c0e-h200x1", "one H200, GPU0 → host → GPU0"),
+    ("gpu-stage-at-28e3202-h200x1", "one H200, GPU0 → host → GPU0"),
     ("gpu-stage-at-2833875", "two H200s, GPU0 → host → GPU1"),
 ]
 
