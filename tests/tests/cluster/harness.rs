@@ -463,3 +463,30 @@ impl Drop for SliceFault {
         let _ = kubectl(&["apply", "-f", f.to_str().unwrap()]);
     }
 }
+
+/// Seed 002's DeviceClass (crates/probe/tests/fixtures/deviceclass-erdma.json) in the cluster for one test.
+pub struct SeedDeviceClass;
+
+impl SeedDeviceClass {
+    pub fn apply() -> SeedDeviceClass {
+        apply_yaml(concat!(
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: erdma.alibaba.dra.net\n",
+            "spec:\n  selectors:\n",
+            "  - cel:\n      expression: device.driver == \"dra.net\" && device.attributes[\"dra.net\"].rdma == true\n",
+            "  - cel:\n      expression: '\"alibaba.dra.net\" in device.attributes && ",
+            "device.attributes[\"alibaba.dra.net\"][\"erdma\"] == true'\n",
+        ));
+        SeedDeviceClass
+    }
+}
+
+impl Drop for SeedDeviceClass {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "delete",
+            "deviceclass",
+            "erdma.alibaba.dra.net",
+            "--ignore-not-found",
+        ]);
+    }
+}

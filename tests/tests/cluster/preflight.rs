@@ -7,8 +7,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use super::harness::{
-    Kind, NodePatch, Ns, SliceFault, apply_yaml, eventually, kubeconfig, kubectl, kubectl_ok,
-    rdmakit_path,
+    Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, apply_yaml, eventually, kubeconfig, kubectl,
+    kubectl_ok, rdmakit_path,
 };
 
 fn preflight(args: &[&str]) -> (i32, Value) {
@@ -96,33 +96,6 @@ fn preflight_counts_dranet_devices_from_resource_slices_and_the_dranet_pods() {
             .contains("not in the cluster"),
         "{class}"
     );
-}
-
-/// Seed 002's DeviceClass (crates/probe/tests/fixtures/deviceclass-erdma.json) in the cluster for one test.
-struct SeedDeviceClass;
-
-impl SeedDeviceClass {
-    fn apply() -> SeedDeviceClass {
-        apply_yaml(concat!(
-            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: erdma.alibaba.dra.net\n",
-            "spec:\n  selectors:\n",
-            "  - cel:\n      expression: device.driver == \"dra.net\" && device.attributes[\"dra.net\"].rdma == true\n",
-            "  - cel:\n      expression: '\"alibaba.dra.net\" in device.attributes && ",
-            "device.attributes[\"alibaba.dra.net\"][\"erdma\"] == true'\n",
-        ));
-        SeedDeviceClass
-    }
-}
-
-impl Drop for SeedDeviceClass {
-    fn drop(&mut self) {
-        let _ = kubectl(&[
-            "delete",
-            "deviceclass",
-            "erdma.alibaba.dra.net",
-            "--ignore-not-found",
-        ]);
-    }
 }
 
 /// The DeviceClass in the cluster is judged against DRANET's devices; when one node's slice loses the

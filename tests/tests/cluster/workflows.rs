@@ -1,7 +1,7 @@
 //! The four workflows live: PASS on the healthy cluster, FAIL naming the cause on each fault, a second run on
 //! the used cluster passes, and nothing of a run's own is left behind.
 
-use super::harness::{Kind, NodePatch, Ns, SliceFault, kubectl_ok, repo};
+use super::harness::{Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, kubectl, kubectl_ok, repo};
 
 const ERDMA: &[&str] = &[
     "--set",
@@ -188,6 +188,23 @@ fn dranet_nccl_tests_fails_on_a_net_socket_launcher_log() {
     ns.container_log("launcher-net-socket.log");
     ns.run("dranet-nccl-tests", &[])
         .assert_fail_naming(&["NET/Socket"]);
+    assert_clean(&ns);
+}
+
+/// Seed 002's DeviceClass may belong to DRANET or the cloud's add-on: when it is already there the run uses
+/// it, applies only what is missing, and leaves it in place at the end.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn dranet_nccl_tests_leaves_a_device_class_it_did_not_create() {
+    let _class = SeedDeviceClass::apply();
+    let ns = Ns::new("dranet-class", Kind::Erdma);
+    ns.run("dranet-nccl-tests", &[]).assert_pass();
+    let o = kubectl(&["get", "deviceclass", "erdma.alibaba.dra.net", "-o", "name"]);
+    assert!(
+        o.status.success(),
+        "the run deleted a DeviceClass it did not create: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_clean(&ns);
 }
 
