@@ -1,9 +1,38 @@
-//! The vendor-neutral nccl-tests workflow live on a non-seed vendor (issue 18): AWS EFA on EKS, two simulated
+//! The vendor-neutral nccl-tests workflow live on the non-seed vendors (issue 18). AWS EFA on EKS: two simulated
 //! p5.48xlarge nodes (tests/cluster/fixtures/nodes.yaml: vpc.amazonaws.com/efa 32, nvidia.com/gpu 8, the
 //! instance-type label and the NVIDIA taint) whose pods the emulator answers as EFA nodes (32 rdmap* devices,
 //! ports/1/hw_counters/tx_bytes) and whose launcher log is aws-ofi-nccl's (emulator/logs/launcher-efa-*.log).
+//! Google Cloud A4 on GKE (DRA: DRANET's ResourceSlices with 8 RDMA NICs per node, gIB's log) and Azure ND H100
+//! v5 on AKS (rdma/shared_ib, NET/IB on mlx5): nodes a test applies for itself (fixtures/gke-a4-nodes.yaml,
+//! azure-nd-h100-nodes.yaml) and deletes after, so the seeds' tests never see them.
 
-use super::harness::{Kind, NodePatch, Ns, repo};
+use super::harness::{Kind, NodePatch, Ns, kubectl, kubectl_ok, repo};
+
+/// Nodes (and ResourceSlices) of a fixture file in the cluster for one test; deleted on drop.
+struct Nodes(String);
+
+impl Nodes {
+    fn apply(file: &str, pool: &str) -> Nodes {
+        let f = repo().join("tests/cluster/fixtures").join(file);
+        let f = f.to_str().unwrap().to_owned();
+        kubectl_ok(&["apply", "-f", &f]);
+        kubectl_ok(&[
+            "wait",
+            "--for=condition=Ready",
+            "node",
+            "-l",
+            &format!("rdmakit.test/pool={pool}"),
+            "--timeout=60s",
+        ]);
+        Nodes(f)
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "--ignore-not-found", "-f", &self.0]);
+    }
+}
 
 const EFA: &[&str] = &["--set", "profile=aws-efa-eks"];
 
@@ -96,4 +125,61 @@ fn nccl_tests_fails_before_deploying_when_an_efa_node_lacks_its_efa_devices() {
         "deployed anyway:\n{md}"
     );
     assert_clean(&ns);
+}
+
+/// `nccl-tests --set profile=PROFILE` passes live on the nodes of `nodes` (pool `pool`), with the launcher log
+/// `log`, the report holding every needle, and the run leaves nothing behind.
+fn passes_on(nodes: &str, pool: &str, log: &str, profile: &str, needles: &[&str]) {
+    let _nodes = Nodes::apply(nodes, pool);
+    let ns = Ns::new(pool, Kind::Mlx5);
+    ns.container_log(log);
+    ns.run("nccl-tests", &["--set", &format!("profile={profile}")])
+        .assert_pass();
+    let md = report_md(&ns);
+    for needle in needles {
+        assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+    }
+    assert_clean(&ns);
+}
+
+/// DRA on GKE: the workflow finds 8 devices per node that the DeviceClass `dranet` selects (not on seed 002's
+/// one-NIC nodes), the scheduler allocates each worker's 8-device claim, the launcher log shows gIB.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn nccl_tests_passes_live_on_gke_a4_nodes_through_dranet_claims() {
+    passes_on(
+        "gke-a4-nodes.yaml",
+        "gke",
+        "launcher-gib-ok.log",
+        "gke-rdma-dranet",
+        &[
+            "PASS selectable RDMA devices published: 2 node(s) with 8+ devices with driver dra.net and [\"dra.net/rdma\"] == true",
+            "gke-a4-cluster-a4-pool-6f1c2b9e-0x7k (8:",
+            "too few: [\"cn-hangzhou.172.16.0.21 has 1 of 8\"",
+            "PASS one allocated RDMA claim per worker",
+            "PASS NCCL uses GPUDirect RDMA (RoCE) (NET/gIB): nccl-test-gib-worker-0:45:64 [0] NCCL INFO NET/gIB : Initializing gIB v1.0.6",
+            "PASS all_reduce traffic crossed GPUDirect RDMA (RoCE) (mlx5_* ports/1/counters/port_xmit_data)",
+            "PASS nccl-tests peak busbw vs the rate a4-highgpu-8g should reach: peak bus bandwidth 349.86 GB/s",
+            "PASS launcher log: no known failure signature",
+        ],
+    );
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn nccl_tests_passes_live_on_azure_nd_h100_v5_nodes() {
+    passes_on(
+        "azure-nd-h100-nodes.yaml",
+        "azure",
+        "launcher-azib-ok.log",
+        "azure-ib-aks",
+        &[
+            "PASS at least 2 nodes with nvidia.com/gpu=8, rdma/shared_ib=1 and labels none: 2 node(s)",
+            "aks-ndh100-31415926-vmss000000 (nvidia.com/gpu=8, rdma/shared_ib=63)",
+            "PASS NCCL uses InfiniBand (NET/IB : Using) on mlx5: nccl-test-azib-worker-0:45:102 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB",
+            "PASS all_reduce traffic crossed InfiniBand (mlx5_* ports/1/counters/port_xmit_data)",
+            "PASS nccl-tests peak busbw vs the rate Standard_ND96isr_H100_v5 should reach: peak bus bandwidth 350.44 GB/s",
+            "PASS launcher log: no known failure signature",
+        ],
+    );
 }
