@@ -4,6 +4,8 @@
 //! `--ignored --test-threads=1` (the eRDMA workers are hostNetwork pods on two nodes: one run at a time).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed expectation is a test failure
 
+#[path = "cluster/access.rs"]
+mod access;
 #[path = "cluster/harness.rs"]
 mod harness;
 #[path = "cluster/operators.rs"]

@@ -268,12 +268,17 @@ impl Ns {
     }
 
     pub fn run_in(&self, workflow: &str, out: &Path, args: &[&str]) -> Run {
+        self.run_as(workflow, out, &kubeconfig(), args)
+    }
+
+    /// A run with other credentials (a kubeconfig file of the test's own).
+    pub fn run_as(&self, workflow: &str, out: &Path, config: &Path, args: &[&str]) -> Run {
         self.provision_disk();
         let o = Command::new(rdmakit_path())
             .args(["run", workflow, "-n", &self.name, "--out"])
             .arg(out)
             .args(args)
-            .env("KUBECONFIG", kubeconfig())
+            .env("KUBECONFIG", config)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .output()
