@@ -100,7 +100,7 @@ fn erdma_ray_rdt_through_rdmakit_rdt_passes_live_with_the_wheel_in_the_image() {
     let all = format!("{}{}", bare.stdout, bare.stderr);
     assert!(
         all.contains("--set rdt_wheel=PATH")
-            && all.contains("maturin build --release --features rdma"),
+            && all.contains("maturin build --release --features python,rdma --compatibility linux"),
         "{all}"
     );
     assert_clean(&ns);

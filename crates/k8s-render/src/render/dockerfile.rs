@@ -167,7 +167,7 @@ fn dockerfile(ctx: &Ctx<'_>) -> String {
         );
         let _ = writeln!(
             d,
-            "# this Dockerfile (python/rdmakit-rdt: maturin build --release -o <context>; --features rdma for RDMA)."
+            "# this Dockerfile (python/rdmakit-rdt: maturin build --release --features python,rdma --compatibility linux -o <context>)."
         );
         let _ = writeln!(d, "COPY {RDT_WHEEL} /tmp/rdmakit-rdt/");
         let _ = writeln!(
