@@ -695,5 +695,8 @@ fn a_probe_that_read_nothing_does_not_fail_the_devices() {
     assert_eq!(d.1, Verdict::Warn, "{d:?}");
     assert!(d.2.contains("not read"), "{d:?}");
     assert_eq!(check(&cs, "pod-probe").1, Verdict::Warn, "{cs:?}");
-    assert!(cs.iter().all(|c| c.1 != Verdict::Fail), "nothing read, nothing failed: {cs:?}");
+    assert!(
+        cs.iter().all(|c| c.1 != Verdict::Fail),
+        "nothing read, nothing failed: {cs:?}"
+    );
 }

@@ -19,6 +19,8 @@ pub const AFTER_HELP: &str = "\
 WORKFLOW is a .rhai file, or the name of a built-in workflow:
   erdma-ray-rdt             Ray Direct Transport over Alibaba eRDMA (seed 000), end to end
   dranet-nccl-tests         DRANET + MPIJob nccl-tests on ACK (seed 002)
+  nccl-tests                the same MPIJob for any profile (device plugin or DRA, IB verbs or a net plugin:
+                            --set profile=aws-efa-eks), path proven by its init lines and the device counters
   shared-device-raycluster  RayCluster with rdma/rdma_shared_device_* (seed 001)
   vke-ib-pod                InfiniBand test pod on Volcengine VKE (seed 004)
 

@@ -165,6 +165,13 @@ fn profiles_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "load", move |name: &str| -> RResult<Dynamic> {
         ser(&load_profile(&c, name)?)
     }, name: &str);
+    // nccl_log_marker(profile): what NCCL's INFO log prints when the profile's transport carries the
+    // traffic (`NET/IB : Using`, a plugin's `NET/OFI`). A function, not a field of `load`'s map: that map goes
+    // back into bench::/probe::, which refuse unknown fields.
+    let c = ctx.clone();
+    regp!(&mut m, "nccl_log_marker", move |name: &str| -> RResult<String> {
+        Ok(load_profile(&c, name)?.nccl_log_marker())
+    }, name: &str);
     reg!(&mut m, "names", || -> Array {
         crate::profiles::builtin_names()
             .iter()
