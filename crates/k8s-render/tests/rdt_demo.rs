@@ -1,5 +1,6 @@
 //! The RDT demo from one template: seed 000's NCCL demo by default, gpu-stage's `RDMAKIT` transport with
 //! `rdt_transport=rdmakit` (its own file name, its own A/B switch, no collective group); both are valid Python.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
 use k8s_render::{Profile, System, Values, render};
 use serde_json::json;
