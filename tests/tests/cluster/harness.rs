@@ -300,7 +300,7 @@ impl Ns {
     pub fn leftovers(&self) -> Vec<String> {
         let kinds = "pods,deployments,statefulsets,services,persistentvolumeclaims,secrets,configmaps,jobs,rayclusters.ray.io,mpijobs.kubeflow.org,resourceclaims.resource.k8s.io,resourceclaimtemplates.resource.k8s.io";
         // What a deleted owner leaves to the garbage collector (KubeRay's pods and head Service) goes within
-        // seconds: poll for up to 30 s; what is still there then was left behind.
+        // seconds: poll for up to 90 s (a loaded 2-core machine has taken over 30 s); what is still there then was left behind.
         let t0 = Instant::now();
         loop {
             let left: Vec<String> = kubectl_ok(&["-n", &self.name, "get", kinds, "-o", "name"])
@@ -313,7 +313,7 @@ impl Ns {
                 })
                 .map(str::to_owned)
                 .collect();
-            if left.is_empty() || t0.elapsed() > Duration::from_secs(30) {
+            if left.is_empty() || t0.elapsed() > Duration::from_secs(90) {
                 return left;
             }
             std::thread::sleep(Duration::from_millis(500));
