@@ -12,10 +12,16 @@ measures the same staging path, both copy directions on one GPU's link).
 - nccl_socket_sendrecv: NCCL send/recv between two processes on 127.0.0.1 with
                       NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 (NCCL's own
                       host-staged socket path), NCCL's default socket count
-- nccl_socket_sendrecv_s{N} (`--nccl-sockets 1,4,8`): the same with NCCL_SOCKET_NTHREADS=N and
-                      NCCL_NSOCKS_PERTHREAD=1, N sockets like our N TCP connections
-NCCL needs two GPUs: it refuses two ranks on one device, so with --src == --dst the NCCL peers are
-recorded as skipped, with that reason, and not measured.
+- nccl_socket_sendrecv_s{N} (`--nccl-sockets 1,4,8`): the same with N sockets in all, like our N TCP
+                      connections. NCCL opens NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD sockets per
+                      channel, and send/recv to a network peer uses NCCL_NCHANNELS_PER_NET_PEER channels
+                      (2 by default, so its default is 2 sockets, and NTHREADS=N alone gives 2N). Each
+                      split of N into C channels x N/C threads (C = 1, 2; one socket per thread) runs as
+                      nccl_socket_sendrecv_s{N}_c{C}; s{N} is NCCL's best of them (by median).
+On one GPU (--src == --dst) each rank gets its own NCCL_HOSTID: NCCL refuses two ranks on one device
+of one host (duplicate GPU), and with distinct host IDs it treats the ranks as two hosts, so the
+transfer takes NCCL's network path (NET/Socket over lo) - GPU0 -> host -> socket -> host -> GPU0, the
+same path our TCP transport takes.
 
 Every figure is verified: the received tensor is compared with the sent one on every iteration.
 The JSON file is rewritten after each peer, so one failing peer loses nothing else.
@@ -25,6 +31,7 @@ Usage: peers.py --out FILE [--src 0] [--dst 1] [--size-mib 512] [--iters 5] [--w
 import argparse
 import json
 import os
+import re
 import socket
 import statistics
 import time
@@ -56,22 +63,35 @@ def summary(n, seconds, verified, **extra):
     return out
 
 
+def timed(what, iters, warmup, devices, reset, body, result):
+    """warmup + iters rounds of reset() (untimed), body() (timed, the devices synchronized on both
+    sides) and a check that result() equals the wanted tensor; returns the measured seconds."""
+    secs = []
+    for i in range(warmup + iters):
+        want = reset()
+        for d in devices:
+            torch.cuda.synchronize(d)
+        t = time.perf_counter()
+        body()
+        for d in devices:
+            torch.cuda.synchronize(d)
+        dt = time.perf_counter() - t
+        if not torch.equal(result(), want):
+            raise RuntimeError(f"{what} iteration {i}: data mismatch")
+        if i >= warmup:
+            secs.append(dt)
+    return secs
+
+
 def naive(n, iters, warmup, src, dst):
     x = pattern(n, f"cuda:{src}")
     want = pattern(n, f"cuda:{dst}")
-    secs = []
-    for i in range(warmup + iters):
-        torch.cuda.synchronize(src)
-        torch.cuda.synchronize(dst)
-        t = time.perf_counter()
-        y = x.cpu().to(f"cuda:{dst}")
-        torch.cuda.synchronize(dst)
-        dt = time.perf_counter() - t
-        if not torch.equal(y, want):
-            raise RuntimeError(f"naive iteration {i}: data mismatch")
-        if i >= warmup:
-            secs.append(dt)
-        del y
+    got = {}
+
+    def body():
+        got["y"] = x.cpu().to(f"cuda:{dst}")
+
+    secs = timed("naive", iters, warmup, {src, dst}, lambda: want, body, lambda: got.pop("y"))
     return summary(n, secs, True, what=f'tensor.cpu().to("cuda:{dst}") from cuda:{src}')
 
 
@@ -79,18 +99,8 @@ def pinned_d2h(n, iters, warmup, src):
     x = pattern(n, f"cuda:{src}")
     host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
     want = x.cpu()
-    secs = []
-    for i in range(warmup + iters):
-        host.zero_()
-        torch.cuda.synchronize(src)
-        t = time.perf_counter()
-        host.copy_(x, non_blocking=True)
-        torch.cuda.synchronize(src)
-        dt = time.perf_counter() - t
-        if not torch.equal(host, want):
-            raise RuntimeError(f"pinned iteration {i}: data mismatch")
-        if i >= warmup:
-            secs.append(dt)
+    secs = timed("pinned", iters, warmup, {src}, lambda: (host.zero_(), want)[1],
+                 lambda: host.copy_(x, non_blocking=True), lambda: host)
     return summary(n, secs, True, what=f"torch pinned host tensor copy_(cuda:{src} tensor, non_blocking=True)")
 
 
@@ -98,18 +108,8 @@ def pinned_h2d(n, iters, warmup, dst):
     host = pattern(n, "cpu").pin_memory()
     y = torch.empty(n, dtype=torch.uint8, device=f"cuda:{dst}")
     want = pattern(n, f"cuda:{dst}")
-    secs = []
-    for i in range(warmup + iters):
-        y.zero_()
-        torch.cuda.synchronize(dst)
-        t = time.perf_counter()
-        y.copy_(host, non_blocking=True)
-        torch.cuda.synchronize(dst)
-        dt = time.perf_counter() - t
-        if not torch.equal(y, want):
-            raise RuntimeError(f"pinned H2D iteration {i}: data mismatch")
-        if i >= warmup:
-            secs.append(dt)
+    secs = timed("pinned H2D", iters, warmup, {dst}, lambda: (y.zero_(), want)[1],
+                 lambda: y.copy_(host, non_blocking=True), lambda: y)
     return summary(n, secs, True, what=f"torch cuda:{dst} tensor copy_(pinned host tensor, non_blocking=True)")
 
 
@@ -119,25 +119,35 @@ def pinned_floor(n, iters, warmup, src, dst):
     host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
     y = torch.empty(n, dtype=torch.uint8, device=f"cuda:{dst}")
     want = pattern(n, f"cuda:{dst}")
-    secs = []
-    for i in range(warmup + iters):
-        y.zero_()
-        torch.cuda.synchronize(src)
-        torch.cuda.synchronize(dst)
-        t = time.perf_counter()
+
+    def body():
         host.copy_(x, non_blocking=True)
         torch.cuda.synchronize(src)
         y.copy_(host, non_blocking=True)
-        torch.cuda.synchronize(dst)
-        dt = time.perf_counter() - t
-        if not torch.equal(y, want):
-            raise RuntimeError(f"pinned floor iteration {i}: data mismatch")
-        if i >= warmup:
-            secs.append(dt)
+
+    secs = timed("pinned floor", iters, warmup, {src, dst}, lambda: (y.zero_(), want)[1], body, lambda: y)
     return summary(n, secs, True, what=f"torch pinned D2H (cuda:{src}) then pinned H2D (cuda:{dst}), back to back")
 
 
-def nccl_worker(rank, n, iters, warmup, port, result_path, devices, sockets):
+def transport_seen(log_path):
+    """The lines of one rank's NCCL log (kept beside the JSON) that say which transport and how many sockets it used."""
+    keep = ("via NET/", "Using network", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "NCCL_HOSTID",
+            "NET/Socket :", "Duplicate GPU")
+    try:
+        with open(log_path, errors="replace") as f:
+            lines = [ln.strip() for ln in f if any(k in ln for k in keep)]
+    except OSError as e:
+        return {"error": f"no NCCL log: {e}"}
+    via = sorted({ln.split(" via ")[1].split()[0] for ln in lines if " via " in ln})
+    # "Channel 01/1 : 0[0] -> 1[0] [receive] via NET/Socket/0/Shared": connection index 1 is send/recv's.
+    p2p = {m.group(1) for m in (re.search(r"Channel (\d+)/1 : .* via NET/", ln) for ln in lines) if m}
+    return {"via": via, "p2p_channels": len(p2p), "lines": lines[:40]}
+
+
+def nccl_worker(rank, n, iters, warmup, port, result_path, devices, sockets, channels):
+    if devices[0] == devices[1]:
+        # Two "hosts" to NCCL (see the module doc): no duplicate-GPU refusal, and no P2P/SHM between them.
+        os.environ["NCCL_HOSTID"] = f"rdmakit-peer-rank{rank}"
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -146,10 +156,12 @@ def nccl_worker(rank, n, iters, warmup, port, result_path, devices, sockets):
         NCCL_IB_DISABLE="1",
         NCCL_SOCKET_IFNAME="lo",
         NCCL_NVLS_ENABLE="0",
+        # What NCCL chose, kept in the result: init/net/env lines only, all logged before the timed loop.
+        NCCL_DEBUG="INFO",
+        NCCL_DEBUG_SUBSYS="INIT,NET,ENV,P2P",
+        NCCL_DEBUG_FILE=f"{result_path}.rank{rank}.log",
     )
-    if sockets:
-        # N sockets in total, one per helper thread: the same count as our N TCP connections.
-        os.environ.update(NCCL_SOCKET_NTHREADS=str(sockets), NCCL_NSOCKS_PERTHREAD="1")
+    os.environ.update(nccl_socket_env(sockets, channels))
     gpu = devices[rank]
     torch.cuda.set_device(gpu)
     dist.init_process_group("nccl", rank=rank, world_size=2, device_id=torch.device(f"cuda:{gpu}"))
@@ -180,33 +192,59 @@ def nccl_worker(rank, n, iters, warmup, port, result_path, devices, sockets):
             secs.append(dt)
     if rank == 1:
         with open(result_path, "w") as f:
-            json.dump({"seconds": secs, "verified": ok, "nccl_version": ".".join(map(str, torch.cuda.nccl.version()))}, f)
+            json.dump({"seconds": secs, "verified": ok, "nccl_version": ".".join(map(str, torch.cuda.nccl.version())),
+                       "transport": transport_seen(f"{result_path}.rank{rank}.log")}, f)
     dist.barrier()
     dist.destroy_process_group()
 
 
-NCCL_ONE_GPU = ("not measured: NCCL refuses two ranks on one GPU (ncclInvalidUsage, duplicate GPU), so the "
-                "socket peer needs two GPUs; run with --src 0 --dst 1 on a machine with two")
+def nccl_socket_env(sockets, channels):
+    """N sockets in all: `channels` channels to the peer, N/channels helper threads of one socket each."""
+    if not sockets:
+        return {}
+    return dict(NCCL_NCHANNELS_PER_NET_PEER=str(channels), NCCL_MAX_P2P_NCHANNELS=str(channels),
+                NCCL_SOCKET_NTHREADS=str(sockets // channels), NCCL_NSOCKS_PERTHREAD="1")
 
 
-def nccl(n, iters, warmup, tmp, src, dst, sockets=None):
-    if src == dst:
-        return {"skipped": NCCL_ONE_GPU}
+def nccl(n, iters, warmup, tmp, src, dst, sockets=None, channels=1):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    path = tmp + ".nccl.json"
-    mp.spawn(nccl_worker, args=(n, iters, warmup, port, path, (src, dst), sockets), nprocs=2, join=True)
+    path = f"{tmp}.nccl-{f's{sockets}-c{channels}' if sockets else 'default'}.json"
+    mp.spawn(nccl_worker, args=(n, iters, warmup, port, path, (src, dst), sockets, channels), nprocs=2, join=True)
     with open(path) as f:
         r = json.load(f)
     os.remove(path)
     env = "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1"
-    if sockets:
-        env += f" NCCL_SOCKET_NTHREADS={sockets} NCCL_NSOCKS_PERTHREAD=1"
-    return summary(n, r["seconds"], r["verified"],
-                   what=f"NCCL send/recv, 2 processes (cuda:{src} -> cuda:{dst}), {env}, 127.0.0.1",
-                   sockets=sockets, nccl_version=r["nccl_version"])
+    if src == dst:
+        env += " NCCL_HOSTID=rdmakit-peer-rank{0,1}"
+    env += "".join(f" {k}={v}" for k, v in nccl_socket_env(sockets, channels).items())
+    out = summary(n, r["seconds"], r["verified"],
+                  what=f"NCCL send/recv, 2 processes (cuda:{src} -> cuda:{dst}), {env}, 127.0.0.1",
+                  sockets=sockets, channels=channels if sockets else None, nccl_version=r["nccl_version"],
+                  transport=r["transport"])
+    if sockets and r["transport"].get("p2p_channels") != channels:
+        raise RuntimeError(f"NCCL used {r['transport'].get('p2p_channels')} send/recv channels, not {channels}: "
+                           f"the socket count is not {sockets}")
+    return out
+
+
+def nccl_best(name, n, iters, warmup, tmp, src, dst, sockets, res):
+    """Each split of `sockets` into 1 or 2 channels, kept as {name}_c{C}; returns NCCL's best."""
+    tried = []
+    for c in (1, 2):
+        if sockets % c:
+            continue
+        try:
+            res[f"{name}_c{c}"] = nccl(n, iters, warmup, tmp, src, dst, sockets, c)
+            tried.append(res[f"{name}_c{c}"])
+        except Exception as e:  # one failing split must not lose the other
+            traceback.print_exc()
+            res[f"{name}_c{c}"] = {"error": f"{type(e).__name__}: {e}"}
+    if not tried:
+        raise RuntimeError(f"no split of {sockets} sockets ran")
+    return dict(max(tried, key=lambda x: x["gib_s_median"]), best_of=[f"{name}_c{x['channels']}" for x in tried])
 
 
 def main():
@@ -219,7 +257,7 @@ def main():
     ap.add_argument("--dst", type=int, default=None, help="receiving GPU (default 1, or 0 with one GPU)")
     ap.add_argument("--only", default="naive,pinned,floor,nccl")
     ap.add_argument("--nccl-sockets", default="1,4,8",
-                    help="socket counts for the nccl-sockets part (NCCL_SOCKET_NTHREADS, one socket each)")
+                    help="socket counts in all for the nccl-sockets part (channels x threads, one socket each)")
     a = ap.parse_args()
     n = a.size_mib << 20
     src = a.src
@@ -233,7 +271,8 @@ def main():
         "floor": [("torch_pinned_d2h_then_h2d", lambda: pinned_floor(n, a.iters, a.warmup, src, dst))],
         "nccl": [("nccl_socket_sendrecv", lambda: nccl(n, a.iters, a.warmup, a.out, src, dst))],
         "nccl-sockets": [
-            (f"nccl_socket_sendrecv_s{k}", (lambda k=k: nccl(n, a.iters, a.warmup, a.out, src, dst, k)))
+            (f"nccl_socket_sendrecv_s{k}",
+             (lambda k=k: nccl_best(f"nccl_socket_sendrecv_s{k}", n, a.iters, a.warmup, a.out, src, dst, k, res)))
             for k in (int(x) for x in a.nccl_sockets.split(","))
         ],
     }

@@ -6,8 +6,8 @@
 #   BIN_DIR holds stage_bench and gpu_tier (the test binary), built with
 #   cargo build --release -p gpu-stage --examples; cargo test --release -p gpu-stage --no-run
 #   SRC/DST: sending and receiving GPU (default 0 and 1, or 0 and 0 on a one-GPU machine:
-#   GPU0 -> host -> GPU0 runs the same pipeline; NCCL's socket peer then cannot run, since NCCL
-#   refuses two ranks on one GPU, and peers.py records it as skipped with that reason).
+#   GPU0 -> host -> GPU0 runs the same pipeline; NCCL's ranks then get distinct NCCL_HOSTIDs, so NCCL
+#   takes its socket path between them instead of refusing two ranks on one GPU: see peers.py).
 set -u
 BIN=${1:?BIN_DIR}
 OUT=${2:?OUT_DIR}
@@ -18,8 +18,8 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 SRC=${SRC:-0}
 if [ "${ngpu:-0}" -gt 1 ]; then DST=${DST:-1}; else DST=${DST:-0}; fi
 gpus="--src $SRC --dst $DST"
-# With two GPUs, NCCL also runs with 1, 4 and 8 sockets (our connection counts).
-if [ "$SRC" != "$DST" ]; then only=naive,pinned,floor,nccl,nccl-sockets; else only=naive,pinned,floor,nccl; fi
+# NCCL also runs with 1, 4 and 8 sockets (our connection counts).
+only=naive,pinned,floor,nccl,nccl-sockets
 {
   date -u; uname -r; nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -8; nproc
   echo "src GPU $SRC -> dst GPU $DST"

@@ -4,6 +4,7 @@
 //! that arrived against a checksum of what was sent, on every iteration, warm-ups included; a
 //! mismatch is an error, never a number.
 
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -180,59 +181,118 @@ fn check_cfg(cfg: &BenchConfig) -> Result<(), StageError> {
     Ok(())
 }
 
-/// GPU `src_device` → host ring → GPU `dst_device` in one process (or host → host with
-/// [`Backend::Host`]).
-pub fn run_inprocess(cfg: &BenchConfig) -> Result<BenchResult, StageError> {
+/// A measurement on a source and a destination device of one backend (the same type, so one
+/// generic body serves CUDA and the host backend).
+trait PairBench {
+    fn run<D: Device>(self, src: &D, dst: &D, cfg: &BenchConfig)
+    -> Result<BenchResult, StageError>;
+}
+
+/// Checks `cfg`, opens `src_device` and `dst_device` on its backend and runs `bench` on them.
+fn on_pair(cfg: &BenchConfig, bench: impl PairBench) -> Result<BenchResult, StageError> {
     check_cfg(cfg)?;
     match cfg.backend {
         Backend::Cuda => {
             let a = CudaDevice::new(cfg.src_device)?;
             let b = CudaDevice::new(cfg.dst_device)?;
-            inprocess_with(&a, &b, cfg)
+            bench.run(&a, &b, cfg)
         }
-        Backend::Host => inprocess_with(&HostDevice::new(), &HostDevice::new(), cfg),
+        Backend::Host => bench.run(&HostDevice::new(), &HostDevice::new(), cfg),
     }
 }
 
-fn inprocess_with<D: Device>(
-    src_dev: &D,
-    dst_dev: &D,
+/// The timing loop every local benchmark shares: `warmup + iterations` rounds of `reset` (untimed),
+/// `body` (timed) and `check(i)` (untimed: does the destination hold the source's bytes?).
+/// Returns the timed seconds of the measured rounds and how many rounds verified.
+fn timed_rounds(
     cfg: &BenchConfig,
-) -> Result<BenchResult, StageError> {
-    let data = pattern(cfg.bytes, cfg.seed);
-    let want = checksum(&data);
-    let src = src_dev.upload(&data)?;
-    drop(data);
-    let mut dst = dst_dev.alloc_zeroed(cfg.bytes)?;
-    let mut stage = InProcessStage::new(src_dev, dst_dev, cfg.ring)?;
+    mut reset: impl FnMut() -> Result<(), StageError>,
+    mut body: impl FnMut() -> Result<(), StageError>,
+    mut check: impl FnMut(usize) -> Result<bool, StageError>,
+) -> Result<(Vec<f64>, usize), StageError> {
     let mut seconds = Vec::with_capacity(cfg.iterations);
     let mut verified = 0;
     for i in 0..cfg.warmup + cfg.iterations {
-        dst_dev.zero(&mut dst)?;
+        reset()?;
         let t = Instant::now();
-        stage.transfer(&src, &mut dst)?;
+        body()?;
         let secs = t.elapsed().as_secs_f64();
-        verified += usize::from(verify(
-            dst_dev,
-            &dst,
-            want,
-            &format!("in-process iteration {i}"),
-        )?);
+        verified += usize::from(check(i)?);
         if i >= cfg.warmup {
             seconds.push(secs);
         }
     }
-    let mut r = summarise(
-        "inprocess",
-        cfg,
-        vec![src_dev.describe(), dst_dev.describe()],
-        seconds,
+    Ok((seconds, verified))
+}
+
+/// What a device-to-device benchmark moves: the source pattern uploaded, a zeroed destination (in a
+/// `RefCell`: the reset, transfer and check closures of [`timed_rounds`] each borrow it in turn), and
+/// the pattern's checksum.
+struct Endpoints<M> {
+    src: M,
+    dst: RefCell<M>,
+    want: u64,
+}
+
+/// The [`Endpoints`] of a run from `src_dev` to `dst_dev`.
+fn endpoints<D: Device>(
+    src_dev: &D,
+    dst_dev: &D,
+    cfg: &BenchConfig,
+) -> Result<Endpoints<D::Memory>, StageError> {
+    let data = pattern(cfg.bytes, cfg.seed);
+    let want = checksum(&data);
+    let src = src_dev.upload(&data)?;
+    drop(data);
+    Ok(Endpoints {
+        src,
+        dst: RefCell::new(dst_dev.alloc_zeroed(cfg.bytes)?),
         want,
-        verified,
-    );
-    r.chunk_bytes = Some(cfg.ring.chunk_bytes);
-    r.slots = Some(cfg.ring.slots);
-    Ok(r)
+    })
+}
+
+/// GPU `src_device` → host ring → GPU `dst_device` in one process (or host → host with
+/// [`Backend::Host`]).
+pub fn run_inprocess(cfg: &BenchConfig) -> Result<BenchResult, StageError> {
+    on_pair(cfg, InProcessBench)
+}
+
+struct InProcessBench;
+
+impl PairBench for InProcessBench {
+    fn run<D: Device>(
+        self,
+        src_dev: &D,
+        dst_dev: &D,
+        cfg: &BenchConfig,
+    ) -> Result<BenchResult, StageError> {
+        let Endpoints { src, dst, want } = endpoints(src_dev, dst_dev, cfg)?;
+        let mut stage = InProcessStage::new(src_dev, dst_dev, cfg.ring)?;
+        let (seconds, verified) = timed_rounds(
+            cfg,
+            || dst_dev.zero(&mut dst.borrow_mut()),
+            || stage.transfer(&src, &mut dst.borrow_mut()).map(drop),
+            |i| {
+                verify(
+                    dst_dev,
+                    &dst.borrow(),
+                    want,
+                    &format!("in-process iteration {i}"),
+                )
+            },
+        )?;
+        let mut r = summarise(
+            "inprocess",
+            cfg,
+            vec![src_dev.describe(), dst_dev.describe()],
+            seconds,
+            want,
+            verified,
+        );
+        r.chunk_bytes = Some(cfg.ring.chunk_bytes);
+        r.slots = Some(cfg.ring.slots);
+        Ok(r)
+    }
 }
 
 /// Direction of a single large pinned copy (the "copy engine alone" peer).
@@ -245,93 +305,95 @@ pub enum Direction {
     H2d,
 }
 
-/// One `cudaMemcpyAsync`-equivalent of `bytes` between GPU `src_device` and one page-locked
-/// (not write-combined) host buffer: the ceiling the in-process pipeline is held against.
-pub fn run_pinned_copy(cfg: &BenchConfig, direction: Direction) -> Result<BenchResult, StageError> {
-    check_cfg(cfg)?;
-    match cfg.backend {
-        Backend::Cuda => pinned_with(&CudaDevice::new(cfg.src_device)?, cfg, direction),
-        Backend::Host => pinned_with(&HostDevice::new(), cfg, direction),
-    }
-}
-
-fn pinned_with<D: Device>(
-    dev: &D,
-    cfg: &BenchConfig,
-    direction: Direction,
-) -> Result<BenchResult, StageError> {
-    let data = pattern(cfg.bytes, cfg.seed);
-    let want = checksum(&data);
-    let host = dev.alloc_staging(cfg.bytes)?;
-    let ring = crate::ring::StagingRing::from_buffers(
+/// A ring of one slot of the whole transfer size, on `dev`: the page-locked buffer the pinned peers
+/// copy through.
+fn one_slot_ring<D: Device>(dev: &D, cfg: &BenchConfig) -> Result<Arc<StagingRing>, StageError> {
+    Ok(StagingRing::from_buffers(
         RingConfig {
             chunk_bytes: cfg.bytes,
             slots: 1,
         },
-        vec![host],
-    );
-    // This function is the ring's only user: it owns the one slot for the whole measurement.
-    let mut slot = ring.acquire(0)?;
-    let (ptr, len) = (slot.ptr(cfg.bytes)?, cfg.bytes);
-    let stream = dev.new_stream()?;
-    let mut seconds = Vec::with_capacity(cfg.iterations);
-    let mut verified = 0;
-    let name = match direction {
-        Direction::D2h => "pinned_d2h",
-        Direction::H2d => "pinned_h2d",
-    };
-    match direction {
-        Direction::D2h => {
-            let src = dev.upload(&data)?;
-            for i in 0..cfg.warmup + cfg.iterations {
-                // SAFETY: the ring (and its one buffer) outlives the copy; we wait below.
-                unsafe { std::ptr::write_bytes(ptr, 0, len) };
-                let t = Instant::now();
-                // SAFETY: exclusive use of the buffer; the stream is drained before reading it.
-                unsafe { dev.copy_d2h(&stream, &src, 0, ptr, len)? };
-                dev.wait_stream(&stream)?;
-                let secs = t.elapsed().as_secs_f64();
-                verified += usize::from(matches_checksum(
-                    slot.bytes(len)?,
-                    want,
-                    &format!("pinned D2H iteration {i}"),
-                ));
-                if i >= cfg.warmup {
-                    seconds.push(secs);
-                }
-            }
-        }
-        Direction::H2d => {
-            // Before any copy is queued: nothing else touches the slot.
-            slot.bytes_mut(len)?.copy_from_slice(&data);
-            let mut dst = dev.alloc_zeroed(cfg.bytes)?;
-            for i in 0..cfg.warmup + cfg.iterations {
-                dev.zero(&mut dst)?;
-                let t = Instant::now();
-                // SAFETY: the buffer is not modified while the copy runs; we wait below.
-                unsafe { dev.copy_h2d(&stream, ptr, len, &mut dst, 0)? };
-                dev.wait_stream(&stream)?;
-                let secs = t.elapsed().as_secs_f64();
-                verified += usize::from(verify(
-                    dev,
-                    &dst,
-                    want,
-                    &format!("pinned H2D iteration {i}"),
-                )?);
-                if i >= cfg.warmup {
-                    seconds.push(secs);
-                }
-            }
-        }
-    }
-    Ok(summarise(
-        name,
-        cfg,
-        vec![dev.describe()],
-        seconds,
-        want,
-        verified,
+        vec![dev.alloc_staging(cfg.bytes)?],
     ))
+}
+
+/// One `cudaMemcpyAsync`-equivalent of `bytes` between GPU `src_device` and one page-locked
+/// (not write-combined) host buffer: the ceiling the in-process pipeline is held against.
+pub fn run_pinned_copy(cfg: &BenchConfig, direction: Direction) -> Result<BenchResult, StageError> {
+    on_pair(cfg, PinnedBench(direction))
+}
+
+struct PinnedBench(Direction);
+
+impl PairBench for PinnedBench {
+    /// On `src_device` alone (the destination device is not used).
+    fn run<D: Device>(self, dev: &D, _: &D, cfg: &BenchConfig) -> Result<BenchResult, StageError> {
+        let data = pattern(cfg.bytes, cfg.seed);
+        let want = checksum(&data);
+        let ring = one_slot_ring(dev, cfg)?;
+        // This function is the ring's only user: it owns the one slot for the whole measurement.
+        let mut slot = ring.acquire(0)?;
+        let (ptr, len) = (slot.ptr(cfg.bytes)?, cfg.bytes);
+        let stream = dev.new_stream()?;
+        let (name, (seconds, verified)) = match self.0 {
+            Direction::D2h => {
+                let src = dev.upload(&data)?;
+                let rounds = timed_rounds(
+                    cfg,
+                    || {
+                        // SAFETY: the ring (and its one buffer) outlives the copy; no copy is in
+                        // flight here (each round drains the stream).
+                        unsafe { std::ptr::write_bytes(ptr, 0, len) };
+                        Ok(())
+                    },
+                    || {
+                        // SAFETY: exclusive use of the buffer; the stream is drained before reading it.
+                        unsafe { dev.copy_d2h(&stream, &src, 0, ptr, len)? };
+                        dev.wait_stream(&stream)
+                    },
+                    |i| {
+                        Ok(matches_checksum(
+                            slot.bytes(len)?,
+                            want,
+                            &format!("pinned D2H iteration {i}"),
+                        ))
+                    },
+                )?;
+                ("pinned_d2h", rounds)
+            }
+            Direction::H2d => {
+                // Before any copy is queued: nothing else touches the slot.
+                slot.bytes_mut(len)?.copy_from_slice(&data);
+                let dst = RefCell::new(dev.alloc_zeroed(cfg.bytes)?);
+                let rounds = timed_rounds(
+                    cfg,
+                    || dev.zero(&mut dst.borrow_mut()),
+                    || {
+                        // SAFETY: the buffer is not modified while the copy runs; we wait below.
+                        unsafe { dev.copy_h2d(&stream, ptr, len, &mut dst.borrow_mut(), 0)? };
+                        dev.wait_stream(&stream)
+                    },
+                    |i| {
+                        verify(
+                            dev,
+                            &dst.borrow(),
+                            want,
+                            &format!("pinned H2D iteration {i}"),
+                        )
+                    },
+                )?;
+                ("pinned_h2d", rounds)
+            }
+        };
+        Ok(summarise(
+            name,
+            cfg,
+            vec![dev.describe()],
+            seconds,
+            want,
+            verified,
+        ))
+    }
 }
 
 /// The floor a staged transfer of `bytes` is held against: one pinned D2H of the whole size from GPU
@@ -339,69 +401,55 @@ fn pinned_with<D: Device>(
 /// back to back, timed together (no overlap is possible: the H2D needs the D2H's bytes). Small
 /// transfers cannot pipeline, so this is what the copy engines alone take for them.
 pub fn run_pinned_floor(cfg: &BenchConfig) -> Result<BenchResult, StageError> {
-    check_cfg(cfg)?;
-    match cfg.backend {
-        Backend::Cuda => {
-            let a = CudaDevice::new(cfg.src_device)?;
-            let b = CudaDevice::new(cfg.dst_device)?;
-            floor_with(&a, &b, cfg)
-        }
-        Backend::Host => floor_with(&HostDevice::new(), &HostDevice::new(), cfg),
-    }
+    on_pair(cfg, FloorBench)
 }
 
-fn floor_with<D: Device>(
-    src_dev: &D,
-    dst_dev: &D,
-    cfg: &BenchConfig,
-) -> Result<BenchResult, StageError> {
-    let data = pattern(cfg.bytes, cfg.seed);
-    let want = checksum(&data);
-    let src = src_dev.upload(&data)?;
-    drop(data);
-    let mut dst = dst_dev.alloc_zeroed(cfg.bytes)?;
-    let ring = crate::ring::StagingRing::from_buffers(
-        RingConfig {
-            chunk_bytes: cfg.bytes,
-            slots: 1,
-        },
-        vec![src_dev.alloc_staging(cfg.bytes)?],
-    );
-    // This function is the ring's only user: it owns the one slot for the whole measurement.
-    let slot = ring.acquire(0)?;
-    let (ptr, len) = (slot.ptr(cfg.bytes)?, cfg.bytes);
-    let (d2h, h2d) = (src_dev.new_stream()?, dst_dev.new_stream()?);
-    let mut seconds = Vec::with_capacity(cfg.iterations);
-    let mut verified = 0;
-    for i in 0..cfg.warmup + cfg.iterations {
-        dst_dev.zero(&mut dst)?;
-        let t = Instant::now();
-        // SAFETY: the slot's buffer is ours alone and outlives both copies; the D2H stream is
-        // drained before the H2D reads the buffer, and the H2D stream before the next D2H writes it.
-        unsafe { src_dev.copy_d2h(&d2h, &src, 0, ptr, len)? };
-        src_dev.wait_stream(&d2h)?;
-        // SAFETY: as above.
-        unsafe { dst_dev.copy_h2d(&h2d, ptr, len, &mut dst, 0)? };
-        dst_dev.wait_stream(&h2d)?;
-        let secs = t.elapsed().as_secs_f64();
-        verified += usize::from(verify(
-            dst_dev,
-            &dst,
+struct FloorBench;
+
+impl PairBench for FloorBench {
+    fn run<D: Device>(
+        self,
+        src_dev: &D,
+        dst_dev: &D,
+        cfg: &BenchConfig,
+    ) -> Result<BenchResult, StageError> {
+        let Endpoints { src, dst, want } = endpoints(src_dev, dst_dev, cfg)?;
+        let ring = one_slot_ring(src_dev, cfg)?;
+        // This function is the ring's only user: it owns the one slot for the whole measurement.
+        let slot = ring.acquire(0)?;
+        let (ptr, len) = (slot.ptr(cfg.bytes)?, cfg.bytes);
+        let (d2h, h2d) = (src_dev.new_stream()?, dst_dev.new_stream()?);
+        let (seconds, verified) = timed_rounds(
+            cfg,
+            || dst_dev.zero(&mut dst.borrow_mut()),
+            || {
+                // SAFETY: the slot's buffer is ours alone and outlives both copies; the D2H stream is
+                // drained before the H2D reads the buffer, and the H2D stream before the next D2H
+                // writes it.
+                unsafe { src_dev.copy_d2h(&d2h, &src, 0, ptr, len)? };
+                src_dev.wait_stream(&d2h)?;
+                // SAFETY: as above.
+                unsafe { dst_dev.copy_h2d(&h2d, ptr, len, &mut dst.borrow_mut(), 0)? };
+                dst_dev.wait_stream(&h2d)
+            },
+            |i| {
+                verify(
+                    dst_dev,
+                    &dst.borrow(),
+                    want,
+                    &format!("pinned D2H + H2D iteration {i}"),
+                )
+            },
+        )?;
+        Ok(summarise(
+            "pinned_d2h_then_h2d",
+            cfg,
+            vec![src_dev.describe(), dst_dev.describe()],
+            seconds,
             want,
-            &format!("pinned D2H + H2D iteration {i}"),
-        )?);
-        if i >= cfg.warmup {
-            seconds.push(secs);
-        }
+            verified,
+        ))
     }
-    Ok(summarise(
-        "pinned_d2h_then_h2d",
-        cfg,
-        vec![src_dev.describe(), dst_dev.describe()],
-        seconds,
-        want,
-        verified,
-    ))
 }
 
 /// What the TCP receiver reports back to the sender at the end of a run.
@@ -802,12 +850,14 @@ mod tests {
     #[test]
     fn a_corrupted_chunk_makes_the_inprocess_run_unverified() {
         let cfg = host_cfg(3 * MIB + 17);
-        let clean = inprocess_with(&HostDevice::new(), &HostDevice::new(), &cfg).unwrap();
+        let clean = InProcessBench
+            .run(&HostDevice::new(), &HostDevice::new(), &cfg)
+            .unwrap();
         assert!(clean.verified);
         assert_eq!(clean.verified_iterations, 3);
         // The 6th host→device copy is chunk 1 of the second iteration (4 chunks per iteration).
         let dev = corrupting(5);
-        let r = inprocess_with(&dev, &dev, &cfg).unwrap();
+        let r = InProcessBench.run(&dev, &dev, &cfg).unwrap();
         assert!(!r.verified, "a corrupted chunk must not verify");
         assert_eq!(r.verified_iterations, 2);
     }
