@@ -169,9 +169,11 @@ def readme_summary(root):
         f"| ≥ {inproc['target']:.2f}× |",
         f"| same | {gib(naive['ours_gib_s_median'])} | `tensor.cpu().to(\"cuda:1\")` {gib(naive['peer_gib_s_median'])} "
         f"| {ratio(naive['ratio_median'], 1)} | ≥ {naive['target']:.0f}× |",
-        f"| gpu-stage two processes over TCP loopback, 512 MiB, same run | {gib(tcp['ours_gib_s_median'])} "
+        f"| gpu-stage two processes over TCP loopback, 512 MiB, same run, 4 connections against NCCL's default "
+        f"socket count, H200 pair | {gib(tcp['ours_gib_s_median'])} "
         f"| NCCL sockets (P2P/SHM/IB off) {gib(tcp['peer_gib_s_median'])} | {ratio(tcp['ratio_median'])} "
         f"| ≥ {tcp['target']:.0f}× |",
+        equal_sockets_row(root),
         "| gpu-stage over RDMA (WRITE_WITH_IMM into the peer's ring, credits), 64 MiB in 4 MiB chunks, host backend, "
         f"rxe in a TCG VM, {len({r['run'] for r in rows})} runs (`bench/results/gpu-stage-rdma-rxe.json`) "
         f"| 1 QP: {span([max(r['ours']) for r in one], gbps)} Gb/s best per run; "
@@ -187,6 +189,25 @@ def readme_summary(root):
             *wbw(loaded)),
     ] + out_rdt
     return "\n".join(out)
+
+
+# The newest run with NCCL's socket peer at our connection counts (bench/gpu-stage/peers.py --only nccl-sockets).
+EQUAL_SOCKETS = "gpu-stage-at-24407e5-h200x1"
+
+
+def equal_sockets_row(root):
+    """Ours at 1/4/8 TCP connections beside NCCL send/recv at the same socket count, one run."""
+    res = {r["part"]: r["result"] for r in load(root, f"{EQUAL_SOCKETS}/gpu-stage-results.json")}
+    peers = load(root, f"{EQUAL_SOCKETS}/gpu-stage-peers.json")
+    pairs = [(k, res[f"tcp-sweep connections={k}"]["gib_s_median"], peers[f"nccl_socket_sendrecv_s{k}"]["gib_s_median"])
+             for k in (1, 4, 8)]
+    return (
+        f"| gpu-stage two processes over TCP loopback, 512 MiB, one H200 GPU0 → host → GPU0, 1/4/8 connections "
+        f"(`bench/results/{EQUAL_SOCKETS}/`) | {' / '.join(fixed(o, 2) for _, o, _ in pairs)} GiB/s "
+        f"| NCCL send/recv over sockets at the same socket counts (its faster channel split): "
+        f"{' / '.join(fixed(p, 2) for _, _, p in pairs)} GiB/s "
+        f"| {' / '.join(ratio(o / p) for _, o, p in pairs)} | ≥ 1.0× at 1; ≥ 1.5× at 4 and 8 |"
+    )
 
 
 def rdt_rows(root):
