@@ -7,13 +7,30 @@ use std::process::Command;
 
 use super::harness::{Kind, Ns, kubectl, rdmakit_path, repo};
 
-const PROFILES: [&str; 5] = [
-    "aliyun-erdma",
-    "aliyun-erdma-dra",
-    "mellanox-ib",
-    "rdma-shared-device",
-    "volcengine-ib",
-];
+/// Every built-in profile, from `rdmakit profiles --json` (run outside the repository, so only the built-ins
+/// are listed): a profile added later is validated without editing this file.
+fn builtin_profiles(scratch: &Path) -> Vec<String> {
+    std::fs::create_dir_all(scratch).unwrap();
+    let o = Command::new(rdmakit_path())
+        .args(["profiles", "--json"])
+        .current_dir(scratch)
+        .env("XDG_CONFIG_HOME", scratch)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "profiles --json: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<String> = list
+        .iter()
+        .filter(|p| p["origin"] == "built-in")
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(names.len() >= 8, "built-in profiles: {names:?}");
+    names
+}
 
 fn yaml_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -35,7 +52,8 @@ fn yaml_under(dir: &Path) -> Vec<PathBuf> {
 /// Files a YAML parser refuses are input errors for both sides; they are compared too (both must reject).
 fn cases(scratch: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    for p in PROFILES {
+    for p in builtin_profiles(scratch) {
+        let p = p.as_str();
         let dir = scratch.join(p);
         let o = Command::new(rdmakit_path())
             .args(["render", "all", "--profile", p, "--out"])
@@ -137,4 +155,57 @@ fn rdmakit_validate_strict_agrees_with_the_api_server_on_every_manifest() {
         disagree.len(),
         disagree.join("\n")
     );
+}
+
+/// The module cache the tier's build filled (`go env GOMODCACHE` in the operators' module).
+fn go_module_cache() -> PathBuf {
+    let o = Command::new("go")
+        .args(["env", "GOMODCACHE"])
+        .current_dir(repo().join("tests/cluster/components/operators"))
+        .output()
+        .expect("go is on PATH (the tier built its components with it)");
+    assert!(
+        o.status.success(),
+        "go env GOMODCACHE: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+}
+
+/// k8s-render's vendored CRDs are byte for byte the ones the operators' releases ship, which up.sh installed
+/// into this API server. k8s-render's own test of this skips where the module cache is empty (a fresh
+/// machine's `cargo test` runs before the tier downloads the modules); here the cache is always there, so
+/// a drift fails.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn the_vendored_crds_are_the_ones_the_operators_ship() {
+    let cache = go_module_cache();
+    let pairs = [
+        (
+            "ray.io_rayclusters.yaml",
+            "github.com/ray-project/kuberay/ray-operator@v1.5.1/config/crd/bases/ray.io_rayclusters.yaml",
+            "rayclusters.ray.io",
+        ),
+        (
+            "kubeflow.org_mpijobs.yaml",
+            "github.com/kubeflow/mpi-operator@v0.7.0/manifests/base/kubeflow.org_mpijobs.yaml",
+            "mpijobs.kubeflow.org",
+        ),
+    ];
+    for (file, upstream, crd) in pairs {
+        let ours = std::fs::read(repo().join("crates/k8s-render/schemas").join(file)).unwrap();
+        let theirs = std::fs::read(cache.join(upstream))
+            .unwrap_or_else(|e| panic!("{upstream} in {}: {e}", cache.display()));
+        assert!(
+            ours == theirs,
+            "crates/k8s-render/schemas/{file} differs from {upstream}: copy the release's file unchanged"
+        );
+        // And the API server serves that CRD (up.sh applied the same file).
+        let o = kubectl(&["get", "crd", crd, "-o", "jsonpath={.spec.versions[*].name}"]);
+        assert!(
+            o.status.success(),
+            "kubectl get crd {crd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
