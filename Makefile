@@ -5,6 +5,10 @@ CARGO ?= cargo
 OUT ?= out
 # Debian packages the build needs (rdma-sys runs bindgen against the verbs headers).
 BUILD_PKGS := libibverbs-dev librdmacm-dev libclang-dev clang pkg-config
+# Debian packages the tests need: shellcheck checks every plan.sh (crates/rdmakit/tests/workflows_dry_run.rs).
+TEST_PKGS := shellcheck
+# PyPI packages the tests need: jsonschema validates the SARIF logs (crates/k8s-render/tests/sarif.rs).
+TEST_PYPI := jsonschema
 # Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).
 VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static file rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2 kmod udev
 
@@ -16,6 +20,9 @@ demo: deps
 	./target/debug/rdmakit run scripts/workflows/erdma-ray-rdt.rhai --dry-run --out $(OUT)/erdma-ray-rdt
 
 ## test: format, lints, unit + snapshot tests, the Ray RDT package, the control-plane tier, the soft-RoCE VM tier.
+## test-deps has installed every tool a test looks for, so under `make test` a test that would skip for a missing
+## tool fails instead (RDMAKIT_NO_SKIP); tests that need hardware (a GPU, RDMA devices) still report as ignored.
+test: export RDMAKIT_NO_SKIP = 1
 test: deps test-deps fmt-check clippy unit py-test cluster-test vm-test
 
 build:
@@ -65,8 +72,8 @@ deps:
 	@scripts/ci/apt-install.sh $(BUILD_PKGS)
 
 test-deps:
-	@scripts/ci/apt-install.sh $(VM_PKGS)
-	@scripts/ci/pip-install.sh virtme-ng
+	@scripts/ci/apt-install.sh $(TEST_PKGS) $(VM_PKGS)
+	@scripts/ci/pip-install.sh $(TEST_PYPI) virtme-ng
 
 ## fuzz: bounded cargo-fuzz run of every probe parser and of k8s-render's untrusted-input entry points (manifest
 ## loader, validate, lint; see crates/probe/FUZZING.md and crates/k8s-render/FUZZING.md); not part of `make test`.

@@ -39,7 +39,8 @@ fn vendored_crds_match_the_operator_releases_in_the_go_module_cache() {
         if !upstream.exists() {
             println!(
                 "SKIP vendored_crds_match_the_operator_releases_in_the_go_module_cache: {} absent \
-                 (the cluster tier's build downloads {release} into the module cache)",
+                 (the cluster tier's build downloads {release} into the module cache; the tier's \
+                 the_vendored_crds_are_the_ones_the_operators_ship runs this check there, without a skip)",
                 upstream.display()
             );
             continue;
