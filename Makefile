@@ -12,7 +12,7 @@ TEST_PYPI := jsonschema
 # Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).
 VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static file rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2 kmod udev
 
-.PHONY: demo test deps test-deps fmt-check clippy unit py-test cluster-test cluster-up cluster-down vm-test build fuzz clean
+.PHONY: demo test deps test-deps fmt-check clippy unit package-test py-test cluster-test cluster-up cluster-down vm-test build fuzz clean
 
 ## demo: the eRDMA Ray RDT workflow in dry-run (no cluster): bundle under out/, plan printed.
 demo: deps
@@ -23,7 +23,7 @@ demo: deps
 ## test-deps has installed every tool a test looks for, so under `make test` a test that would skip for a missing
 ## tool fails instead (RDMAKIT_NO_SKIP); tests that need hardware (a GPU, RDMA devices) still report as ignored.
 test: export RDMAKIT_NO_SKIP = 1
-test: deps test-deps fmt-check clippy unit py-test cluster-test vm-test
+test: deps test-deps fmt-check clippy unit package-test py-test cluster-test vm-test
 
 build:
 	$(CARGO) build --workspace --all-targets
@@ -36,6 +36,10 @@ clippy:
 
 unit:
 	$(CARGO) test --workspace
+
+# The library crates as a registry would serve them, used from a crate outside the workspace (tests/package/run.sh).
+package-test:
+	tests/package/run.sh
 
 # The rdmakit_rdt Python package (maturin wheel, pytest, Ray actors on CPU): python/rdmakit-rdt/README.md.
 py-test:
