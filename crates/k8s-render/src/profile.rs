@@ -456,6 +456,19 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> ProfileInval
     }
 }
 
+/// `Ok(())` when `ok`, else the field's error: one line per validation rule.
+fn ensure(
+    ok: bool,
+    field: impl Into<String>,
+    message: impl Into<String>,
+) -> Result<(), ProfileInvalid> {
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(field, message))
+    }
+}
+
 const DNS_POLICIES: &[&str] = &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
 
 impl Profile {
@@ -822,21 +835,19 @@ impl Profile {
                 }
             }
             NcclTransport::Sockets => {
-                if hca.is_some() {
-                    return Err(invalid(
-                        "nccl.ib_hca",
-                        "the sockets transport does not read NCCL_IB_HCA: remove it",
-                    ));
-                }
+                ensure(
+                    hca.is_none(),
+                    "nccl.ib_hca",
+                    "the sockets transport does not read NCCL_IB_HCA: remove it",
+                )?;
             }
             NcclTransport::NetPlugin(p) => {
                 let f = |k: &str| format!("nccl.transport.{k}");
-                if p.name.trim().is_empty() {
-                    return Err(invalid(
-                        f("name"),
-                        "must name the plugin (e.g. aws-ofi-nccl)",
-                    ));
-                }
+                ensure(
+                    !p.name.trim().is_empty(),
+                    f("name"),
+                    "must name the plugin (e.g. aws-ofi-nccl)",
+                )?;
                 if p.library.contains('/') || !p.library.contains(".so") {
                     return Err(invalid(
                         f("library"),
@@ -846,27 +857,24 @@ impl Profile {
                         ),
                     ));
                 }
-                if !p.library_dir.starts_with('/') {
-                    return Err(invalid(
-                        f("library_dir"),
-                        "must be an absolute directory inside the container (e.g. /opt/aws-ofi-nccl/install/lib)",
-                    ));
-                }
+                ensure(
+                    p.library_dir.starts_with('/'),
+                    f("library_dir"),
+                    "must be an absolute directory inside the container (e.g. /opt/aws-ofi-nccl/install/lib)",
+                )?;
                 for (i, k) in p.required_env.iter().enumerate() {
-                    if !p.env.contains_key(k) {
-                        return Err(invalid(
-                            format!("nccl.transport.required_env[{i}]"),
-                            format!("`{k}` is required but not set in nccl.transport.env"),
-                        ));
-                    }
+                    ensure(
+                        p.env.contains_key(k),
+                        format!("nccl.transport.required_env[{i}]"),
+                        format!("`{k}` is required but not set in nccl.transport.env"),
+                    )?;
                 }
                 for k in p.env.keys() {
-                    if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                        return Err(invalid(
-                            format!("nccl.transport.env.{k}"),
-                            "must be an environment variable name",
-                        ));
-                    }
+                    ensure(
+                        !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                        format!("nccl.transport.env.{k}"),
+                        "must be an environment variable name",
+                    )?;
                 }
                 for (i, v) in p.known_bad.iter().enumerate() {
                     check_version(&format!("nccl.transport.known_bad[{i}]"), v)?;
@@ -876,45 +884,41 @@ impl Profile {
                 }
                 if let Some(v) = &p.version {
                     check_version(&f("version"), v)?;
-                    if p.known_bad.contains(v) {
-                        return Err(invalid(
-                            f("version"),
-                            format!("{v} is in the plugin's own known_bad list"),
-                        ));
-                    }
+                    ensure(
+                        !p.known_bad.contains(v),
+                        f("version"),
+                        format!("{v} is in the plugin's own known_bad list"),
+                    )?;
                 }
                 for (i, pkg) in p.packages.iter().enumerate() {
-                    if pkg.is_empty() || pkg.contains(char::is_whitespace) {
-                        return Err(invalid(
-                            format!("nccl.transport.packages[{i}]"),
-                            "must be one apt package name",
-                        ));
-                    }
+                    ensure(
+                        !pkg.is_empty() && !pkg.contains(char::is_whitespace),
+                        format!("nccl.transport.packages[{i}]"),
+                        "must be one apt package name",
+                    )?;
                 }
                 match p.source {
                     PluginSource::Image => {
-                        if p.install.is_empty() {
-                            return Err(invalid(
-                                f("install"),
-                                "a plugin with source \"image\" needs the Dockerfile steps that install it \
+                        ensure(
+                            !p.install.is_empty(),
+                            f("install"),
+                            "a plugin with source \"image\" needs the Dockerfile steps that install it \
                                  (or source: \"host\" with a pod.host_paths mount when a node installer provides it)",
-                            ));
-                        }
+                        )?;
                     }
                     PluginSource::Host => {
                         let mounted = self.pod.host_paths.iter().any(|m| {
                             let mp = m.mount_path.trim_end_matches('/');
                             p.library_dir == mp || p.library_dir.starts_with(&format!("{mp}/"))
                         });
-                        if !mounted {
-                            return Err(invalid(
-                                f("library_dir"),
-                                format!(
-                                    "{} comes from the host but no pod.host_paths entry is mounted at or above it",
-                                    p.library_dir
-                                ),
-                            ));
-                        }
+                        ensure(
+                            mounted,
+                            f("library_dir"),
+                            format!(
+                                "{} comes from the host but no pod.host_paths entry is mounted at or above it",
+                                p.library_dir
+                            ),
+                        )?;
                     }
                 }
             }
@@ -925,21 +929,18 @@ impl Profile {
     fn check_instance_types(&self) -> Result<(), ProfileInvalid> {
         for (name, it) in &self.instance_types {
             let f = |k: &str| format!("instance_types.{name}.{k}");
-            if name.trim().is_empty() || name.contains(char::is_whitespace) {
-                return Err(invalid(
-                    "instance_types",
-                    format!("`{name}` is not an instance type name"),
-                ));
-            }
-            if it.gpus == 0 {
-                return Err(invalid(f("gpus"), "must be at least 1"));
-            }
-            if it.rdma_devices == 0 {
-                return Err(invalid(f("rdma_devices"), "must be at least 1"));
-            }
-            if it.nics == Some(0) {
-                return Err(invalid(f("nics"), "must be at least 1"));
-            }
+            ensure(
+                !name.trim().is_empty() && !name.contains(char::is_whitespace),
+                "instance_types",
+                format!("`{name}` is not an instance type name"),
+            )?;
+            ensure(it.gpus != 0, f("gpus"), "must be at least 1")?;
+            ensure(
+                it.rdma_devices != 0,
+                f("rdma_devices"),
+                "must be at least 1",
+            )?;
+            ensure(it.nics != Some(0), f("nics"), "must be at least 1")?;
             if let Some(g) = it.nic_gbps
                 && !(g.is_finite() && g > 0.0)
             {
@@ -948,23 +949,19 @@ impl Profile {
                     format!("{g} must be a positive line rate in Gb/s (e.g. 400)"),
                 ));
             }
-            if !(3..=6).contains(&it.pcie_gen) {
-                return Err(invalid(
-                    f("pcie_gen"),
-                    format!("{} is not a PCIe generation from 3 to 6", it.pcie_gen),
-                ));
-            }
-            if it.pcie_lanes == 0 {
-                return Err(invalid(f("pcie_lanes"), "must be at least 1"));
-            }
+            ensure(
+                (3..=6).contains(&it.pcie_gen),
+                f("pcie_gen"),
+                format!("{} is not a PCIe generation from 3 to 6", it.pcie_gen),
+            )?;
+            ensure(it.pcie_lanes != 0, f("pcie_lanes"), "must be at least 1")?;
             for (r, n) in &it.resources {
                 check_resource_name(&f(&format!("resources.{r}")), r)?;
-                if *n == 0 {
-                    return Err(invalid(
-                        f(&format!("resources.{r}")),
-                        "count must be at least 1",
-                    ));
-                }
+                ensure(
+                    *n != 0,
+                    f(&format!("resources.{r}")),
+                    "count must be at least 1",
+                )?;
                 match &self.rdma {
                     RdmaAttachment::DevicePlugin { resources } if !resources.contains_key(r) => {
                         return Err(invalid(
