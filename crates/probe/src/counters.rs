@@ -330,6 +330,60 @@ impl CounterDelta {
     }
 }
 
+/// The transmit counter a vendor profile reads on every device of a glob (k8s-render's `Profile.devices`),
+/// as workflows read it: `cat /sys/class/infiniband/<name_pattern>/<tx_counter>` summed per pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterSpec {
+    /// The device glob (`erdma_*`, `mlx5_*`).
+    pub name_pattern: String,
+    /// The counter file under the device (`ports/1/hw_counters/hw_tx_bytes_cnt`).
+    pub tx_counter: String,
+    /// What one unit of the counter is in bytes (4 for `port_xmit_data`'s 4-byte words).
+    pub counter_multiplier: u64,
+}
+
+/// The delta of one summed counter over several pods (`before[i]` and `after[i]` read in pod `i`), as a
+/// [`CounterDelta`] that [`prove`] and [`compare_ab`] judge. A pod whose counter went backwards (reset,
+/// wrapped) adds nothing and is listed in `reset`.
+pub fn summed_delta(spec: &CounterSpec, before: &[u64], after: &[u64]) -> Result<CounterDelta> {
+    if before.len() != after.len() {
+        return Err(ProbeError::SnapshotMismatch(format!(
+            "{} reading(s) before but {} after: read the same pods both times",
+            before.len(),
+            after.len()
+        )));
+    }
+    let kind = DeviceKind::classify(spec.name_pattern.trim_end_matches('*'), None, None);
+    // `ports/1/hw_counters/hw_tx_bytes_cnt` -> `hw_counters/hw_tx_bytes_cnt`, the key of a snapshot.
+    let key = spec
+        .tx_counter
+        .strip_prefix("ports/")
+        .and_then(|r| r.split_once('/'))
+        .map_or(spec.tx_counter.as_str(), |(_, rest)| rest)
+        .to_owned();
+    let mut raw = 0u64;
+    let mut reset = Vec::new();
+    for (i, (b, a)) in before.iter().zip(after).enumerate() {
+        if a < b {
+            reset.push(format!("{key} (pod {i})"));
+        } else {
+            raw = raw.saturating_add(a - b);
+        }
+    }
+    let bytes = raw.saturating_mul(spec.counter_multiplier.max(1));
+    Ok(CounterDelta {
+        device: format!("{} on {} pod(s)", spec.name_pattern, before.len()),
+        port: 1,
+        kind,
+        deltas: BTreeMap::from([(key, raw)]),
+        reset,
+        tx_bytes: Some(bytes),
+        rx_bytes: None,
+        tx_packets: None,
+        rx_packets: None,
+    })
+}
+
 /// How a traffic verdict was reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -55,6 +55,7 @@ pub mod doctor;
 mod error;
 pub mod expect;
 pub mod facts;
+pub mod judge;
 pub mod parse;
 pub mod preflight;
 pub mod report;

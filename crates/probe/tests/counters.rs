@@ -316,3 +316,52 @@ fn no_counters_fails_closed() {
     let ab = counters::compare_ab(&d, &d, GIB);
     assert_eq!(ab.verdict, Verdict::Fail);
 }
+
+/// Counters read with `cat` in several pods (what workflows do), summed and judged: seed 000's RDT run
+/// through eRDMA's byte counter, mlx5's 4-byte words, a counter that went backwards, and pods that differ.
+#[test]
+fn summed_pod_readings_prove_the_run_and_the_ab() {
+    let erdma = counters::CounterSpec {
+        name_pattern: "erdma_*".into(),
+        tx_counter: "ports/1/hw_counters/hw_tx_bytes_cnt".into(),
+        counter_multiplier: 1,
+    };
+    let run = 3 * 512 * 1024 * 1024_u64;
+    let d = counters::summed_delta(&erdma, &[1000, 5000], &[1000 + 1_642_000_000, 5000]).unwrap();
+    assert_eq!(d.kind, DeviceKind::Erdma);
+    assert_eq!(
+        d.deltas.get("hw_counters/hw_tx_bytes_cnt"),
+        Some(&1_642_000_000)
+    );
+    assert_eq!(d.device, "erdma_* on 2 pod(s)");
+    let proof = counters::prove(&d, run, counters::DEFAULT_MIN_FRACTION);
+    assert_eq!(proof.verdict, Verdict::Ok, "{}", proof.summary);
+    let flat = counters::summed_delta(&erdma, &[1000, 5000], &[1000, 5000]).unwrap();
+    let proof = counters::prove(&flat, run, counters::DEFAULT_MIN_FRACTION);
+    assert_eq!(proof.verdict, Verdict::Fail);
+    assert!(
+        proof.summary.contains("silent TCP fallback"),
+        "{}",
+        proof.summary
+    );
+    let ab = counters::compare_ab(&d, &flat, run);
+    assert_eq!(ab.verdict, Verdict::Ok);
+    assert!(
+        ab.lines[1].contains("TCP-run eRDMA tx delta: 0.000 GiB"),
+        "{:?}",
+        ab.lines
+    );
+    let mlx5 = counters::CounterSpec {
+        name_pattern: "mlx5_*".into(),
+        tx_counter: "ports/1/counters/port_xmit_data".into(),
+        counter_multiplier: 4,
+    };
+    let words = counters::summed_delta(&mlx5, &[10, 20], &[110, 5]).unwrap();
+    assert_eq!(words.tx_bytes, Some(400));
+    assert_eq!(words.reset, vec!["counters/port_xmit_data (pod 1)"]);
+    let e = counters::summed_delta(&erdma, &[1], &[1, 2]).unwrap_err();
+    assert!(
+        matches!(&e, ProbeError::SnapshotMismatch(m) if m.contains("1 reading(s) before but 2 after")),
+        "{e}"
+    );
+}

@@ -268,14 +268,19 @@ fn erdma_device_class() -> Vec<String> {
     ]
 }
 
-#[test]
-fn dra_gap_names_the_missing_attribute() {
+/// The devices of tests/fixtures/resourceslices-erdma.json.
+fn erdma_slices() -> Vec<probe::preflight::DraDevice> {
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/resourceslices-erdma.json"),
     )
-    .unwrap();
-    let devices = probe::preflight::parse_resource_slices(&text).unwrap();
+    .expect("tests/fixtures/resourceslices-erdma.json is readable");
+    probe::preflight::parse_resource_slices(&text).expect("the fixture parses")
+}
+
+#[test]
+fn dra_gap_names_the_missing_attribute() {
+    let devices = erdma_slices();
     assert_eq!(devices.len(), 3);
     // v1beta1 `basic` attributes without a domain belong to the driver's.
     assert_eq!(
@@ -698,5 +703,107 @@ fn a_probe_that_read_nothing_does_not_fail_the_devices() {
     assert!(
         cs.iter().all(|c| c.1 != Verdict::Fail),
         "nothing read, nothing failed: {cs:?}"
+    );
+}
+
+/// The aliyun-erdma-dra profile's DeviceClass selectors (the key is tested before it is read).
+fn profile_device_class() -> Vec<String> {
+    vec![
+        r#"device.driver == "dra.net" && device.attributes["dra.net"].rdma == true"#.into(),
+        r#""alibaba.dra.net" in device.attributes && "erdma" in device.attributes["alibaba.dra.net"] && device.attributes["alibaba.dra.net"]["erdma"] == true"#.into(),
+    ]
+}
+
+#[test]
+fn select_devices_per_node_and_names_what_a_partial_device_lacks() {
+    use probe::preflight::{DraDevice, select_devices};
+    let dev = |node: &str, name: &str, attrs: &[(&str, &str)]| DraDevice {
+        node: node.into(),
+        driver: "dra.net".into(),
+        name: name.into(),
+        attributes: attrs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect(),
+    };
+    let good = |node: &str| {
+        dev(
+            node,
+            "erdma-0",
+            &[
+                ("dra.net/rdma", "true"),
+                ("dra.net/rdmaDevice", "erdma_0"),
+                ("alibaba.dra.net/instanceType", "ecs.gn8is-2x.8xlarge"),
+                ("alibaba.dra.net/erdma", "true"),
+            ],
+        )
+    };
+    let devices = vec![
+        good("n1"),
+        dev("n1", "eth0", &[("dra.net/rdma", "false")]),
+        // DRANET could not tell n2's adapter is eRDMA: the domain is there, the erdma attribute is not.
+        dev(
+            "n2",
+            "erdma-0",
+            &[
+                ("dra.net/rdma", "true"),
+                ("dra.net/rdmaDevice", "erdma_0"),
+                ("alibaba.dra.net/instanceType", "ecs.gn8is-2x.8xlarge"),
+            ],
+        ),
+        // Another driver's device is not the class's business.
+        DraDevice {
+            driver: "gpu.nvidia.com".into(),
+            ..good("n3")
+        },
+    ];
+    let s = select_devices(&profile_device_class(), &devices);
+    assert_eq!(s.driver.as_deref(), Some("dra.net"));
+    // The existence test of alibaba.dra.net/erdma is folded into its comparison.
+    assert_eq!(
+        s.terms,
+        vec![
+            "device.driver == \"dra.net\"",
+            "dra.net/rdma == true",
+            "\"alibaba.dra.net\" in device.attributes",
+            "alibaba.dra.net/erdma == true",
+        ]
+    );
+    assert_eq!(s.attributes, vec!["dra.net/rdma", "alibaba.dra.net/erdma"]);
+    assert!(s.unchecked.is_empty());
+    assert_eq!(s.selected.len(), 1, "{s:#?}");
+    assert_eq!(s.selected["n1"], vec!["erdma-0 (erdma_0)"]);
+    assert_eq!(s.lacking.len(), 1, "{s:#?}");
+    assert_eq!(s.lacking[0].device, "n2/erdma-0 (erdma_0)");
+    assert_eq!(s.lacking[0].missing, vec!["alibaba.dra.net/erdma == true"]);
+    let (able, short) = s.nodes_with(1);
+    assert_eq!(able, vec!["n1 (1: erdma-0 (erdma_0))"]);
+    assert!(short.is_empty());
+    let (able, short) = s.nodes_with(2);
+    assert!(able.is_empty());
+    assert_eq!(short, vec!["n1 has 1 of 2"]);
+    // A selector of another shape is not judged here, and says so.
+    let odd = vec![
+        r#"device.capacity["dra.net"].bandwidth.compareTo(quantity("100G")) >= 0"#.to_string(),
+    ];
+    let s = select_devices(&odd, &devices);
+    assert_eq!(s.unchecked, odd);
+    assert!(s.selected.is_empty() && s.lacking.is_empty());
+}
+
+#[test]
+fn select_devices_reads_the_slices_fixture() {
+    let devices = erdma_slices();
+    let s = probe::preflight::select_devices(&profile_device_class(), &devices);
+    // No device publishes alibaba.dra.net/erdma == true: nothing selectable, the RDMA ones lacking it.
+    assert!(s.selected.is_empty(), "{s:#?}");
+    let lacking: Vec<&str> = s.lacking.iter().map(|l| l.device.as_str()).collect();
+    assert_eq!(
+        lacking,
+        vec![
+            "cn-beijing.10.0.5.75/eth1 (erdma_0)",
+            "cn-beijing.10.0.5.76/eth1 (erdma_0)"
+        ],
+        "{s:#?}"
     );
 }

@@ -346,3 +346,130 @@ fn nccl_tests() {
         }
     }
 }
+
+/// Dry-runs a built-in workflow with `--set` pairs; everything it shows the user: the plan, plan.sh, the
+/// report and the rendered bundle, as one text.
+fn dry_run_text(name: &str, set: &[(&str, &str)]) -> String {
+    let out = tempfile::tempdir().unwrap();
+    let src = rdmakit::workflows::builtin(name).unwrap();
+    let (outcome, plan) = common::dry_run(name, src, out.path(), set, None);
+    assert!(
+        outcome.error.is_none(),
+        "{name} {set:?}: {:?}",
+        outcome.error
+    );
+    let mut all = format!(
+        "{}\n{}\n{}\n",
+        plan.to_text(),
+        plan.to_shell(),
+        outcome.report.to_markdown()
+    );
+    for e in std::fs::read_dir(out.path().join("bundle")).unwrap() {
+        let p = e.unwrap().path();
+        all.push_str(&p.display().to_string());
+        all.push_str(&std::fs::read_to_string(&p).unwrap());
+    }
+    all
+}
+
+/// Issue 13: the seed workflows take every vendor string from the profile. erdma-ray-rdt with a Ray profile
+/// that is not eRDMA names nothing of Alibaba or eRDMA (resource, device, notes, containerd fix, fix hints),
+/// and shows that profile's resource, device and notes instead; dranet-nccl-tests on GKE's DRANET profile
+/// lists and judges GKE's DeviceClass attributes, not seed 002's eRDMA ones.
+#[test]
+fn workflows_take_every_vendor_string_from_the_profile() {
+    let vendor_words = |text: &str| -> Vec<String> {
+        // The workflow's own name is not a vendor string, nor render's default nccl-tests image (seed 002's,
+        // on Alibaba's registry), which gke-rdma-dranet keeps on purpose (its notes say why).
+        let t = text
+            .replace("erdma-ray-rdt", "")
+            .replace(&k8s_render::Values::default().nccl_tests_image, "")
+            .to_lowercase();
+        ["erdma", "aliyun", "alibaba"]
+            .iter()
+            .filter(|w| t.contains(*w))
+            .map(|w| {
+                let i = t.find(*w).unwrap_or(0);
+                let ctx: String = t[i.saturating_sub(80)..].chars().take(160).collect();
+                format!("{w}: ...{ctx}...")
+            })
+            .collect()
+    };
+    let all = dry_run_text("erdma-ray-rdt", &[("profile", "mellanox-ib")]);
+    let found = vendor_words(&all);
+    assert!(
+        found.is_empty(),
+        "eRDMA strings in a mellanox-ib run: {found:#?}"
+    );
+    for needle in [
+        "Ray Direct Transport over InfiniBand (mellanox-ib, seed 000)",
+        "GPU workers with rdma/hca_shared_devices_a",
+        "at least 2 nodes report nvidia.com/gpu and rdma/hca_shared_devices_a",
+        "Profile mellanox-ib (Generic mlx5 HCAs",
+        "On RoCE fabrics set nccl.gid_index",
+        "ibv_devinfo -d mlx5",
+        "/sys/class/infiniband/mlx5_*/ports/1/counters/port_xmit_data",
+    ] {
+        assert!(all.contains(needle), "missing {needle:?} in\n{all}");
+    }
+    // The default profile keeps seed 000's strings, now from aliyun-erdma's fields and notes.
+    let all = dry_run_text("erdma-ray-rdt", &[]);
+    for needle in [
+        "GPU workers with aliyun/erdma",
+        "check the alibabacloud-erdma-agent pod",
+        "printf '[Service]\\nLimitMEMLOCK=infinity\\n' > /etc/systemd/system/containerd.service.d/10-memlock.conf",
+    ] {
+        assert!(all.contains(needle), "missing {needle:?} in\n{all}");
+    }
+
+    let all = dry_run_text("dranet-nccl-tests", &[("profile", "gke-rdma-dranet")]);
+    let found = vendor_words(&all);
+    assert!(
+        found.is_empty(),
+        "eRDMA strings in a gke-rdma-dranet run: {found:#?}"
+    );
+    let gke = rdmakit::profiles::load_builtin("gke-rdma-dranet").unwrap();
+    let k8s_render::RdmaAttachment::Dra(dra) = &gke.rdma else {
+        panic!("gke-rdma-dranet is a DRA profile");
+    };
+    assert!(
+        all.contains("the ResourceSlice devices that meet device.driver == \"dra.net\""),
+        "{all}"
+    );
+    // Every attribute GKE's DeviceClass compares is a column of the slice listing.
+    let terms: Vec<_> = dra
+        .selectors
+        .iter()
+        .flat_map(|s| probe::preflight::parse_cel_selector(s))
+        .collect();
+    assert!(!terms.is_empty());
+    for t in terms {
+        if let probe::preflight::SelectorTerm::Attribute { key, .. } = t {
+            let col = format!(
+                ".spec.devices[*].attributes.{}.bool",
+                key.replace('.', "\\.")
+            );
+            assert!(all.contains(&col), "no column {col} in\n{all}");
+        }
+    }
+    assert!(all.contains("grep -A5 mlx5"), "{all}");
+}
+
+/// vke-ib-pod reads the nodes' RDMA mode label from the profile; a profile without one is refused by name.
+#[test]
+fn vke_ib_pod_needs_the_profiles_mode_label() {
+    let out = tempfile::tempdir().unwrap();
+    let src = rdmakit::workflows::builtin("vke-ib-pod").unwrap();
+    let (outcome, _) = common::dry_run(
+        "vke-ib-pod",
+        src,
+        out.path(),
+        &[("profile", "mellanox-ib")],
+        None,
+    );
+    let err = outcome.error.expect("mellanox-ib has no node_label_values");
+    assert!(
+        err.message.contains("node_label_values") && err.message.contains("mellanox-ib"),
+        "{err}"
+    );
+}

@@ -153,7 +153,7 @@ fn nccl_tests_passes_live_on_gke_a4_nodes_through_dranet_claims() {
         "launcher-gib-ok.log",
         "gke-rdma-dranet",
         &[
-            "PASS selectable RDMA devices published: 2 node(s) with 8+ devices with driver dra.net and [\"dra.net/rdma\"] == true",
+            "PASS selectable RDMA devices published: 2 node(s) with 8+ devices that meet device.driver == \"dra.net\" and dra.net/rdma == true",
             "gke-a4-cluster-a4-pool-6f1c2b9e-0x7k (8:",
             "too few: [\"cn-hangzhou.172.16.0.21 has 1 of 8\"",
             "PASS one allocated RDMA claim per worker",

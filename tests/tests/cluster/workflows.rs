@@ -218,7 +218,7 @@ fn dranet_nccl_tests_fails_when_a_slice_lacks_the_attribute_the_device_class_sel
     let _fault = SliceFault::without_erdma_attribute();
     let ns = Ns::new("dranet-slice", Kind::Erdma);
     ns.run("dranet-nccl-tests", &[]).assert_fail_naming(&[
-        "cn-hangzhou.172.16.0.22/erdma_0 lacks",
+        "cn-hangzhou.172.16.0.22/erdma-0 (erdma_0) lacks",
         "alibaba.dra.net/erdma",
     ]);
     assert_clean(&ns);

@@ -132,6 +132,12 @@ impl NcclTestsRun {
         let w: Vec<u64> = self.rows.iter().filter_map(NcclTestsRow::wrong).collect();
         (!w.is_empty()).then(|| w.iter().sum())
     }
+
+    /// The run finished cleanly: it has a table, no row has wrong elements (where validated) and no
+    /// error line was seen.
+    pub fn completed(&self) -> bool {
+        !self.rows.is_empty() && self.total_wrong().unwrap_or(0) == 0 && self.errors.is_empty()
+    }
 }
 
 fn is_int(s: &str) -> bool {

@@ -202,6 +202,136 @@ pub fn dra_selector_gaps(selectors: &[String], devices: &[DraDevice]) -> Vec<Sel
     gaps
 }
 
+/// A device that meets some of a DeviceClass's conditions but not all: the scheduler cannot select it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LackingDevice {
+    /// `node/device` as [`DraSelection::selected`] names devices.
+    pub device: String,
+    /// The conditions it does not meet, as [`DraSelection::terms`] writes them.
+    pub missing: Vec<String>,
+}
+
+/// Which published devices a DeviceClass's CEL selectors select, node by node ([`select_devices`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraSelection {
+    /// The conditions understood, in selector order, without repeats (`device.driver == "dra.net"`,
+    /// `dra.net/rdma == true`); an existence test of an attribute that is also compared is left out.
+    pub terms: Vec<String>,
+    /// The attributes the conditions name (`dra.net/rdma`), for a listing of the slices.
+    pub attributes: Vec<String>,
+    /// The driver the selectors demand (`device.driver == "X"`), if they name one.
+    pub driver: Option<String>,
+    /// Selectors of which no condition is understood: only the scheduler evaluates them.
+    pub unchecked: Vec<String>,
+    /// Node → the devices that meet every condition (`name`, or `name (rdma device)` where DRANET's
+    /// `dra.net/rdmaDevice` names the verbs device).
+    pub selected: BTreeMap<String, Vec<String>>,
+    /// Devices of the demanded driver that meet some attribute condition but not all (seed 002's device
+    /// whose node DRANET could not tell is eRDMA): invisible to the scheduler.
+    pub lacking: Vec<LackingDevice>,
+}
+
+impl DraSelection {
+    /// `node (n: devices)` for each node with at least `count` selected devices, and `node has n of count`
+    /// for each node with fewer.
+    pub fn nodes_with(&self, count: usize) -> (Vec<String>, Vec<String>) {
+        let mut able = Vec::new();
+        let mut short = Vec::new();
+        for (node, devs) in &self.selected {
+            if devs.len() >= count {
+                able.push(format!("{node} ({}: {})", devs.len(), devs.join(", ")));
+            } else {
+                short.push(format!("{node} has {} of {count}", devs.len()));
+            }
+        }
+        (able, short)
+    }
+}
+
+/// The understood terms of `selectors`, without repeats and without an attribute's existence test when
+/// the same attribute is also compared; with the selectors that yield no term.
+fn selection_terms(selectors: &[String]) -> (Vec<SelectorTerm>, Vec<String>) {
+    let mut terms: Vec<SelectorTerm> = Vec::new();
+    let mut unchecked = Vec::new();
+    for s in selectors {
+        let parsed = parse_cel_selector(s);
+        if parsed.is_empty() {
+            unchecked.push(s.clone());
+        }
+        for t in parsed {
+            if !terms.contains(&t) {
+                terms.push(t);
+            }
+        }
+    }
+    let compared: Vec<String> = terms
+        .iter()
+        .filter_map(|t| match t {
+            SelectorTerm::Attribute {
+                key,
+                value: Some(_),
+            } => Some(key.clone()),
+            _ => None,
+        })
+        .collect();
+    terms.retain(
+        |t| !matches!(t, SelectorTerm::Attribute { key, value: None } if compared.contains(key)),
+    );
+    (terms, unchecked)
+}
+
+/// The devices of `devices` that a DeviceClass with these CEL selectors selects, per node, and those
+/// that meet only part of them. Only the forms of [`parse_cel_selector`] are judged; a selector of
+/// another shape is returned in [`DraSelection::unchecked`].
+pub fn select_devices(selectors: &[String], devices: &[DraDevice]) -> DraSelection {
+    let (terms, unchecked) = selection_terms(selectors);
+    let driver = terms.iter().find_map(|t| match t {
+        SelectorTerm::Driver(d) => Some(d.clone()),
+        _ => None,
+    });
+    let mut attributes: Vec<String> = Vec::new();
+    for t in &terms {
+        if let SelectorTerm::Attribute { key, .. } = t
+            && !attributes.contains(key)
+        {
+            attributes.push(key.clone());
+        }
+    }
+    let mut selected: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut lacking = Vec::new();
+    for d in devices {
+        let shown = match d.attributes.get("dra.net/rdmaDevice") {
+            Some(rd) if *rd != d.name => format!("{} ({rd})", d.name),
+            _ => d.name.clone(),
+        };
+        let missing: Vec<&SelectorTerm> = terms.iter().filter(|t| !t.holds(d)).collect();
+        if missing.is_empty() {
+            if !terms.is_empty() {
+                selected.entry(d.node.clone()).or_default().push(shown);
+            }
+            continue;
+        }
+        let other_driver = missing.iter().any(|t| matches!(t, SelectorTerm::Driver(_)));
+        let some_attribute = terms
+            .iter()
+            .any(|t| matches!(t, SelectorTerm::Attribute { .. }) && t.holds(d));
+        if !other_driver && some_attribute {
+            lacking.push(LackingDevice {
+                device: format!("{}/{shown}", d.node),
+                missing: missing.iter().map(|t| t.to_string()).collect(),
+            });
+        }
+    }
+    DraSelection {
+        terms: terms.iter().map(ToString::to_string).collect(),
+        attributes,
+        driver,
+        unchecked,
+        selected,
+        lacking,
+    }
+}
+
 fn list_or_none(v: &[&str]) -> String {
     if v.is_empty() {
         "none".into()

@@ -3,6 +3,7 @@
 
 mod dra;
 mod pods;
+mod vke;
 
 use std::collections::BTreeMap;
 
@@ -12,10 +13,12 @@ use crate::facts::{HostFacts, LimitValue};
 use crate::verdict::{Check, Verdict};
 
 pub use dra::{
-    DraDevice, SelectorGap, SelectorTerm, device_class_checks, dra_selector_gaps,
-    parse_cel_selector, parse_device_class, parse_resource_slices,
+    DraDevice, DraSelection, LackingDevice, SelectorGap, SelectorTerm, device_class_checks,
+    dra_selector_gaps, parse_cel_selector, parse_device_class, parse_resource_slices,
+    select_devices,
 };
 pub use pods::{POD_PROBE_COMMAND, POD_PROBE_SCRIPT, PodProbeOutput, parse_pod_probe};
+pub use vke::vke_rdma_kubelet_problem;
 
 /// A node as the Kubernetes API reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,19 +1,18 @@
-//! Analysis for workflows, built on the probe and gpu-stage crates so that scripts do not re-implement it
-//! with string checks: `probe::` judgements (memlock, the NCCL version against the profile's pins, the
-//! counter proof and the `NCCL_IB_DISABLE=1` A/B, host facts from `rdmakit probe --json`, the NCCL
-//! transport of a log) and the `bench::` module (gpu-stage benchmarks on this machine; nccl-tests, RDT
-//! and perftest results as tables, judged against a profile's expected rate when given one;
-//! ours-beside-the-peer ratio checks).
+//! The Rhai glue of the workflow judgements: the `probe::` functions (memlock, the NCCL version against the
+//! profile's pins, the counter proof and the `NCCL_IB_DISABLE=1` A/B, host facts from `rdmakit probe
+//! --json`, the NCCL transport of a log) call the probe crate's judgements (`probe::judge`,
+//! `probe::counters`) with what the profile says, and the `bench::` module (gpu-stage benchmarks on this
+//! machine; nccl-tests, RDT and perftest results as tables, judged against a profile's expected rate when
+//! given one; ours-beside-the-peer ratio checks) records probe's verdicts in the report. The judgements
+//! themselves live in probe: text in, a typed verdict out.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_render::Profile;
 use probe::bench::BenchVerdict;
-use probe::counters::{self, CounterDelta};
+use probe::counters::{self, CounterSpec};
 use probe::expect::{Expectation, ExpectationInputs};
-use probe::facts::nccl::NcclVersion;
-use probe::facts::rdma::DeviceKind;
+use probe::judge::NcclPolicy;
 use rhai::{Array, Dynamic, EvalAltResult, Map, Module};
 use serde::Serialize;
 
@@ -40,174 +39,27 @@ fn profile_arg(ctx: &Ctx, d: &Dynamic, what: &str) -> RResult<Profile> {
     })
 }
 
-/// The memlock verdict of `ulimit -l` output (KiB or `unlimited`) or `/proc/self/limits` text.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MemlockCheck {
-    /// True when the soft limit is unlimited.
-    pub ok: bool,
-    /// What was read (`unlimited`, `64 KiB`), or `unreadable`.
-    pub value: String,
-    /// One line for the report.
-    pub detail: String,
-    /// The fix when not ok.
-    pub fix: Option<String>,
-}
-
-/// The containerd drop-in of seed 000, the fix for a limited RLIMIT_MEMLOCK.
-pub const MEMLOCK_FIX: &str = "containerd runs with a LimitMEMLOCK below infinity on that node (systemd's default is 64 KiB, and ibv_create_qp then fails with 'Unknown error -12'): mkdir -p /etc/systemd/system/containerd.service.d && printf '[Service]\\nLimitMEMLOCK=infinity\\n' > /etc/systemd/system/containerd.service.d/10-memlock.conf && systemctl daemon-reload && systemctl restart containerd, then recreate the pods";
-
-/// Judges RLIMIT_MEMLOCK from `ulimit -l` (first non-empty line, KiB) or `/proc/self/limits`.
-pub fn memlock_check(text: &str) -> MemlockCheck {
-    use probe::facts::limits::{LimitValue, parse_limits};
-    let value = if let Some(m) = parse_limits(text) {
-        Some(m.soft)
-    } else {
-        text.lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .and_then(|l| match LimitValue::parse(l)? {
-                // `ulimit -l` counts KiB.
-                LimitValue::Bytes(kib) => Some(LimitValue::Bytes(kib.saturating_mul(1024))),
-                u => Some(u),
-            })
-    };
-    match value {
-        Some(LimitValue::Unlimited) => MemlockCheck {
-            ok: true,
-            value: "unlimited".into(),
-            detail: "RLIMIT_MEMLOCK is unlimited".into(),
-            fix: None,
-        },
-        Some(v) => MemlockCheck {
-            ok: false,
-            value: v.human(),
-            detail: format!("RLIMIT_MEMLOCK is {} (RDMA needs unlimited)", v.human()),
-            fix: Some(MEMLOCK_FIX.into()),
-        },
-        None => MemlockCheck {
-            ok: false,
-            value: "unreadable".into(),
-            detail: format!(
-                "no memlock value in the output (expected `ulimit -l` output): {:?}",
-                text.lines().next().unwrap_or("")
-            ),
-            fix: Some("run `ulimit -l` in the container; it must print unlimited".into()),
-        },
-    }
-}
-
-/// Finds an NCCL version in command output: `NCCL version 2.28.9+cuda13.0` (an NCCL log), a version code
-/// on its own line (`23007`, what `cupy.cuda.nccl.get_version()` prints), or a bare `2.30.7`.
-pub fn find_nccl_version(text: &str) -> Option<NcclVersion> {
-    if let Some(i) = text.find("NCCL version ") {
-        let rest = &text[i + "NCCL version ".len()..];
-        if let Some(v) = rest.split_whitespace().next().and_then(NcclVersion::parse) {
-            return Some(v);
-        }
-    }
-    for line in text.lines().rev().map(str::trim) {
-        if let Some(v) = line.parse::<u32>().ok().and_then(NcclVersion::from_code) {
-            return Some(v);
-        }
-        if let Some(v) = NcclVersion::parse(line) {
-            return Some(v);
-        }
-    }
-    None
-}
-
-/// The NCCL version judged against a profile's pin and known-bad list.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NcclCheck {
-    /// `pass`, `fail` (known bad or not found) or `warn` (neither the pin nor known good).
-    pub status: String,
-    /// The version found (`2.30.7`), if any.
-    pub version: Option<String>,
-    /// Its code (`23007`).
-    pub code: Option<u32>,
-    /// The profile's pin.
-    pub pin: Option<String>,
-    /// One line for the report.
-    pub detail: String,
-    /// The fix when not pass.
-    pub fix: Option<String>,
-}
-
-/// Judges the NCCL version printed in `text` for `profile`.
-pub fn nccl_check(text: &str, profile: &Profile) -> NcclCheck {
+/// What `profile` says about NCCL versions, for probe's judgement.
+pub fn nccl_policy(profile: &Profile) -> NcclPolicy {
     let n = &profile.nccl;
-    let pin_fix = |pin: &str| {
-        format!(
-            "install {}=={pin} in the image (rdmakit render image --profile {} writes that Dockerfile) and rebuild it",
-            n.pip_package, profile.name
-        )
-    };
-    let Some(v) = find_nccl_version(text) else {
-        return NcclCheck {
-            status: "fail".into(),
-            version: None,
-            code: None,
-            pin: n.pin.clone(),
-            detail: format!(
-                "no NCCL version in the output: {:?}",
-                text.trim().lines().last().unwrap_or("")
-            ),
-            fix: Some("check that torch and cupy import in the worker image".into()),
-        };
-    };
-    let vs = v.to_string();
-    let code = v.major * 10000 + v.minor * 100 + v.patch;
-    let listed = |l: &[String]| l.iter().any(|x| NcclVersion::parse(x) == Some(v));
-    let (status, detail, fix) = if listed(&n.known_bad) {
-        (
-            "fail",
-            format!(
-                "NCCL {vs} ({code}) is known bad on {}: {}",
-                profile.fabric,
-                n.bad_reason
-                    .as_deref()
-                    .unwrap_or("listed in the profile's nccl.known_bad")
-            ),
-            Some(match &n.pin {
-                Some(p) => pin_fix(p),
-                None => format!("install a version outside {:?}", n.known_bad),
-            }),
-        )
-    } else if n.pin.as_deref().and_then(NcclVersion::parse) == Some(v) {
-        (
-            "pass",
-            format!("NCCL {vs} ({code}), the profile's pin"),
-            None,
-        )
-    } else if listed(&n.known_good) {
-        (
-            "pass",
-            format!("NCCL {vs} ({code}), known good on {}", profile.fabric),
-            None,
-        )
-    } else if let Some(p) = &n.pin {
-        (
-            "warn",
-            format!(
-                "NCCL {vs} ({code}) is neither the pin {p} nor a known-good version on {}",
-                profile.fabric
-            ),
-            Some(pin_fix(p)),
-        )
-    } else {
-        (
-            "pass",
-            format!("NCCL {vs} ({code}); the profile pins no version"),
-            None,
-        )
-    };
-    NcclCheck {
-        status: status.into(),
-        version: Some(vs),
-        code: Some(code),
+    NcclPolicy {
+        profile: profile.name.clone(),
+        fabric: profile.fabric.clone(),
+        pip_package: n.pip_package.clone(),
         pin: n.pin.clone(),
-        detail,
-        fix,
+        known_bad: n.known_bad.clone(),
+        bad_reason: n.bad_reason.clone(),
+        known_good: n.known_good.clone(),
+    }
+}
+
+/// The counter `profile` reads on its devices, for probe's summed delta.
+pub fn counter_spec(profile: &Profile) -> CounterSpec {
+    let d = &profile.devices;
+    CounterSpec {
+        name_pattern: d.name_pattern.clone(),
+        tx_counter: d.tx_counter.clone(),
+        counter_multiplier: d.counter_multiplier,
     }
 }
 
@@ -261,52 +113,6 @@ fn readings(a: &Array, what: &str) -> RResult<Vec<u64>> {
     a.iter().map(|d| reading(d, what)).collect()
 }
 
-/// The summed delta of one counter over several pods, as the probe crate's [`CounterDelta`].
-pub fn summed_delta(
-    profile: &Profile,
-    before: &[u64],
-    after: &[u64],
-) -> Result<CounterDelta, String> {
-    if before.len() != after.len() {
-        return Err(format!(
-            "{} reading(s) before but {} after: read the same pods both times",
-            before.len(),
-            after.len()
-        ));
-    }
-    let d = &profile.devices;
-    let device = d.name_pattern.clone();
-    let kind = DeviceKind::classify(d.name_pattern.trim_end_matches('*'), None, None);
-    // `ports/1/hw_counters/hw_tx_bytes_cnt` -> `hw_counters/hw_tx_bytes_cnt`, the probe crate's key.
-    let key = d
-        .tx_counter
-        .strip_prefix("ports/")
-        .and_then(|r| r.split_once('/'))
-        .map_or(d.tx_counter.as_str(), |(_, rest)| rest)
-        .to_owned();
-    let mut raw = 0u64;
-    let mut reset = Vec::new();
-    for (i, (b, a)) in before.iter().zip(after).enumerate() {
-        if a < b {
-            reset.push(format!("{key} (pod {i})"));
-        } else {
-            raw = raw.saturating_add(a - b);
-        }
-    }
-    let bytes = raw.saturating_mul(d.counter_multiplier.max(1));
-    Ok(CounterDelta {
-        device: format!("{device} on {} pod(s)", before.len()),
-        port: 1,
-        kind,
-        deltas: BTreeMap::from([(key, raw)]),
-        reset,
-        tx_bytes: Some(bytes),
-        rx_bytes: None,
-        tx_packets: None,
-        rx_packets: None,
-    })
-}
-
 /// A `rdmakit probe --json` document, summarised for scripts.
 #[derive(Debug, Clone, Serialize)]
 pub struct FactsSummary {
@@ -324,12 +130,12 @@ pub struct FactsSummary {
 
 pub(crate) fn add_probe_fns(m: &mut Module, ctx: &Arc<Ctx>) {
     // memlock(text) -> #{ok, value, detail, fix}
-    reg!(m, "memlock", |text: &str| -> Dynamic {
-        ser(&memlock_check(text)).unwrap_or(Dynamic::UNIT)
-    });
+    regp!(m, "memlock", |text: &str| -> RResult<Dynamic> {
+        ser(&probe::judge::memlock(text))
+    }, text: &str);
     // nccl_version(text) -> #{version, code} or ()
     reg!(m, "nccl_version", |text: &str| -> Dynamic {
-        match find_nccl_version(text) {
+        match probe::judge::find_nccl_version(text) {
             None => Dynamic::UNIT,
             Some(v) => {
                 let mut r = Map::new();
@@ -346,13 +152,13 @@ pub(crate) fn add_probe_fns(m: &mut Module, ctx: &Arc<Ctx>) {
     let c = ctx.clone();
     regp!(m, "nccl_check", move |text: &str, profile: Dynamic| -> RResult<Dynamic> {
         let p = profile_arg(&c, &profile, "probe::nccl_check")?;
-        ser(&nccl_check(text, &p))
+        ser(&probe::judge::nccl_version(&nccl_policy(&p), text))
     }, text: &str, profile: Dynamic);
     // traffic(before, after, profile, expected_bytes) -> probe's TrafficProof + ok
     let c = ctx.clone();
     regp!(m, "traffic", move |before: Array, after: Array, profile: Dynamic, expected: i64| -> RResult<Dynamic> {
         let p = profile_arg(&c, &profile, "probe::traffic")?;
-        let d = summed_delta(&p, &readings(&before, "probe::traffic before")?, &readings(&after, "probe::traffic after")?)
+        let d = counters::summed_delta(&counter_spec(&p), &readings(&before, "probe::traffic before")?, &readings(&after, "probe::traffic after")?)
             .map_err(|e| runtime_error(format!("probe::traffic: {e}")))?;
         let proof = counters::prove(&d, expected.max(0).unsigned_abs(), counters::DEFAULT_MIN_FRACTION);
         let mut v = serde_json::to_value(&proof).map_err(|e| runtime_error(e.to_string()))?;
@@ -370,10 +176,18 @@ pub(crate) fn add_probe_fns(m: &mut Module, ctx: &Arc<Ctx>) {
           -> RResult<Dynamic> {
         let p = profile_arg(&c, &profile, "probe::ab")?;
         let what = "probe::ab";
-        let rdma = summed_delta(&p, &readings(&rb, what)?, &readings(&ra, what)?)
-            .map_err(|e| runtime_error(format!("{what} (RDMA run): {e}")))?;
-        let tcp = summed_delta(&p, &readings(&tb, what)?, &readings(&ta, what)?)
-            .map_err(|e| runtime_error(format!("{what} (TCP run): {e}")))?;
+        let rdma = counters::summed_delta(
+            &counter_spec(&p),
+            &readings(&rb, what)?,
+            &readings(&ra, what)?,
+        )
+        .map_err(|e| runtime_error(format!("{what} (RDMA run): {e}")))?;
+        let tcp = counters::summed_delta(
+            &counter_spec(&p),
+            &readings(&tb, what)?,
+            &readings(&ta, what)?,
+        )
+        .map_err(|e| runtime_error(format!("{what} (TCP run): {e}")))?;
         let cmp = counters::compare_ab(&rdma, &tcp, expected.max(0).unsigned_abs());
         let mut v = serde_json::to_value(&cmp).map_err(|e| runtime_error(e.to_string()))?;
         v["ok"] = (cmp.verdict == probe::Verdict::Ok).into();
@@ -395,69 +209,8 @@ pub(crate) fn add_probe_fns(m: &mut Module, ctx: &Arc<Ctx>) {
     }, json: &str);
     // nccl_transport(log) -> #{transport: "IB"|"Socket"|"unknown", evidence, line, gdr}
     regp!(m, "nccl_transport", |log: &str| -> RResult<Dynamic> {
-        ser(&nccl_transport(log).map_err(runtime_error)?)
+        ser(&probe::judge::nccl_transport(log).map_err(|e| runtime_error(format!("probe::nccl_transport: {e}")))?)
     }, log: &str);
-}
-
-/// Which network NCCL used, from its log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NcclTransport {
-    /// `IB` (RDMA), `Socket` (TCP) or `unknown` (no NCCL_DEBUG=INFO lines).
-    pub transport: String,
-    /// The deciding log line.
-    pub evidence: String,
-    /// Its line number (1-based; 0 when none).
-    pub line: usize,
-    /// GPUDirect RDMA reported on.
-    pub gdr: bool,
-    /// What to do when NCCL did not use RDMA.
-    pub fix: Option<String>,
-}
-
-/// Reads the transport NCCL picked out of a log through the doctor's signatures.
-pub fn nccl_transport(log: &str) -> Result<NcclTransport, String> {
-    let d = probe::doctor::diagnose(log).map_err(|e| format!("doctor: {e}"))?;
-    let find = |ids: &[&str]| d.findings.iter().find(|f| ids.contains(&f.id.as_str()));
-    let gdr = log.contains("/GDRDMA") || log.contains("GPU Direct RDMA Enabled");
-    // The fallback finding exists only when no NET/IB line does; channels over sockets next to NET/IB
-    // lines (mixed) still count as IB being in use.
-    let socket = |f: &probe::doctor::Finding| {
-        NcclTransport {
-        transport: "Socket".into(),
-        evidence: f.evidence.clone(),
-        line: f.line,
-        gdr,
-        fix: Some(f.fix.clone().unwrap_or_else(|| {
-            "NCCL fell back to TCP sockets: check NCCL_IB_HCA, /dev/infiniband in the pod and the RDMA provider in the image".into()
-        })),
-    }
-    };
-    if let Some(f) = find(&["nccl-tcp-fallback"]) {
-        return Ok(socket(f));
-    }
-    if let Some(f) = find(&[
-        "nccl-net-ib-using",
-        "nccl-using-network-ib",
-        "nccl-channel-net-ib",
-    ]) {
-        return Ok(NcclTransport {
-            transport: "IB".into(),
-            evidence: f.evidence.clone(),
-            line: f.line,
-            gdr,
-            fix: None,
-        });
-    }
-    if let Some(f) = find(&["nccl-channel-net-socket"]) {
-        return Ok(socket(f));
-    }
-    Ok(NcclTransport {
-        transport: "unknown".into(),
-        evidence: String::new(),
-        line: 0,
-        gdr,
-        fix: Some("no NCCL transport line in the log: run with NCCL_DEBUG=INFO".into()),
-    })
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -563,59 +316,6 @@ fn num(d: &Dynamic, what: &str) -> RResult<f64> {
     }
 }
 
-/// Ours beside the peer, the ratio, and whether it meets `min_ratio`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Comparison {
-    /// What was compared.
-    pub name: String,
-    /// Our figure.
-    pub ours: f64,
-    /// The peer's figure, measured the same way.
-    pub peer: f64,
-    /// Unit of both.
-    pub unit: String,
-    /// ours / peer (None when the peer is 0).
-    pub ratio: Option<f64>,
-    /// The target ratio, if any.
-    pub min_ratio: Option<f64>,
-    /// True when there is no target or it is met.
-    pub ok: bool,
-    /// One line: `ours 11.67 GiB/s beside TCP run 1.20 GiB/s: 9.73x (want >= 2x)`.
-    pub detail: String,
-}
-
-/// Compares our figure with the peer's.
-pub fn compare(
-    name: &str,
-    ours: f64,
-    peer: f64,
-    unit: &str,
-    peer_name: &str,
-    min_ratio: Option<f64>,
-) -> Comparison {
-    let ratio = (peer > 0.0).then(|| ours / peer);
-    let ok = match (min_ratio, ratio) {
-        (None, _) => true,
-        (Some(m), Some(r)) => r >= m,
-        (Some(_), None) => ours > 0.0,
-    };
-    let detail = format!(
-        "ours {ours:.2} {unit} beside {peer_name} {peer:.2} {unit}: {}{}",
-        ratio.map_or("peer is 0".to_owned(), |r| format!("{r:.2}x")),
-        min_ratio.map_or(String::new(), |m| format!(" (want >= {m}x)"))
-    );
-    Comparison {
-        name: name.to_owned(),
-        ours,
-        peer,
-        unit: unit.to_owned(),
-        ratio,
-        min_ratio,
-        ok,
-        detail,
-    }
-}
-
 pub(crate) fn bench_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     // stage(kind[, #{size, iters, backend, chunk, slots, connections}]) -> #{dry_run, results}
@@ -647,7 +347,8 @@ pub(crate) fn bench_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "stage", move |kind: &str| s2(kind, Map::new()), kind: &str);
     regp!(&mut m, "stage", stage, kind: &str, opts: Map);
 
-    // nccl_tests(text) -> #{rows, avg_busbw_gbps, peak_busbw_gbps, wrong, nccl_version, table}
+    // nccl_tests(text) -> #{ok, rows, avg_busbw_gbps, peak_busbw_gbps, wrong, nccl_version, errors, table, run}
+    // (`run`: every parsed row, what probe::nccl_tests returned before the two became this one function)
     // nccl_tests(text, #{profile, instance_type, nic_write_gib_s, ok_fraction, name, record}) -> the same
     // plus #{bench, check, expectation_table}, the check and the table recorded (judge_run).
     regp!(&mut m, "nccl_tests", |text: &str| -> RResult<Dynamic> {
@@ -658,7 +359,7 @@ pub(crate) fn bench_module(ctx: &Arc<Ctx>) -> Module {
         let run = parse_nccl_tests(text)?;
         judge_run(&c, "bench::nccl_tests", &opts, nccl_tests_json(&run), probe::bench::nccl_tests(&run))
     }, text: &str, opts: Map);
-    // rdt(text) -> #{ok, iterations, steady_gib_s, first_gib_s, cross_node, total_bytes, transport, table}
+    // rdt(text) -> #{ok, iterations, steady_gib_s, first_gib_s, cross_node, total_bytes, transport, table, run}
     // rdt(text, opts): as nccl_tests(text, opts).
     regp!(&mut m, "rdt", |text: &str| -> RResult<Dynamic> {
         to_dyn(&rdt_json(&parse_rdt(text)?))
@@ -712,7 +413,7 @@ pub(crate) fn bench_module(ctx: &Arc<Ctx>) -> Module {
             );
             return Ok(Dynamic::UNIT);
         }
-        let cmp = compare(
+        let cmp = probe::judge::compare(
             name,
             num(&ours, "bench::compare ours")?,
             num(&peer, "bench::compare peer")?,
@@ -881,10 +582,9 @@ fn nccl_tests_json(run: &probe::parse::NcclTestsRun) -> serde_json::Value {
         "nccl_version": run.nccl_version,
         "errors": run.errors,
         "table": probe::report::nccl_tests_table(run),
+        "run": run,
     });
-    v["ok"] =
-        (!run.rows.is_empty() && run.total_wrong().unwrap_or(0) == 0 && run.errors.is_empty())
-            .into();
+    v["ok"] = run.completed().into();
     v
 }
 
@@ -898,6 +598,7 @@ fn rdt_json(run: &probe::parse::RdtRun) -> serde_json::Value {
         "total_bytes": run.total_bytes(),
         "transport": run.final_status.as_ref().map(|(t, _)| t.clone()),
         "table": probe::report::rdt_table(run),
+        "run": run,
     })
 }
 
@@ -942,96 +643,18 @@ mod tests {
     }
 
     #[test]
-    fn memlock_reads_ulimit_and_proc_limits() {
-        assert!(memlock_check("unlimited\nhca_id: erdma_0\n").ok);
-        let limited = memlock_check("64\n");
-        assert!(!limited.ok);
-        assert_eq!(limited.value, "64 KiB");
-        assert!(limited.fix.unwrap().contains("LimitMEMLOCK=infinity"));
-        let proc = "Max locked memory         65536                65536                bytes\n";
-        assert_eq!(memlock_check(proc).value, "64 KiB");
-        assert_eq!(memlock_check("").value, "unreadable");
-    }
-
-    #[test]
-    fn nccl_versions_from_cupy_codes_logs_and_text() {
-        assert_eq!(find_nccl_version("23007\n").unwrap().to_string(), "2.30.7");
-        assert_eq!(
-            find_nccl_version("x NCCL INFO NCCL version 2.28.9+cuda13.0\n")
-                .unwrap()
-                .to_string(),
-            "2.28.9"
-        );
-        assert_eq!(find_nccl_version("2.19.3\n").unwrap().to_string(), "2.19.3");
-        assert!(find_nccl_version("ImportError: no module named cupy\n").is_none());
-    }
-
-    #[test]
-    fn nccl_check_names_the_known_bad_pin_and_the_fix() {
+    fn the_profiles_nccl_and_counter_fields_reach_probes_judgements() {
         let p = erdma();
-        let bad = nccl_check("22809\n", &p);
-        assert_eq!(bad.status, "fail");
-        assert!(
-            bad.detail.contains("2.28.9") && bad.detail.contains("ncclNetInit"),
-            "{}",
-            bad.detail
-        );
-        assert!(bad.fix.unwrap().contains("nvidia-nccl-cu13==2.30.7"));
-        assert_eq!(nccl_check("23007\n", &p).status, "pass");
-        assert_eq!(nccl_check("22903\n", &p).status, "warn");
-        assert_eq!(nccl_check("22907\n", &p).status, "pass"); // 2.29.7 is known good
-        assert_eq!(nccl_check("boom\n", &p).status, "fail");
-    }
-
-    #[test]
-    fn counter_proof_and_ab_through_the_probe_crate() {
-        let p = erdma();
-        let run = 3 * 512 * 1024 * 1024_u64;
-        let d = summed_delta(&p, &[1000, 5000], &[1000 + 1_642_000_000, 5000]).unwrap();
-        let proof = counters::prove(&d, run, counters::DEFAULT_MIN_FRACTION);
-        assert_eq!(proof.verdict, probe::Verdict::Ok, "{}", proof.summary);
-        let flat = summed_delta(&p, &[1000, 5000], &[1000, 5000]).unwrap();
-        let proof = counters::prove(&flat, run, counters::DEFAULT_MIN_FRACTION);
-        assert_eq!(proof.verdict, probe::Verdict::Fail);
-        assert!(
-            proof.summary.contains("silent TCP fallback"),
-            "{}",
-            proof.summary
-        );
-        let ab = counters::compare_ab(&d, &flat, run);
-        assert_eq!(ab.verdict, probe::Verdict::Ok);
-        assert!(
-            ab.lines[1].contains("TCP-run eRDMA tx delta: 0.000 GiB"),
-            "{:?}",
-            ab.lines
-        );
-        assert!(summed_delta(&p, &[1], &[1, 2]).is_err());
-    }
-
-    #[test]
-    fn transport_from_nccl_logs() {
-        let ib =
-            "n0:1:1 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
-        assert_eq!(nccl_transport(ib).unwrap().transport, "IB");
-        let sock = "n0:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.5.76<0>\nn0:1:1 [0] NCCL INFO Using network Socket\n";
-        let t = nccl_transport(sock).unwrap();
-        assert_eq!(t.transport, "Socket");
-        assert!(t.fix.is_some());
-        assert_eq!(nccl_transport("hello\n").unwrap().transport, "unknown");
-    }
-
-    #[test]
-    fn comparisons_put_ours_beside_the_peer() {
-        let c = compare("RDT", 11.6, 1.2, "GiB/s", "TCP run", Some(2.0));
-        assert!(c.ok);
-        assert!(
-            c.detail
-                .contains("ours 11.60 GiB/s beside TCP run 1.20 GiB/s: 9.67x (want >= 2x)"),
-            "{}",
-            c.detail
-        );
-        assert!(!compare("x", 1.0, 2.0, "GiB/s", "p", Some(0.95)).ok);
-        assert_eq!(compare("x", 1.0, 0.0, "GiB/s", "p", None).ratio, None);
+        let c = probe::judge::nccl_version(&nccl_policy(&p), "22809\n");
+        assert_eq!(c.status, "fail");
+        assert!(c.detail.contains("known bad on eRDMA"), "{}", c.detail);
+        assert!(c.fix.unwrap_or_default().contains(
+            "nvidia-nccl-cu13==2.30.7 in the image (rdmakit render image --profile aliyun-erdma"
+        ));
+        let spec = counter_spec(&crate::profiles::load("mellanox-ib").unwrap());
+        assert_eq!(spec.counter_multiplier, 4);
+        let d = counters::summed_delta(&spec, &[0], &[100]).unwrap();
+        assert_eq!(d.tx_bytes, Some(400));
     }
 
     #[test]

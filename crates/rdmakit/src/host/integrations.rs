@@ -194,24 +194,63 @@ fn doctor_module() -> Module {
 fn probe_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     super::analysis::add_probe_fns(&mut m, ctx);
-    regp!(&mut m, "nccl_tests", |text: &str| -> RResult<Dynamic> {
-        ser(&probe::parse::parse_nccl_tests(text)
-            .map_err(|e| runtime_error(format!("nccl-tests output: {e}")))?)
-    }, text: &str);
-    regp!(&mut m, "rdt", |text: &str| -> RResult<Dynamic> {
-        ser(&probe::parse::parse_rdt(text)
-            .map_err(|e| runtime_error(format!("RDT demo output: {e}")))?)
-    }, text: &str);
     regp!(&mut m, "ibv_devinfo", |text: &str| -> RResult<Dynamic> {
         ser(&probe::parse::parse_ibv_devinfo(text)
             .map_err(|e| runtime_error(format!("ibv_devinfo output: {e}")))?)
     }, text: &str);
-    regp!(&mut m, "nccl_tests_table", |text: &str| -> RResult<String> {
-            let run = probe::parse::parse_nccl_tests(text)
-                .map_err(|e| runtime_error(format!("nccl-tests output: {e}")))?;
-            Ok(probe::report::nccl_tests_table(&run))
-        }, text: &str);
+    // dra_selection(slices, selectors, count) -> probe's DraSelection + able/short: which of the listed
+    // ResourceSlices' devices (kube::list("ResourceSlice")) the DeviceClass's CEL selectors select, per node.
+    regp!(&mut m, "dra_selection", |slices: Array, selectors: Array, count: i64| -> RResult<Dynamic> {
+        dra_selection(&slices, &selectors, count)
+    }, slices: Array, selectors: Array, count: i64);
+    // vke_kubelet_problem(version) -> why VKE's RDMA device plugin cannot run on that kubelet, or ()
+    reg!(
+        &mut m,
+        "vke_kubelet_problem",
+        |version: Dynamic| -> Dynamic {
+            let v = if version.is_unit() {
+                None
+            } else {
+                Some(version.to_string())
+            };
+            probe::preflight::vke_rdma_kubelet_problem(v.as_deref())
+                .map_or(Dynamic::UNIT, Dynamic::from)
+        }
+    );
     m
+}
+
+/// probe::dra_selection's glue: the slices as `kube::list` returned them, back to JSON for probe's parser.
+fn dra_selection(slices: &Array, selectors: &Array, count: i64) -> RResult<Dynamic> {
+    let what = "probe::dra_selection";
+    let items: Vec<serde_json::Value> = slices
+        .iter()
+        .map(rhai::serde::from_dynamic)
+        .collect::<Result<_, _>>()
+        .map_err(|e| {
+            runtime_error(format!(
+                "{what}: slices must be what kube::list(\"ResourceSlice\") returned ({e})"
+            ))
+        })?;
+    let list = serde_json::json!({ "items": items });
+    let devices = probe::preflight::parse_resource_slices(&list.to_string())
+        .map_err(|e| runtime_error(format!("{what}: {e}")))?;
+    let selectors: Vec<String> = selectors
+        .iter()
+        .map(|d| {
+            d.clone().into_string().map_err(|t| {
+                runtime_error(format!(
+                    "{what}: selectors must be CEL strings (the profile's rdma.selectors), got {t}"
+                ))
+            })
+        })
+        .collect::<RResult<_>>()?;
+    let sel = probe::preflight::select_devices(&selectors, &devices);
+    let (able, short) = sel.nodes_with(usize::try_from(count.max(0)).unwrap_or(usize::MAX));
+    let mut v = serde_json::to_value(&sel).map_err(|e| runtime_error(e.to_string()))?;
+    v["able"] = able.into();
+    v["short"] = short.into();
+    to_dyn(&v)
 }
 
 /// Every manifest document under `dir` (a file or a bundle directory), with names relative to the out dir.

@@ -35,10 +35,7 @@ macro_rules! reg {
 }
 
 mod analysis;
-pub use analysis::{
-    Comparison, MemlockCheck, NcclCheck, NcclTransport, compare, find_nccl_version, memlock_check,
-    nccl_check, nccl_transport, summed_delta,
-};
+pub use analysis::{counter_spec, nccl_policy};
 mod convert;
 pub use convert::is_namespace_name;
 mod integrations;

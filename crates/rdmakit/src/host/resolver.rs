@@ -12,6 +12,14 @@ pub const EMBEDDED_LIBS: &[(&str, &str)] = &[
         include_str!("../../../../scripts/lib/verify.rhai"),
     ),
     ("ray", include_str!("../../../../scripts/lib/ray.rhai")),
+    (
+        "profile",
+        include_str!("../../../../scripts/lib/profile.rhai"),
+    ),
+    (
+        "mpijob",
+        include_str!("../../../../scripts/lib/mpijob.rhai"),
+    ),
 ];
 
 /// File-first module resolver with an embedded fallback.
@@ -98,5 +106,30 @@ mod tests {
         };
         let (name, _) = r.source("verify", Position::NONE).unwrap();
         assert_eq!(name, dir.path().join("verify.rhai").display().to_string());
+    }
+
+    /// Every module in scripts/lib is embedded, byte for byte: a built-in workflow that imports a new module
+    /// would otherwise fail outside a checkout, and an edited one would run its stale copy.
+    #[test]
+    fn every_lib_module_is_embedded_and_fresh() {
+        let lib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/lib");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&lib)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "rhai"))
+            .filter_map(|p| p.file_stem().and_then(|s| s.to_str()).map(str::to_owned))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> =
+            EMBEDDED_LIBS.iter().map(|(n, _)| (*n).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded);
+        for (name, text) in EMBEDDED_LIBS {
+            let disk = std::fs::read_to_string(lib.join(format!("{name}.rhai"))).unwrap();
+            assert_eq!(
+                disk, *text,
+                "embedded copy of lib/{name}.rhai is stale: rebuild rdmakit"
+            );
+        }
     }
 }

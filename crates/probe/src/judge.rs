@@ -1,0 +1,437 @@
+//! Judgements of what a command printed inside a pod, as workflows make them: text in, a typed verdict
+//! out. RLIMIT_MEMLOCK from `ulimit -l`, the NCCL version against a profile's pins, the transport NCCL
+//! picked from its log, and our figure beside a peer's.
+//!
+//! ```
+//! use probe::judge::{self, NcclPolicy};
+//!
+//! assert!(judge::memlock("unlimited\n").ok);
+//! let policy = NcclPolicy {
+//!     profile: "aliyun-erdma".into(),
+//!     fabric: "eRDMA".into(),
+//!     pip_package: "nvidia-nccl-cu13".into(),
+//!     pin: Some("2.30.7".into()),
+//!     known_bad: vec!["2.28.9".into()],
+//!     bad_reason: Some("segfaults in ncclNetInit()".into()),
+//!     known_good: vec![],
+//! };
+//! let c = judge::nccl_version(&policy, "22809\n");
+//! assert_eq!(c.status, "fail");
+//! assert!(c.fix.unwrap_or_default().contains("nvidia-nccl-cu13==2.30.7"));
+//! ```
+
+use serde::Serialize;
+
+use crate::facts::limits::{LimitValue, MEMLOCK_FIX, parse_limits};
+use crate::facts::nccl::NcclVersion;
+
+/// The memlock verdict of `ulimit -l` output (KiB or `unlimited`) or `/proc/self/limits` text.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemlockCheck {
+    /// True when the soft limit is unlimited.
+    pub ok: bool,
+    /// What was read (`unlimited`, `64 KiB`), or `unreadable`.
+    pub value: String,
+    /// One line for the report.
+    pub detail: String,
+    /// The fix when not ok.
+    pub fix: Option<String>,
+}
+
+/// Judges RLIMIT_MEMLOCK from `ulimit -l` (first non-empty line, KiB) or `/proc/self/limits`; a limit
+/// gets the containerd `LimitMEMLOCK=infinity` fix ([`MEMLOCK_FIX`]).
+pub fn memlock(text: &str) -> MemlockCheck {
+    let value = if let Some(m) = parse_limits(text) {
+        Some(m.soft)
+    } else {
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .and_then(|l| match LimitValue::parse(l)? {
+                // `ulimit -l` counts KiB.
+                LimitValue::Bytes(kib) => Some(LimitValue::Bytes(kib.saturating_mul(1024))),
+                u => Some(u),
+            })
+    };
+    match value {
+        Some(LimitValue::Unlimited) => MemlockCheck {
+            ok: true,
+            value: "unlimited".into(),
+            detail: "RLIMIT_MEMLOCK is unlimited".into(),
+            fix: None,
+        },
+        Some(v) => MemlockCheck {
+            ok: false,
+            value: v.human(),
+            detail: format!("RLIMIT_MEMLOCK is {} (RDMA needs unlimited)", v.human()),
+            fix: Some(MEMLOCK_FIX.into()),
+        },
+        None => MemlockCheck {
+            ok: false,
+            value: "unreadable".into(),
+            detail: format!(
+                "no memlock value in the output (expected `ulimit -l` output): {:?}",
+                text.lines().next().unwrap_or("")
+            ),
+            fix: Some("run `ulimit -l` in the container; it must print unlimited".into()),
+        },
+    }
+}
+
+/// Finds an NCCL version in command output: `NCCL version 2.28.9+cuda13.0` (an NCCL log), a version code
+/// on its own line (`23007`, what `cupy.cuda.nccl.get_version()` prints), or a bare `2.30.7`.
+pub fn find_nccl_version(text: &str) -> Option<NcclVersion> {
+    if let Some(i) = text.find("NCCL version ") {
+        let rest = &text[i + "NCCL version ".len()..];
+        if let Some(v) = rest.split_whitespace().next().and_then(NcclVersion::parse) {
+            return Some(v);
+        }
+    }
+    for line in text.lines().rev().map(str::trim) {
+        if let Some(v) = line.parse::<u32>().ok().and_then(NcclVersion::from_code) {
+            return Some(v);
+        }
+        if let Some(v) = NcclVersion::parse(line) {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// What a vendor profile says about NCCL versions (k8s-render's `Profile.nccl`, with the names the
+/// verdict cites).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NcclPolicy {
+    /// The profile's name, for the fix (`rdmakit render image --profile NAME`).
+    pub profile: String,
+    /// The fabric the versions were judged on (`eRDMA`).
+    pub fabric: String,
+    /// The pip package that carries NCCL (`nvidia-nccl-cu13`).
+    pub pip_package: String,
+    /// The version the image must have, if pinned.
+    pub pin: Option<String>,
+    /// Versions that fail on this fabric.
+    pub known_bad: Vec<String>,
+    /// Why they fail.
+    pub bad_reason: Option<String>,
+    /// Versions known to work.
+    pub known_good: Vec<String>,
+}
+
+/// The NCCL version judged against a profile's pin and known-bad list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NcclCheck {
+    /// `pass`, `fail` (known bad or not found) or `warn` (neither the pin nor known good).
+    pub status: String,
+    /// The version found (`2.30.7`), if any.
+    pub version: Option<String>,
+    /// Its code (`23007`).
+    pub code: Option<u32>,
+    /// The profile's pin.
+    pub pin: Option<String>,
+    /// One line for the report.
+    pub detail: String,
+    /// The fix when not pass.
+    pub fix: Option<String>,
+}
+
+/// Judges the NCCL version printed in `text` against `policy`: a known-bad version fails with the reason
+/// and the pin that fixes it; the pin or a known-good one passes; another one warns.
+pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
+    let n = policy;
+    let pin_fix = |pin: &str| {
+        format!(
+            "install {}=={pin} in the image (rdmakit render image --profile {} writes that Dockerfile) and rebuild it",
+            n.pip_package, n.profile
+        )
+    };
+    let Some(v) = find_nccl_version(text) else {
+        return NcclCheck {
+            status: "fail".into(),
+            version: None,
+            code: None,
+            pin: n.pin.clone(),
+            detail: format!(
+                "no NCCL version in the output: {:?}",
+                text.trim().lines().last().unwrap_or("")
+            ),
+            fix: Some("check that torch and cupy import in the worker image".into()),
+        };
+    };
+    let vs = v.to_string();
+    let code = v.major * 10000 + v.minor * 100 + v.patch;
+    let listed = |l: &[String]| l.iter().any(|x| NcclVersion::parse(x) == Some(v));
+    let (status, detail, fix) = if listed(&n.known_bad) {
+        (
+            "fail",
+            format!(
+                "NCCL {vs} ({code}) is known bad on {}: {}",
+                n.fabric,
+                n.bad_reason
+                    .as_deref()
+                    .unwrap_or("listed in the profile's nccl.known_bad")
+            ),
+            Some(match &n.pin {
+                Some(p) => pin_fix(p),
+                None => format!("install a version outside {:?}", n.known_bad),
+            }),
+        )
+    } else if n.pin.as_deref().and_then(NcclVersion::parse) == Some(v) {
+        (
+            "pass",
+            format!("NCCL {vs} ({code}), the profile's pin"),
+            None,
+        )
+    } else if listed(&n.known_good) {
+        (
+            "pass",
+            format!("NCCL {vs} ({code}), known good on {}", n.fabric),
+            None,
+        )
+    } else if let Some(p) = &n.pin {
+        (
+            "warn",
+            format!(
+                "NCCL {vs} ({code}) is neither the pin {p} nor a known-good version on {}",
+                n.fabric
+            ),
+            Some(pin_fix(p)),
+        )
+    } else {
+        (
+            "pass",
+            format!("NCCL {vs} ({code}); the profile pins no version"),
+            None,
+        )
+    };
+    NcclCheck {
+        status: status.into(),
+        version: Some(vs),
+        code: Some(code),
+        pin: n.pin.clone(),
+        detail,
+        fix,
+    }
+}
+
+/// Which network NCCL used, from its log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NcclTransport {
+    /// `IB` (RDMA), `Socket` (TCP) or `unknown` (no NCCL_DEBUG=INFO lines).
+    pub transport: String,
+    /// The deciding log line.
+    pub evidence: String,
+    /// Its line number (1-based; 0 when none).
+    pub line: usize,
+    /// GPUDirect RDMA reported on.
+    pub gdr: bool,
+    /// What to do when NCCL did not use RDMA.
+    pub fix: Option<String>,
+}
+
+/// Reads the transport NCCL picked out of a log through the doctor's signatures. The TCP-fallback finding
+/// exists only when no NET/IB line does; channels over sockets next to NET/IB lines still count as IB.
+pub fn nccl_transport(log: &str) -> crate::Result<NcclTransport> {
+    let d = crate::doctor::diagnose(log)?;
+    let find = |ids: &[&str]| d.findings.iter().find(|f| ids.contains(&f.id.as_str()));
+    let gdr = log.contains("/GDRDMA") || log.contains("GPU Direct RDMA Enabled");
+    let socket = |f: &crate::doctor::Finding| {
+        NcclTransport {
+        transport: "Socket".into(),
+        evidence: f.evidence.clone(),
+        line: f.line,
+        gdr,
+        fix: Some(f.fix.clone().unwrap_or_else(|| {
+            "NCCL fell back to TCP sockets: check NCCL_IB_HCA, /dev/infiniband in the pod and the RDMA provider in the image".into()
+        })),
+    }
+    };
+    if let Some(f) = find(&["nccl-tcp-fallback"]) {
+        return Ok(socket(f));
+    }
+    if let Some(f) = find(&[
+        "nccl-net-ib-using",
+        "nccl-using-network-ib",
+        "nccl-channel-net-ib",
+    ]) {
+        return Ok(NcclTransport {
+            transport: "IB".into(),
+            evidence: f.evidence.clone(),
+            line: f.line,
+            gdr,
+            fix: None,
+        });
+    }
+    if let Some(f) = find(&["nccl-channel-net-socket"]) {
+        return Ok(socket(f));
+    }
+    Ok(NcclTransport {
+        transport: "unknown".into(),
+        evidence: String::new(),
+        line: 0,
+        gdr,
+        fix: Some("no NCCL transport line in the log: run with NCCL_DEBUG=INFO".into()),
+    })
+}
+
+/// Ours beside the peer, the ratio, and whether it meets `min_ratio`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// What was compared.
+    pub name: String,
+    /// Our figure.
+    pub ours: f64,
+    /// The peer's figure, measured the same way.
+    pub peer: f64,
+    /// Unit of both.
+    pub unit: String,
+    /// ours / peer (None when the peer is 0).
+    pub ratio: Option<f64>,
+    /// The target ratio, if any.
+    pub min_ratio: Option<f64>,
+    /// True when there is no target or it is met.
+    pub ok: bool,
+    /// One line: `ours 11.67 GiB/s beside TCP run 1.20 GiB/s: 9.73x (want >= 2x)`.
+    pub detail: String,
+}
+
+/// Compares our figure with the peer's.
+pub fn compare(
+    name: &str,
+    ours: f64,
+    peer: f64,
+    unit: &str,
+    peer_name: &str,
+    min_ratio: Option<f64>,
+) -> Comparison {
+    let ratio = (peer > 0.0).then(|| ours / peer);
+    let ok = match (min_ratio, ratio) {
+        (None, _) => true,
+        (Some(m), Some(r)) => r >= m,
+        (Some(_), None) => ours > 0.0,
+    };
+    let detail = format!(
+        "ours {ours:.2} {unit} beside {peer_name} {peer:.2} {unit}: {}{}",
+        ratio.map_or("peer is 0".to_owned(), |r| format!("{r:.2}x")),
+        min_ratio.map_or(String::new(), |m| format!(" (want >= {m}x)"))
+    );
+    Comparison {
+        name: name.to_owned(),
+        ours,
+        peer,
+        unit: unit.to_owned(),
+        ratio,
+        min_ratio,
+        ok,
+        detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn erdma() -> NcclPolicy {
+        NcclPolicy {
+            profile: "aliyun-erdma".into(),
+            fabric: "eRDMA".into(),
+            pip_package: "nvidia-nccl-cu13".into(),
+            pin: Some("2.30.7".into()),
+            known_bad: vec!["2.28.7".into(), "2.28.9".into()],
+            bad_reason: Some(
+                "segfaults in ncclNetInit() while probing eRDMA devices (torch 2.11 bundles 2.28.9)"
+                    .into(),
+            ),
+            known_good: vec!["2.28.3".into(), "2.29.7".into(), "2.30.7".into()],
+        }
+    }
+
+    #[test]
+    fn memlock_reads_ulimit_and_proc_limits() {
+        assert!(memlock("unlimited\nhca_id: erdma_0\n").ok);
+        let limited = memlock("64\n");
+        assert!(!limited.ok);
+        assert_eq!(limited.value, "64 KiB");
+        assert!(
+            limited
+                .fix
+                .unwrap_or_default()
+                .contains("LimitMEMLOCK=infinity")
+        );
+        let proc = "Max locked memory         65536                65536                bytes\n";
+        assert_eq!(memlock(proc).value, "64 KiB");
+        assert_eq!(memlock("").value, "unreadable");
+    }
+
+    #[test]
+    fn nccl_versions_from_cupy_codes_logs_and_text() {
+        let v = |t: &str| find_nccl_version(t).map(|v| v.to_string());
+        assert_eq!(v("23007\n").as_deref(), Some("2.30.7"));
+        assert_eq!(
+            v("x NCCL INFO NCCL version 2.28.9+cuda13.0\n").as_deref(),
+            Some("2.28.9")
+        );
+        assert_eq!(v("2.19.3\n").as_deref(), Some("2.19.3"));
+        assert_eq!(v("ImportError: no module named cupy\n"), None);
+    }
+
+    #[test]
+    fn nccl_version_names_the_known_bad_pin_and_the_fix() {
+        let p = erdma();
+        let bad = nccl_version(&p, "22809\n");
+        assert_eq!(bad.status, "fail");
+        assert!(
+            bad.detail.contains("2.28.9") && bad.detail.contains("ncclNetInit"),
+            "{}",
+            bad.detail
+        );
+        assert!(
+            bad.fix
+                .unwrap_or_default()
+                .contains("nvidia-nccl-cu13==2.30.7")
+        );
+        assert_eq!(nccl_version(&p, "23007\n").status, "pass");
+        assert_eq!(nccl_version(&p, "22903\n").status, "warn");
+        assert_eq!(nccl_version(&p, "22907\n").status, "pass"); // 2.29.7 is known good
+        assert_eq!(nccl_version(&p, "boom\n").status, "fail");
+        let unpinned = NcclPolicy {
+            pin: None,
+            ..erdma()
+        };
+        assert!(
+            nccl_version(&unpinned, "22809\n")
+                .fix
+                .unwrap_or_default()
+                .contains("outside")
+        );
+        assert_eq!(nccl_version(&unpinned, "22903\n").status, "pass");
+    }
+
+    #[test]
+    fn transport_from_nccl_logs() -> crate::Result<()> {
+        let ib =
+            "n0:1:1 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
+        assert_eq!(nccl_transport(ib)?.transport, "IB");
+        let sock = "n0:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.5.76<0>\nn0:1:1 [0] NCCL INFO Using network Socket\n";
+        let t = nccl_transport(sock)?;
+        assert_eq!(t.transport, "Socket");
+        assert!(t.fix.is_some());
+        assert_eq!(nccl_transport("hello\n")?.transport, "unknown");
+        Ok(())
+    }
+
+    #[test]
+    fn comparisons_put_ours_beside_the_peer() {
+        let c = compare("RDT", 11.6, 1.2, "GiB/s", "TCP run", Some(2.0));
+        assert!(c.ok);
+        assert!(
+            c.detail
+                .contains("ours 11.60 GiB/s beside TCP run 1.20 GiB/s: 9.67x (want >= 2x)"),
+            "{}",
+            c.detail
+        );
+        assert!(!compare("x", 1.0, 2.0, "GiB/s", "p", Some(0.95)).ok);
+        assert_eq!(compare("x", 1.0, 0.0, "GiB/s", "p", None).ratio, None);
+        assert!(!compare("x", 0.0, 0.0, "GiB/s", "p", Some(1.0)).ok);
+    }
+}
