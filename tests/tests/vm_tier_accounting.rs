@@ -372,14 +372,28 @@ fn the_workspace_expects_its_three_rxe_binaries_with_their_source_counts() {
     for want in [
         "erdma-verbs/rxe_loopback",
         "gpu-stage/rxe_rdma",
-        "probe/rxe_live",
+        "rdmakit-probe/rxe_live",
     ] {
         assert!(names.contains(&want), "{want} not expected: {list}");
     }
     // Each count equals a plain grep of the marker in its file (the tests use one form of #[ignore]).
+    // A package's folder is not always its name (rdmakit-probe lives in crates/probe): take it from cargo.
+    let packages: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
+    let dir_of = |pkg: &str| {
+        let p = packages["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == pkg)
+            .unwrap_or_else(|| panic!("{pkg} not in cargo metadata"));
+        Path::new(p["manifest_path"].as_str().unwrap())
+            .parent()
+            .unwrap()
+            .to_path_buf()
+    };
     for (name, n) in &bins {
         let (pkg, target) = name.split_once('/').unwrap();
-        let src = root.join(format!("crates/{pkg}/tests/{target}.rs"));
+        let src = dir_of(pkg).join(format!("tests/{target}.rs"));
         let marked = fs::read_to_string(&src)
             .unwrap()
             .matches("#[ignore = \"soft-RoCE VM tier")
