@@ -209,6 +209,9 @@ impl Plan {
         out.push_str(
             "# Checks that rdmakit evaluates (verdicts, counter deltas) appear as comments.\n",
         );
+        if self.needs_wait_n() {
+            out.push_str(BASH_FOR_WAIT_N);
+        }
         out.push_str("set -euo pipefail\n");
         if !self.complete {
             out.push_str(&self.refusal());
@@ -247,7 +250,22 @@ impl Plan {
     }
 }
 
+/// The top of a plan.sh that waits for side-by-side ranks with `wait -n` (bash 4.3+): an older bash (macOS
+/// ships 3.2) or another shell stops before anything runs, naming what it needs, instead of failing at the
+/// first `wait -n` with the ranks already started.
+pub const BASH_FOR_WAIT_N: &str = "# The ranks this plan runs side by side are awaited with `wait -n`: bash 4.3 or later.\n\
+case \"${BASH_VERSION:-}\" in\n  \"\" | [0-3].* | 4.[0-2].*)\n    \
+echo \"plan.sh needs bash 4.3 or later (wait -n); this is ${BASH_VERSION:-not bash}: run it as 'bash plan.sh' with a newer bash (macOS: brew install bash)\" >&2\n    \
+exit 2 ;;\nesac\n";
+
 impl Plan {
+    /// True when an action's shell waits with `wait -n` (exec_many's ranks).
+    fn needs_wait_n(&self) -> bool {
+        self.items.iter().any(
+            |i| matches!(i, PlanItem::Action(e) if e.shell.iter().any(|s| s.contains("wait -n"))),
+        )
+    }
+
     /// The top of an incomplete plan.sh: say why and exit before anything runs. What follows is the part
     /// of the plan recorded before the error, kept for reading.
     fn refusal(&self) -> String {

@@ -28,6 +28,10 @@ struct Node {
     cp_keep: Option<usize>,
     /// `nccl-hang` sessions the client closed.
     hung_closed: usize,
+    /// exec_many's ranks started under the PID-recording wrapper: (pod, token).
+    ranks: Vec<(String, String)>,
+    /// Kills of such ranks: (pod, token).
+    killed: Vec<(String, String)>,
 }
 
 fn decode(s: &str) -> String {
@@ -44,6 +48,21 @@ fn decode(s: &str) -> String {
         }
     }
     String::from_utf8(out).unwrap()
+}
+
+/// The argv as the workflow gave it: without exec_many's rank wrapper (`sh -c WRAPPER TOKEN`).
+fn unwrapped(argv: &[String]) -> String {
+    match argv
+        .iter()
+        .position(|a| a == rdmakit::exec::kube::RANK_WRAPPER)
+    {
+        Some(i) if i >= 2 && i + 1 < argv.len() => {
+            let mut v: Vec<&str> = argv[..i - 2].iter().map(String::as_str).collect();
+            v.extend(argv[i + 2..].iter().map(String::as_str));
+            v.join(" ")
+        }
+        _ => argv.join(" "),
+    }
 }
 
 fn frame(channel: u8, data: &[u8]) -> Message {
@@ -88,11 +107,37 @@ async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
         .map(decode)
         .collect();
     // `env K=V cmd...` as the executor sends it.
-    let cmd: Vec<&str> = argv
+    let mut cmd: Vec<&str> = argv
         .iter()
         .map(String::as_str)
         .skip_while(|a| *a == "env" || a.contains('='))
         .collect();
+    let pod = uri
+        .split("/pods/")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or("")
+        .to_owned();
+    // exec_many's rank wrapper (`sh -c WRAPPER TOKEN cmd...`): the rank is the command after the token.
+    if cmd.len() > 4 && cmd[0] == "sh" && cmd[2] == rdmakit::exec::kube::RANK_WRAPPER {
+        node.lock()
+            .unwrap()
+            .ranks
+            .push((pod.clone(), cmd[3].to_owned()));
+        cmd.drain(..4);
+    }
+    if cmd.len() == 4 && cmd[0] == "sh" && cmd[2] == rdmakit::exec::kube::RANK_KILL {
+        node.lock()
+            .unwrap()
+            .killed
+            .push((pod.clone(), cmd[3].to_owned()));
+        let _ = ws.send(frame(1, b"stopped pid 4242 (SIGTERM)\n")).await;
+        if let Some(m) = success() {
+            let _ = ws.send(m).await;
+        }
+        let _ = ws.close(None).await;
+        return;
+    }
     match cmd.first().copied() {
         Some("sh") if argv.iter().any(|a| a == "rdmakit-cp") => {
             // cp: stdin until the close-stdin frame, into the path after the marker.
@@ -164,7 +209,7 @@ async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
         }
         _ => {
             let _ = ws
-                .send(frame(1, format!("ran: {}\n", argv.join(" ")).as_bytes()))
+                .send(frame(1, format!("ran: {}\n", unwrapped(&argv)).as_bytes()))
                 .await;
             let _ = ws.send(frame(2, b"a warning on stderr\n")).await;
             if let Some(m) = success() {
@@ -347,6 +392,35 @@ fn exec_many_stops_the_other_ranks_when_one_fails_and_keeps_every_ranks_output()
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(f.node.lock().unwrap().hung_closed, 1);
+    // Closing the stream does not stop a process in a container: the stopped rank's command was started
+    // under the PID-recording wrapper and killed in its pod; the crashed rank, which ended, was not.
+    {
+        let n = f.node.lock().unwrap();
+        let token = |pod: &str| {
+            n.ranks
+                .iter()
+                .find(|(p, _)| p == pod)
+                .map(|(_, t)| t.clone())
+                .unwrap()
+        };
+        assert_eq!(n.ranks.len(), 2, "{:?}", n.ranks);
+        assert_ne!(
+            token("worker-0"),
+            token("worker-1"),
+            "each rank has its own PID file"
+        );
+        assert_eq!(
+            n.killed,
+            vec![("worker-0".to_owned(), token("worker-0"))],
+            "{:?}",
+            n.killed
+        );
+    }
+    assert!(
+        why.ends_with("; in the pod: stopped pid 4242 (SIGTERM)"),
+        "{why}"
+    );
+    assert!(outs[1].error.is_none(), "{:?}", outs[1]);
 
     // A rank that times out is that rank's result (its own deadline), and stops the others too.
     let mut slow = spec("worker-0", &["nccl-hang"]);
@@ -368,7 +442,93 @@ fn exec_many_stops_the_other_ranks_when_one_fails_and_keeps_every_ranks_output()
     );
     assert!(outs[0].stdout.contains("waiting for rank 1"));
     assert!(outs[1].cancelled);
+    // Both are killed in their pods: the timed-out rank still runs there too.
+    {
+        let n = f.node.lock().unwrap();
+        let killed: Vec<&(String, String)> = n.killed.iter().skip(1).collect();
+        assert_eq!(killed.len(), 2, "{:?}", n.killed);
+        assert!(
+            n.ranks[2..].iter().all(|r| n.killed.contains(r)),
+            "{:?}",
+            n.killed
+        );
+    }
+    assert!(
+        outs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .ends_with("; in the pod: stopped pid 4242 (SIGTERM)"),
+        "{:?}",
+        outs[0]
+    );
     drop(f.rt);
+}
+
+/// The rank wrapper and the kill, in a real shell: the wrapper records the PID of the command itself (it
+/// `exec`s, so the PID is the command's), passes the arguments through untouched, and the kill stops it.
+#[test]
+fn the_rank_wrapper_records_the_commands_pid_and_the_kill_stops_it() {
+    use rdmakit::exec::kube::{RANK_KILL, RANK_WRAPPER};
+    use std::process::{Command, Stdio};
+    let token = format!("rdmakit-rank-test-{}", std::process::id());
+    let pid_file = std::path::PathBuf::from(format!("/tmp/{token}.pid"));
+    // Arguments arrive as given (spaces, quotes, a `$`).
+    let o = Command::new("sh")
+        .args([
+            "-c",
+            RANK_WRAPPER,
+            &token,
+            "printf",
+            "%s|",
+            "a b",
+            "it's",
+            "$HOME",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "a b|it's|$HOME|");
+    assert!(pid_file.is_file(), "the wrapper wrote its PID file");
+    std::fs::remove_file(&pid_file).unwrap();
+    // A rank that would run for a minute: its PID file names the sleep itself, and the kill ends it.
+    let mut child = Command::new("sh")
+        .args(["-c", RANK_WRAPPER, &token, "sleep", "60"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child_id = child.id();
+    // Reaped as soon as it ends (a container's runtime does that for an exec'd process).
+    let waiter = std::thread::spawn(move || child.wait());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let pid = loop {
+        if let Ok(t) = std::fs::read_to_string(&pid_file)
+            && let Ok(p) = t.trim().parse::<u32>()
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no PID file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(pid, child_id, "the PID is the command's own (exec)");
+    let k = Command::new("sh")
+        .args(["-c", RANK_KILL, &token])
+        .output()
+        .unwrap();
+    assert!(k.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&k.stdout).trim(),
+        format!("stopped pid {pid} (SIGTERM)")
+    );
+    let status = waiter.join().unwrap().unwrap();
+    assert!(!status.success(), "the sleep was killed: {status:?}");
+    assert!(!pid_file.exists(), "the kill removes the PID file");
+    // A second kill finds nothing to do and says so.
+    let again = Command::new("sh")
+        .args(["-c", RANK_KILL, &token])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("no PID file"));
 }
 
 fn cp_spec(local: &std::path::Path) -> CopySpec {

@@ -473,3 +473,54 @@ fn vke_ib_pod_needs_the_profiles_mode_label() {
         "{err}"
     );
 }
+
+/// plan.sh awaits side-by-side ranks with `wait -n` (bash 4.3+): such a plan checks the bash version before
+/// anything runs and names what it needs; a plan without ranks has no such check.
+#[test]
+fn a_plan_with_parallel_ranks_refuses_a_bash_older_than_4_3() {
+    let check = rdmakit::plan::BASH_FOR_WAIT_N;
+    let out = tempfile::tempdir().unwrap();
+    let src = rdmakit::workflows::builtin("erdma-ray-rdt").unwrap();
+    let (_, plan) = common::dry_run("erdma-ray-rdt", src, out.path(), &[], None);
+    let sh = plan.to_shell();
+    let at = sh.find(check).expect("the bash check is in plan.sh");
+    let first_wait = sh
+        .find("wait -n ||")
+        .expect("erdma-ray-rdt runs its NCCL ranks side by side");
+    let first_kubectl = sh.find("\nkubectl ").unwrap();
+    assert!(at < first_wait && at < first_kubectl, "{sh}");
+    let run = |version: &str| {
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("BASH_VERSION='{version}'\n{check}echo went on"))
+            .output()
+            .unwrap()
+    };
+    for old in ["3.2.57(1)-release", "4.2.46(2)-release", ""] {
+        let o = run(old);
+        assert_eq!(o.status.code(), Some(2), "{old}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("plan.sh needs bash 4.3 or later (wait -n)"),
+            "{old}: {err}"
+        );
+        assert!(String::from_utf8_lossy(&o.stdout).is_empty());
+    }
+    for new in ["4.3.48(1)-release", "5.2.15(1)-release"] {
+        let o = run(new);
+        assert!(
+            o.status.success(),
+            "{new}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "went on\n");
+    }
+    let (_, vke) = common::dry_run(
+        "vke-ib-pod",
+        rdmakit::workflows::builtin("vke-ib-pod").unwrap(),
+        out.path(),
+        &[],
+        None,
+    );
+    assert!(!vke.to_shell().contains(check));
+}

@@ -572,11 +572,14 @@ impl KubeExecutor {
             argv.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
         }
         argv.extend(spec.command.iter().cloned());
-        let action = format!(
-            "exec in {} [{}]",
-            spec.pod,
-            argv.first().map(String::as_str).unwrap_or("")
-        );
+        // The command's own name, not the rank wrapper's `sh`.
+        let shown = match spec.command.as_slice() {
+            [sh, c, w, _token, cmd, ..] if sh == "sh" && c == "-c" && w == RANK_WRAPPER => {
+                cmd.as_str()
+            }
+            _ => argv.first().map(String::as_str).unwrap_or(""),
+        };
+        let action = format!("exec in {} [{shown}]", spec.pod);
         let mut proc = pods
             .exec(&spec.pod, argv, &ap)
             .await
@@ -701,27 +704,90 @@ async fn pump(
     }
 }
 
+/// How `exec_many` starts each of several ranks: `sh -c RANK_WRAPPER TOKEN argv...` writes the shell's PID
+/// to `/tmp/TOKEN.pid` and `exec`s the command, which keeps that PID. Closing an exec stream does not stop
+/// the process it started in the container, so a rank stopped because another failed (or that timed out)
+/// is killed in its pod through the PID ([`RANK_KILL`]). A pod without a writable /tmp still runs the
+/// command; only the kill then has nothing to go by.
+pub const RANK_WRAPPER: &str = "{ echo $$ > \"/tmp/$0.pid\"; } 2>/dev/null; exec \"$@\"";
+
+/// `sh -c RANK_KILL TOKEN`: stops the rank [`RANK_WRAPPER`] started as TOKEN: SIGTERM, up to 5 s for it to
+/// end, then SIGKILL; prints what it did and removes the PID file.
+pub const RANK_KILL: &str = "f=\"/tmp/$0.pid\"; p=$(cat \"$f\" 2>/dev/null) || { echo \"no PID file $f: the command may still run\"; exit 0; }; \
+if ! kill -TERM \"$p\" 2>/dev/null; then rm -f \"$f\"; echo \"pid $p had already ended\"; exit 0; fi; \
+i=0; while kill -0 \"$p\" 2>/dev/null && [ \"$i\" -lt 5 ]; do sleep 1; i=$((i+1)); done; \
+if kill -KILL \"$p\" 2>/dev/null; then echo \"killed pid $p (SIGKILL: it ignored SIGTERM for 5 s)\"; else echo \"stopped pid $p (SIGTERM)\"; fi; rm -f \"$f\"";
+
+/// How long the kill of one stopped rank may take (the TERM grace, the exec round trips).
+const RANK_KILL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A token unique to this process and call, per rank: the name of the rank's PID file in its pod.
+fn rank_tokens(n: usize) -> Vec<String> {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    (0..n)
+        .map(|i| format!("rdmakit-rank-{}-{call}-{i}", std::process::id()))
+        .collect()
+}
+
+/// `spec` run under [`RANK_WRAPPER`] as `token`.
+fn wrapped_rank(spec: &ExecSpec, token: &str) -> ExecSpec {
+    let mut command = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        RANK_WRAPPER.to_owned(),
+        token.to_owned(),
+    ];
+    command.extend(spec.command.iter().cloned());
+    ExecSpec {
+        command,
+        ..spec.clone()
+    }
+}
+
+/// The exec that stops the rank started as `token` in `spec`'s pod and container.
+fn rank_kill(spec: &ExecSpec, token: &str) -> ExecSpec {
+    ExecSpec {
+        pod: spec.pod.clone(),
+        container: spec.container.clone(),
+        namespace: spec.namespace.clone(),
+        command: vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            RANK_KILL.to_owned(),
+            token.to_owned(),
+        ],
+        timeout: RANK_KILL_TIMEOUT,
+        ..ExecSpec::default()
+    }
+}
+
 /// A rank's stdout and stderr as they arrive.
 type Captured = (Mutex<Vec<u8>>, Mutex<Vec<u8>>);
 
 /// One rank's result from what it printed and how it ended (`None`: stopped because `failed` did).
+/// `killed`: what stopping the rank's command in its pod did, for a rank that did not end on its own.
 fn rank_output(
     spec: &ExecSpec,
     out: &Mutex<Vec<u8>>,
     err: &Mutex<Vec<u8>>,
     ended: Option<Result<ExecOutput, ExecError>>,
     failed: Option<&str>,
+    killed: Option<String>,
 ) -> ExecOutput {
     let text = |b: &Mutex<Vec<u8>>| {
         String::from_utf8_lossy(&b.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
     };
+    let in_pod = killed
+        .map(|k| format!("; in the pod: {k}"))
+        .unwrap_or_default();
     match ended {
         Some(Ok(o)) => o,
         Some(Err(e)) => ExecOutput {
             stdout: text(out),
             stderr: text(err),
             code: -1,
-            error: Some(e.to_string()),
+            error: Some(format!("{e}{in_pod}")),
             ..ExecOutput::default()
         },
         None => ExecOutput {
@@ -729,13 +795,33 @@ fn rank_output(
             stderr: text(err),
             code: -1,
             error: Some(format!(
-                "exec in {}: stopped because {} failed first",
+                "exec in {}: stopped because {} failed first{in_pod}",
                 spec.pod,
                 failed.unwrap_or("another rank")
             )),
             cancelled: true,
             ..ExecOutput::default()
         },
+    }
+}
+
+/// What the kill exec of a stopped rank reported, in one line.
+fn kill_outcome(r: Result<ExecOutput, ExecError>) -> String {
+    match r {
+        Ok(o) if o.code == 0 => {
+            let t = o.stdout.trim();
+            if t.is_empty() {
+                "kill sent".to_owned()
+            } else {
+                t.to_owned()
+            }
+        }
+        Ok(o) => format!(
+            "the kill exited {}: {} (the command may still run)",
+            o.code,
+            o.stderr.trim()
+        ),
+        Err(e) => format!("could not kill it ({e}); the command may still run"),
     }
 }
 
@@ -963,13 +1049,28 @@ impl Executor for KubeExecutor {
 
     fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
         use futures::StreamExt as _;
-        // Each rank has its own deadline; this outer one (a little later) only guards the whole.
+        // Each rank has its own deadline; this outer one (later by the time the kills may take) only
+        // guards the whole.
         let limit = specs
             .iter()
             .map(|s| s.timeout)
             .max()
             .unwrap_or(Duration::from_secs(60))
+            + RANK_KILL_TIMEOUT
             + Duration::from_secs(5);
+        // Several ranks run under the PID-recording wrapper, so the ones stopped early can be killed.
+        let tokens = rank_tokens(specs.len());
+        let several = specs.len() > 1;
+        let run: Vec<ExecSpec> = if several {
+            specs
+                .iter()
+                .zip(&tokens)
+                .map(|(s, t)| wrapped_rank(s, t))
+                .collect()
+        } else {
+            specs.to_vec()
+        };
+        let specs = run.as_slice();
         self.block(&format!("{} parallel execs", specs.len()), limit, async {
             let bufs: Vec<Captured> = specs
                 .iter()
@@ -1007,13 +1108,37 @@ impl Executor for KubeExecutor {
                         break;
                     }
                 }
-                // Dropping the rest closes their streams: the ranks still running are stopped here.
+                // Dropping the rest closes their streams; their commands keep running in the pods.
             }
+            // A rank without an exit code of its own (stopped, timed out, cut off) may still run in its
+            // pod: kill it there, all at once.
+            let kills = futures::future::join_all(specs.iter().zip(&tokens).zip(&ended).map(
+                |((spec, token), e)| async move {
+                    if !several || matches!(e, Some(Ok(_))) {
+                        return None;
+                    }
+                    let kill = rank_kill(spec, token);
+                    let r = tokio::time::timeout(kill.timeout, self.exec_async(&kill))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(ExecError::Timeout {
+                                action: format!("kill in {}", spec.pod),
+                                limit: kill.timeout,
+                                hint: String::new(),
+                            })
+                        });
+                    Some(kill_outcome(r))
+                },
+            ))
+            .await;
             Ok(specs
                 .iter()
                 .zip(&bufs)
                 .zip(ended)
-                .map(|((spec, (out, err)), e)| rank_output(spec, out, err, e, failed.as_deref()))
+                .zip(kills)
+                .map(|(((spec, (out, err)), e), k)| {
+                    rank_output(spec, out, err, e, failed.as_deref(), k)
+                })
                 .collect())
         })
     }

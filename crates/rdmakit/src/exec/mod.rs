@@ -392,8 +392,9 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     /// Run several commands at once (e.g. the two ranks of an NCCL check), each under its own deadline;
     /// one result per rank, in the same order. The first rank that fails (non-zero exit, timeout, lost
     /// connection) stops the others: they come back `cancelled` with what they printed so far, so a crash
-    /// in one rank while its peer hangs in NCCL init ends at once with the crash's output. A rank's own
-    /// failure is in its result (`code`, `error`), not an `Err`; `Err` is for Ctrl-C.
+    /// in one rank while its peer hangs in NCCL init ends at once with the crash's output. The live
+    /// executor also kills a stopped (or timed-out) rank's command in its pod ([`kube::RANK_WRAPPER`]). A
+    /// rank's own failure is in its result (`code`, `error`), not an `Err`; `Err` is for Ctrl-C.
     fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError>;
     /// Read one field of an object.
     fn get_field(&self, spec: &FieldSpec) -> Result<String, ExecError>;
