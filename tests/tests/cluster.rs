@@ -14,6 +14,8 @@ mod operators;
 mod plans;
 #[path = "cluster/preflight.rs"]
 mod preflight;
+#[path = "cluster/reruns.rs"]
+mod reruns;
 #[path = "cluster/validate.rs"]
 mod validate;
 #[path = "cluster/vendors.rs"]
