@@ -247,3 +247,44 @@ fn sizes() {
     assert_eq!(parse::parse_size("NaN", "B"), None);
     assert_eq!(parse::parse_size("1", "parsecs"), None);
 }
+
+/// The bytes an all_reduce table must move across the nodes, from the log and before there is one: seed
+/// 002's 512 MiB..8 GiB doubling over two nodes, 20 timed iterations.
+#[test]
+fn all_reduce_floor_from_the_table_and_from_the_sizes_asked_for() {
+    let r = parse::parse_nccl_tests(&text("logs/nccl-tests-erdma.log")).unwrap();
+    let sizes: u64 = (0..5).map(|i| 536_870_912u64 << i).sum();
+    assert_eq!(r.all_reduce_min_bytes(2), sizes * 20 * 2);
+    assert_eq!(r.all_reduce_min_bytes(4), sizes * 20 * 2 * 3);
+    assert_eq!(
+        r.all_reduce_min_bytes(1),
+        0,
+        "one node sends nothing to another"
+    );
+    let planned = parse::nccl_tests::planned_all_reduce_min_bytes(
+        parse::nccl_tests::parse_size("512M").unwrap(),
+        parse::nccl_tests::parse_size("8G").unwrap(),
+        parse::nccl_tests::DEFAULT_ITERS,
+        2,
+    );
+    assert_eq!(
+        planned,
+        r.all_reduce_min_bytes(2),
+        "the plan's floor is the log's"
+    );
+    assert_eq!(
+        parse::nccl_tests::planned_all_reduce_min_bytes(0, 1 << 30, 20, 2),
+        0
+    );
+    for (s, b) in [
+        ("1024", Some(1024)),
+        ("4K", Some(4096)),
+        ("512m", Some(512 << 20)),
+        ("8G", Some(8 << 30)),
+    ] {
+        assert_eq!(parse::nccl_tests::parse_size(s), b, "{s}");
+    }
+    for bad in ["", "G", "1.5G", "-1", "8T", "x"] {
+        assert_eq!(parse::nccl_tests::parse_size(bad), None, "{bad}");
+    }
+}

@@ -138,6 +138,57 @@ impl NcclTestsRun {
     pub fn completed(&self) -> bool {
         !self.rows.is_empty() && self.total_wrong().unwrap_or(0) == 0 && self.errors.is_empty()
     }
+
+    /// Lower bound of the bytes the devices of `nodes` nodes transmit together for this table's timed
+    /// iterations of all_reduce: an all_reduce of S bytes over N nodes makes each node send at least
+    /// 2(N-1)/N x S to the others (ring, tree, or one reduce-scatter + all-gather), so the N nodes together
+    /// at least 2(N-1) x S per iteration. Warm-up iterations and other traffic only add to it. The header's
+    /// `iters` (nccl-tests' default [`DEFAULT_ITERS`] without one).
+    pub fn all_reduce_min_bytes(&self, nodes: u32) -> u64 {
+        let sizes = self.rows.iter().fold(0u64, |a, r| a.saturating_add(r.size));
+        all_reduce_floor(sizes, self.header.iters.unwrap_or(DEFAULT_ITERS), nodes)
+    }
+}
+
+/// nccl-tests' timed iterations without `-n`.
+pub const DEFAULT_ITERS: u32 = 20;
+
+/// [`NcclTestsRun::all_reduce_min_bytes`] for a run not made yet: the sizes nccl-tests runs from
+/// `min_bytes` doubling (`-f 2`) up to `max_bytes`, `iters` timed iterations each, over `nodes` nodes.
+pub fn planned_all_reduce_min_bytes(min_bytes: u64, max_bytes: u64, iters: u32, nodes: u32) -> u64 {
+    let mut sizes = 0u64;
+    let mut size = min_bytes;
+    while size > 0 && size <= max_bytes {
+        sizes = sizes.saturating_add(size);
+        size = match size.checked_mul(2) {
+            Some(s) => s,
+            None => break,
+        };
+    }
+    all_reduce_floor(sizes, iters, nodes)
+}
+
+fn all_reduce_floor(sizes: u64, iters: u32, nodes: u32) -> u64 {
+    sizes
+        .saturating_mul(u64::from(iters))
+        .saturating_mul(2)
+        .saturating_mul(u64::from(nodes.saturating_sub(1)))
+}
+
+/// Bytes of an nccl-tests size argument (`-b 512M`, `-e 8G`, `1024`): K, M and G are powers of 1024, as
+/// nccl-tests reads them; `None` for anything else.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let (digits, mult) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(mult)
 }
 
 fn is_int(s: &str) -> bool {

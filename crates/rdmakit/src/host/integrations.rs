@@ -203,6 +203,29 @@ fn probe_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "dra_selection", |slices: Array, selectors: Array, count: i64| -> RResult<Dynamic> {
         dra_selection(&slices, &selectors, count)
     }, slices: Array, selectors: Array, count: i64);
+    // all_reduce_min_bytes(log, nodes) -> the bytes the nodes' devices must transmit together for the log's
+    // all_reduce_perf table (probe: 2(N-1) x the sizes x the timed iterations).
+    regp!(&mut m, "all_reduce_min_bytes", |log: &str, nodes: i64| -> RResult<i64> {
+        let run = probe::parse::parse_nccl_tests(log)
+            .map_err(|e| runtime_error(format!("probe::all_reduce_min_bytes: nccl-tests output: {e}")))?;
+        Ok(i64::try_from(run.all_reduce_min_bytes(node_count(nodes))).unwrap_or(i64::MAX))
+    }, log: &str, nodes: i64);
+    // planned_all_reduce_min_bytes(min_size, max_size, nodes) -> the same for the sizes an MPIJob asks for
+    // (`-b 512M -e 8G -f 2`, nccl-tests' default iterations), before there is a log.
+    regp!(&mut m, "planned_all_reduce_min_bytes", |min: &str, max: &str, nodes: i64| -> RResult<i64> {
+        let size = |s: &str, what: &str| {
+            probe::parse::nccl_tests::parse_size(s).ok_or_else(|| {
+                runtime_error(format!("probe::planned_all_reduce_min_bytes: {what} {s:?} is not an nccl-tests size (1024, 4K, 512M, 8G)"))
+            })
+        };
+        let b = probe::parse::nccl_tests::planned_all_reduce_min_bytes(
+            size(min, "min_size")?,
+            size(max, "max_size")?,
+            probe::parse::nccl_tests::DEFAULT_ITERS,
+            node_count(nodes),
+        );
+        Ok(i64::try_from(b).unwrap_or(i64::MAX))
+    }, min: &str, max: &str, nodes: i64);
     // vke_kubelet_problem(version) -> why VKE's RDMA device plugin cannot run on that kubelet, or ()
     reg!(
         &mut m,
@@ -218,6 +241,11 @@ fn probe_module(ctx: &Arc<Ctx>) -> Module {
         }
     );
     m
+}
+
+/// A node count from a script: negative is none, beyond u32 is u32::MAX.
+fn node_count(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
 }
 
 /// probe::dra_selection's glue: the slices as `kube::list` returned them, back to JSON for probe's parser.
