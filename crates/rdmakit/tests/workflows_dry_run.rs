@@ -347,12 +347,25 @@ fn nccl_tests() {
     }
 }
 
-/// Dry-runs a built-in workflow with `--set` pairs; everything it shows the user: the plan, plan.sh, the
-/// report and the rendered bundle, as one text.
-fn dry_run_text(name: &str, set: &[(&str, &str)]) -> String {
+/// Dry-runs a built-in workflow with `--set` pairs into a fresh out dir (kept alive by the returned guard).
+fn dry_run_builtin(
+    name: &str,
+    set: &[(&str, &str)],
+) -> (
+    rdmakit::host::RunOutcome,
+    rdmakit::plan::Plan,
+    tempfile::TempDir,
+) {
     let out = tempfile::tempdir().unwrap();
     let src = rdmakit::workflows::builtin(name).unwrap();
     let (outcome, plan) = common::dry_run(name, src, out.path(), set, None);
+    (outcome, plan, out)
+}
+
+/// Dry-runs a built-in workflow with `--set` pairs; everything it shows the user: the plan, plan.sh, the
+/// report and the rendered bundle, as one text.
+fn dry_run_text(name: &str, set: &[(&str, &str)]) -> String {
+    let (outcome, plan, out) = dry_run_builtin(name, set);
     assert!(
         outcome.error.is_none(),
         "{name} {set:?}: {:?}",
@@ -458,15 +471,7 @@ fn workflows_take_every_vendor_string_from_the_profile() {
 /// vke-ib-pod reads the nodes' RDMA mode label from the profile; a profile without one is refused by name.
 #[test]
 fn vke_ib_pod_needs_the_profiles_mode_label() {
-    let out = tempfile::tempdir().unwrap();
-    let src = rdmakit::workflows::builtin("vke-ib-pod").unwrap();
-    let (outcome, _) = common::dry_run(
-        "vke-ib-pod",
-        src,
-        out.path(),
-        &[("profile", "mellanox-ib")],
-        None,
-    );
+    let (outcome, _, _out) = dry_run_builtin("vke-ib-pod", &[("profile", "mellanox-ib")]);
     let err = outcome.error.expect("mellanox-ib has no node_label_values");
     assert!(
         err.message.contains("node_label_values") && err.message.contains("mellanox-ib"),
@@ -523,4 +528,63 @@ fn a_plan_with_parallel_ranks_refuses_a_bash_older_than_4_3() {
         None,
     );
     assert!(!vke.to_shell().contains(check));
+}
+
+/// erdma-ray-rdt with a DRA profile: the node check is the profile's DeviceClass selection in the
+/// ResourceSlices (not an empty capacity column), the DRA objects go before the RayCluster (the DeviceClass
+/// only if absent) and the NCCL check applies and deletes only its own pods.
+#[test]
+fn erdma_ray_rdt_with_a_dra_profile_checks_and_applies_the_dra_objects() {
+    let (outcome, plan, _out) =
+        dry_run_builtin("erdma-ray-rdt", &[("profile", "aliyun-erdma-dra")]);
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let sh = plan.to_shell();
+    let report = outcome.report.to_markdown();
+    assert!(
+        !sh.contains(",:.status.capacity."),
+        "an empty capacity column:\n{sh}"
+    );
+    assert!(
+        report.contains("PLANNED selectable RDMA devices published: would count, per node, the ResourceSlice devices that meet device.driver == \"dra.net\""),
+        "{report}"
+    );
+    assert!(!report.contains("report nvidia.com/gpu and :"), "{report}");
+    let at = |needle: &str| {
+        sh.find(needle)
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{sh}"))
+    };
+    let class = at("kubectl get -f bundle/device-class.yaml");
+    let template = at("-f bundle/resource-claim-template.yaml\n");
+    let cluster = at("-f bundle/ray-cluster-erdma.yaml\n");
+    let check = at("-f bundle/erdma-nccl-check-pods.yaml\n");
+    assert!(
+        class < template && template < cluster && cluster < check,
+        "{sh}"
+    );
+    // The check's own pods are deleted after the check; the DRA objects only with the RayCluster.
+    // (the DeviceClass's delete is guarded: only when this run created it)
+    let deletes: Vec<&str> = sh
+        .lines()
+        .filter(|l| {
+            l.starts_with("kubectl delete")
+                || l.starts_with(
+                    "if [ -n \"${RDMAKIT_OWN_BUNDLE_DEVICE_CLASS_YAML:-}\" ]; then kubectl delete",
+                )
+        })
+        .collect();
+    let pos = |f: &str| deletes.iter().position(|l| l.contains(f));
+    assert!(
+        pos("erdma-nccl-check-pods.yaml") < pos("ray-cluster-erdma.yaml")
+            && pos("ray-cluster-erdma.yaml") < pos("resource-claim-template.yaml")
+            && pos("resource-claim-template.yaml") < pos("device-class.yaml"),
+        "{deletes:#?}"
+    );
+    assert_eq!(
+        deletes
+            .iter()
+            .filter(|l| l.contains("device-class.yaml"))
+            .count(),
+        1,
+        "{deletes:#?}"
+    );
 }

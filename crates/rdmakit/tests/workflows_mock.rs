@@ -721,8 +721,9 @@ fn erdma_ray_rdt_stops_with_the_operator_to_install_when_kuberay_is_missing() {
         e.step.as_deref(),
         Some("Deploy the RayCluster (CPU-only head, GPU workers with aliyun/erdma)")
     );
-    // The apply is the shared RayCluster deploy of scripts/lib/ray.rhai; the trace names the workflow's call.
-    assert!(e.location.contains("lib/ray.rhai:"), "{}", e.location);
+    // The apply is the shared RayCluster deploy of scripts/lib/ray.rhai (through dra::apply); the trace names
+    // the workflow's call.
+    assert!(e.location.contains("lib/dra.rhai:"), "{}", e.location);
     assert!(
         e.trace.iter().any(|t| t.starts_with("in function deploy")
             && t.contains("scripts/workflows/erdma-ray-rdt.rhai:")),

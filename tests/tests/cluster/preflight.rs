@@ -135,7 +135,7 @@ fn preflight_judges_the_device_class_against_each_nodes_devices() {
 }
 
 /// Pods requesting one eRDMA device each, on the eRDMA nodes, Running.
-fn erdma_pods(ns: &str, names: &[&str]) {
+pub(super) fn erdma_pods(ns: &str, names: &[&str]) {
     for name in names {
         apply_yaml(&format!(
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{app: rdma-worker}}\n\

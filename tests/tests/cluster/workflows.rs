@@ -276,3 +276,66 @@ fn an_interrupted_erdma_run_exits_130_and_leaves_nothing_of_its_own() {
     );
     assert_clean(&ns);
 }
+
+/// PIDs of the processes on this machine (the emulated pods' processes run here) whose argv is `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// kube::exec_many on the real API server: when one rank fails, the rank still running is not only cut off
+/// but killed in its pod (closing an exec stream does not stop the process it started), and its result says
+/// so; nothing of it is left running.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn exec_many_kills_the_rank_it_stops_in_its_pod() {
+    let ns = Ns::new("exec-many", Kind::Erdma);
+    super::preflight::erdma_pods(&ns.name, &["rank-0", "rank-1"]);
+    // A duration no other process here sleeps for.
+    let nap = format!("{}", 600 + std::process::id() % 97);
+    let dir = repo()
+        .join("target/cluster/runs")
+        .join(format!("{}-script", ns.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("exec-many.rhai");
+    std::fs::write(
+        &script,
+        format!(
+            "let r = kube::exec_many([\n\
+             \x20   #{{ pod: \"rank-0\", container: \"worker\", command: [\"sleep\", \"{nap}\"], timeout: 300 }},\n\
+             \x20   #{{ pod: \"rank-1\", container: \"worker\", command: [\"sh\", \"-c\", \"sleep 3; echo boom >&2; exit 3\"], timeout: 300 }},\n\
+             ]);\n\
+             report::check(\"rank 1 failed\", r[1].code != 0 && !r[1].cancelled && r[1].stderr.contains(\"boom\"), `${{r[1].code}} ${{r[1].stderr}}`);\n\
+             report::check(\"rank 0 stopped in its pod\", r[0].cancelled == true, `${{r[0].error}}`);\n\
+             print(report::finish());\n"
+        ),
+    )
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let r = ns.run(script.to_str().unwrap(), &[]);
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(120),
+        "{:?}",
+        t0.elapsed()
+    );
+    let md = std::fs::read_to_string(ns.out.join("report.md")).unwrap();
+    // KWOK's exec reports a command's exit status inside an internal error (code -1), not as an exit code.
+    assert!(md.contains("PASS rank 1 failed: "), "{md}\n{}", r.stderr);
+    assert!(
+        md.contains(
+            "PASS rank 0 stopped in its pod: exec in rank-0: stopped because rank 1 (rank-1: "
+        ) && md.contains("failed first; in the pod: stopped pid "),
+        "{md}\n{}",
+        r.stderr
+    );
+    let left = processes_running(&["sleep", &nap]);
+    assert!(
+        left.is_empty(),
+        "the stopped rank still runs: pids {left:?}"
+    );
+}

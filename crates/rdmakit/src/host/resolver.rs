@@ -20,6 +20,7 @@ pub const EMBEDDED_LIBS: &[(&str, &str)] = &[
         "mpijob",
         include_str!("../../../../scripts/lib/mpijob.rhai"),
     ),
+    ("dra", include_str!("../../../../scripts/lib/dra.rhai")),
 ];
 
 /// File-first module resolver with an embedded fallback.
