@@ -1,6 +1,6 @@
 //! Judgements of what a command printed inside a pod, as workflows make them: text in, a typed verdict
 //! out. RLIMIT_MEMLOCK from `ulimit -l`, the NCCL version against a profile's pins, the transport NCCL
-//! picked from its log, and our figure beside a peer's.
+//! picked from its log, whether a net plugin carried the traffic, and our figure beside a peer's.
 //!
 //! ```
 //! use probe::judge::{self, NcclPolicy};
@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::facts::limits::{LimitValue, MEMLOCK_FIX, parse_limits};
 use crate::facts::nccl::NcclVersion;
+use crate::verdict::Verdict;
 
 /// The memlock verdict of `ulimit -l` output (KiB or `unlimited`) or `/proc/self/limits` text.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -271,6 +272,112 @@ pub fn nccl_transport(log: &str) -> crate::Result<NcclTransport> {
         line: 0,
         gdr,
         fix: Some("no NCCL transport line in the log: run with NCCL_DEBUG=INFO".into()),
+    })
+}
+
+/// The profile facts a net-plugin path is judged with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetPluginFacts {
+    /// The plugin's name (`aws-ofi-nccl`, `gIB`).
+    pub plugin: String,
+    /// Its library (`libnccl-net.so`), for the fix when NCCL did not load it.
+    pub library: String,
+    /// The fabric it should carry the traffic over (`AWS EFA`).
+    pub fabric: String,
+    /// What NCCL's INFO log prints when the plugin carries the traffic (`NET/OFI`).
+    pub marker: String,
+}
+
+/// Whether NCCL's traffic went over a net plugin, from its log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetPluginPath {
+    /// The plugin carried the traffic.
+    pub ok: bool,
+    /// One line: the evidence, or what went wrong with its cause and fix.
+    pub detail: String,
+}
+
+/// Judges that NCCL ran over the profile's net plugin: its marker lines, NCCL running over the plugin's
+/// network (doctor: `nccl-using-network-plugin`, `nccl-channel-net-plugin`), no TCP fallback and no failure
+/// the doctor rates `fail`. A fallback is explained by the plugin's own failure (aws-ofi-nccl's
+/// `nccl-ofi-*`, gIB's `nccl-gib-*`, NCCL's plugin loader `nccl-net-plugin-*`), not by NCCL's generic NET/IB
+/// advice, which does not apply on a plugin fabric.
+pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetPluginPath> {
+    let d = crate::doctor::diagnose(log)?;
+    let t = nccl_transport(log)?;
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(&p.marker)).collect();
+    let mut on_plugin: Option<&str> = None;
+    let mut failed = Vec::new();
+    let mut cause: Option<&crate::doctor::Finding> = None;
+    for f in &d.findings {
+        if on_plugin.is_none()
+            && (f.id == "nccl-using-network-plugin" || f.id == "nccl-channel-net-plugin")
+        {
+            on_plugin = Some(&f.evidence);
+        }
+        if f.severity == Verdict::Fail {
+            failed.push(format!("{} ({})", f.evidence, f.cause));
+        }
+        let own = f.id.starts_with("nccl-ofi")
+            || f.id.starts_with("nccl-gib")
+            || (f.id.starts_with("nccl-net-plugin") && f.id != "nccl-net-plugin-socket");
+        if cause.is_none() && own && matches!(f.severity, Verdict::Fail | Verdict::Warn) {
+            cause = Some(f);
+        }
+    }
+    let fail = |detail: String| Ok(NetPluginPath { ok: false, detail });
+    let not_loaded = format!(
+        "NCCL did not load {} (is {} on LD_LIBRARY_PATH",
+        p.plugin, p.library
+    );
+    if t.transport == "Socket" {
+        let why = match (cause, lines.last()) {
+            (Some(c), _) => format!(
+                "; cause ({}, line {}): {} — Fix: {}",
+                c.id,
+                c.line,
+                c.cause,
+                c.fix.as_deref().unwrap_or("")
+            ),
+            (None, Some(last)) => format!(
+                "; the last {} line: {last} — {}",
+                p.plugin,
+                t.fix.as_deref().unwrap_or("")
+            ),
+            (None, None) => format!("; no '{}' line: {not_loaded}?)", p.marker),
+        };
+        return fail(format!(
+            "NCCL used TCP sockets, not {} over {}: {}{why}",
+            p.plugin, p.fabric, t.evidence
+        ));
+    }
+    let (Some(first), Some(last)) = (lines.first(), lines.last()) else {
+        return fail(format!(
+            "no '{}' line in the launcher log: {not_loaded}, NCCL_DEBUG=INFO set?) — run rdmakit doctor on the log",
+            p.marker
+        ));
+    };
+    if !failed.is_empty() {
+        return fail(format!(
+            "{} is loaded but does not carry the traffic over {}: {}",
+            p.plugin,
+            p.fabric,
+            failed.join("; ")
+        ));
+    }
+    let Some(on) = on_plugin else {
+        return fail(format!(
+            "'{}' lines but no 'Using network' or 'via NET/' line for the plugin: NCCL may not have used it (last line: {last})",
+            p.marker
+        ));
+    };
+    Ok(NetPluginPath {
+        ok: true,
+        detail: if first == last {
+            format!("{first}; {on}")
+        } else {
+            format!("{first}; {last}; {on}")
+        },
     })
 }
 

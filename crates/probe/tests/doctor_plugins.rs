@@ -327,3 +327,59 @@ fn topology_file_named_but_missing() {
     let old = "nd-0:91:110 [0] graph/xml.cc:375 NCCL WARN Could not open XML topology file /opt/microsoft/ndv5-topo.xml : No such file or directory";
     assert!(one(old).has("nccl-topo-file-missing"));
 }
+
+/// The net-plugin path of the nccl-tests workflow, judged in probe: aws-ofi-nccl on EFA and gIB pass with
+/// their own lines; libfabric's tcp provider, a fallback to sockets and a plugin NCCL never loaded fail,
+/// each naming why.
+#[test]
+fn net_plugin_path_from_launcher_logs() {
+    use probe::judge::{NetPluginFacts, nccl_net_plugin_path};
+    let efa = NetPluginFacts {
+        plugin: "aws-ofi-nccl".into(),
+        library: "libnccl-net.so".into(),
+        fabric: "AWS EFA".into(),
+        marker: "NET/OFI".into(),
+    };
+    let ok = nccl_net_plugin_path(&logs_common::log("efa-ofi-ok.log"), &efa).unwrap();
+    assert!(ok.ok, "{}", ok.detail);
+    assert!(
+        ok.detail.starts_with(
+            "ip-10-0-71-18:88:107 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.16.2; "
+        ),
+        "{}",
+        ok.detail
+    );
+    let tcp = nccl_net_plugin_path(&logs_common::log("efa-ofi-provider-tcp.log"), &efa).unwrap();
+    assert!(!tcp.ok);
+    assert!(
+        tcp.detail
+            .contains("does not carry the traffic over AWS EFA")
+            || tcp.detail.contains("NCCL used TCP sockets"),
+        "{}",
+        tcp.detail
+    );
+    let gone = nccl_net_plugin_path(&logs_common::log("efa-ofi-no-device.log"), &efa).unwrap();
+    assert!(!gone.ok);
+    assert!(
+        gone.detail
+            .contains("NCCL used TCP sockets, not aws-ofi-nccl over AWS EFA")
+            && gone
+                .detail
+                .contains("cause (nccl-ofi-getinfo-failed, line 11)"),
+        "{}",
+        gone.detail
+    );
+    let gib = NetPluginFacts {
+        plugin: "gIB".into(),
+        library: "libnccl-net_gib.so".into(),
+        fabric: "GPUDirect RDMA (RoCE)".into(),
+        marker: "NET/gIB".into(),
+    };
+    let g = nccl_net_plugin_path(&logs_common::log("gib-ok.log"), &gib).unwrap();
+    assert!(g.ok, "{}", g.detail);
+    assert!(g.detail.contains("NET/gIB"), "{}", g.detail);
+    // Not a plugin log at all: the marker is missing.
+    let none = nccl_net_plugin_path("x NCCL INFO NET/IB : Using [0]mlx5_0:1/IB\n", &gib).unwrap();
+    assert!(!none.ok);
+    assert!(none.detail.starts_with("no 'NET/gIB' line in the launcher log: NCCL did not load gIB (is libnccl-net_gib.so on LD_LIBRARY_PATH"), "{}", none.detail);
+}

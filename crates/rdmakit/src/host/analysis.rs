@@ -207,6 +207,26 @@ pub(crate) fn add_probe_fns(m: &mut Module, ctx: &Arc<Ctx>) {
             nccl: f.effective_nccl().map(|n| n.version.to_string()),
         })
     }, json: &str);
+    // nccl_net_plugin(log, profile) -> #{ok, detail}: NCCL ran over the profile's net plugin (its marker
+    // lines, the plugin's network, no TCP fallback, no failing plugin finding), or why not.
+    let c = ctx.clone();
+    regp!(m, "nccl_net_plugin", move |log: &str, profile: Dynamic| -> RResult<Dynamic> {
+        let p = profile_arg(&c, &profile, "probe::nccl_net_plugin")?;
+        let Some(plugin) = p.net_plugin() else {
+            return Err(runtime_error(format!(
+                "probe::nccl_net_plugin: profile {} does not use a net plugin (nccl.transport)",
+                p.name
+            )));
+        };
+        let facts = probe::judge::NetPluginFacts {
+            plugin: plugin.name.clone(),
+            library: plugin.library.clone(),
+            fabric: p.fabric.clone(),
+            marker: p.nccl_log_marker(),
+        };
+        ser(&probe::judge::nccl_net_plugin_path(log, &facts)
+            .map_err(|e| runtime_error(format!("probe::nccl_net_plugin: {e}")))?)
+    }, log: &str, profile: Dynamic);
     // nccl_transport(log) -> #{transport: "IB"|"Socket"|"unknown", evidence, line, gdr}
     regp!(m, "nccl_transport", |log: &str| -> RResult<Dynamic> {
         ser(&probe::judge::nccl_transport(log).map_err(|e| runtime_error(format!("probe::nccl_transport: {e}")))?)
