@@ -588,3 +588,80 @@ fn erdma_ray_rdt_with_a_dra_profile_checks_and_applies_the_dra_objects() {
         "{deletes:#?}"
     );
 }
+
+/// plan.sh's side-by-side ranks, run by bash against a kubectl that runs `exec` commands here: when one
+/// rank fails, the script exits with its code at once and the rank still running is killed where it runs
+/// (through the PID its wrapper recorded), not only its local kubectl.
+#[test]
+fn plan_sh_kills_the_rank_still_running_when_another_fails() {
+    use rdmakit::exec::{ExecSpec, Executor};
+    let dry = rdmakit::exec::dry::DryRunExecutor::new("t.rhai", None, None);
+    let nap = format!("{}", 700 + std::process::id() % 89);
+    let spec = |pod: &str, argv: &[&str]| ExecSpec {
+        pod: pod.into(),
+        command: argv.iter().map(|s| (*s).to_owned()).collect(),
+        timeout: std::time::Duration::from_secs(60),
+        ..ExecSpec::default()
+    };
+    dry.exec_many(&[
+        spec("rank-0", &["sleep", &nap]),
+        spec("rank-1", &["sh", "-c", "sleep 1; exit 3"]),
+    ])
+    .unwrap();
+    let sh = dry.plan().to_shell();
+    let dir = tempfile::tempdir().unwrap();
+    // `kubectl exec POD [-c C] -- ARGV...` runs ARGV here as a process of its own, as in a pod: killing this
+    // kubectl leaves it running (what happens to a real exec's process when its stream closes).
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let kubectl = bin.join("kubectl");
+    std::fs::write(
+        &kubectl,
+        "#!/bin/sh\n[ \"$1\" = exec ] || exit 64\nwhile [ \"$1\" != -- ]; do shift; done\nshift\n\"$@\" &\nwait $!\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &kubectl,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let script = dir.path().join("plan.sh");
+    std::fs::write(&script, &sh).unwrap();
+    let t0 = std::time::Instant::now();
+    let o = std::process::Command::new("bash")
+        .arg(&script)
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}\n{sh}");
+    assert!(
+        err.contains("a rank failed (exit 3): stopped the others"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        t0.elapsed()
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("stopped pid "),
+        "the kill ran for rank 0: {out}\n{err}"
+    );
+    // Nothing of rank 0 runs any more.
+    let want: Vec<u8> = ["sleep", nap.as_str()]
+        .iter()
+        .flat_map(|a| a.bytes().chain([0]))
+        .collect();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect();
+    assert!(left.is_empty(), "rank 0 still runs: {left:?}");
+}

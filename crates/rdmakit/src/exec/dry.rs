@@ -22,6 +22,8 @@ pub struct DryRunExecutor {
     plan: Arc<Mutex<Plan>>,
     /// Files applied only if absent: plan.sh deletes them only when it applied them.
     if_absent: Arc<Mutex<Vec<String>>>,
+    /// How many `exec_many` groups the plan has run side by side (names their ranks' PID files).
+    rank_groups: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The plan.sh variable set when an apply-if-absent applied `file` (`RDMAKIT_OWN_BUNDLE_DEVICE_CLASS_YAML`).
@@ -35,6 +37,7 @@ impl DryRunExecutor {
         Self {
             plan: Arc::new(Mutex::new(Plan::new(workflow, context, namespace))),
             if_absent: Arc::new(Mutex::new(Vec::new())),
+            rank_groups: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         }
     }
 
@@ -361,6 +364,13 @@ impl Executor for DryRunExecutor {
     fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
         let mut detail = Vec::new();
         let mut shell = Vec::new();
+        let group = self
+            .rank_groups
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // As the live run does, each of several ranks runs under the PID-recording wrapper (its PID file
+        // named after this plan.sh's PID, the group and the rank), so one still running when another fails
+        // is killed in its pod, not only its local kubectl.
+        let mut kills = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
             let (summary, d, line) = self.exec_line(spec);
             detail.push(summary);
@@ -371,15 +381,25 @@ impl Executor for DryRunExecutor {
                 if i == 0 {
                     shell.push("RDMAKIT_PIDS=()".into());
                 }
-                shell.push(format!("{line} &\nRDMAKIT_PIDS+=(\"$!\")"));
+                let var = format!("RDMAKIT_RANK_{group}_{i}");
+                let token = format!("${{{var}}}");
+                shell.push(format!("{var}=\"rdmakit-rank-$$-{group}-{i}\""));
+                let (_, _, wrapped) = self.exec_line(&super::kube::wrapped_rank(spec, &token));
+                shell.push(format!("{wrapped} &\nRDMAKIT_PIDS+=(\"$!\")"));
+                let (_, _, kill) = self.exec_line(&super::kube::rank_kill(spec, &token));
+                kills.push(format!(
+                    "    if kill -0 \"${{RDMAKIT_PIDS[{i}]}}\" 2>/dev/null; then kill \"${{RDMAKIT_PIDS[{i}]}}\" 2>/dev/null || true; {kill} || true; fi\n"
+                ));
             }
         }
         if specs.len() > 1 {
             // A bare `wait` returns 0 whatever the ranks did: wait for each as it ends (`wait -n`), and as
-            // the live run does, stop the others when one fails.
-            shell.push(
-                "for _ in \"${RDMAKIT_PIDS[@]}\"; do\n  wait -n || { rc=$?; kill \"${RDMAKIT_PIDS[@]}\" 2>/dev/null || true; echo \"a rank failed (exit $rc): stopped the others\" >&2; exit \"$rc\"; }\ndone".into(),
-            );
+            // the live run does, stop the others when one fails: a rank whose kubectl still runs is
+            // killed in its pod too.
+            shell.push(format!(
+                "for _ in \"${{RDMAKIT_PIDS[@]}}\"; do\n  wait -n || {{\n    rc=$?\n{}    echo \"a rank failed (exit $rc): stopped the others\" >&2\n    exit \"$rc\"\n  }}\ndone",
+                kills.concat()
+            ));
         }
         self.record(
             format!("run {} commands at the same time", specs.len()),

@@ -731,7 +731,7 @@ fn rank_tokens(n: usize) -> Vec<String> {
 }
 
 /// `spec` run under [`RANK_WRAPPER`] as `token`.
-fn wrapped_rank(spec: &ExecSpec, token: &str) -> ExecSpec {
+pub(crate) fn wrapped_rank(spec: &ExecSpec, token: &str) -> ExecSpec {
     let mut command = vec![
         "sh".to_owned(),
         "-c".to_owned(),
@@ -746,7 +746,7 @@ fn wrapped_rank(spec: &ExecSpec, token: &str) -> ExecSpec {
 }
 
 /// The exec that stops the rank started as `token` in `spec`'s pod and container.
-fn rank_kill(spec: &ExecSpec, token: &str) -> ExecSpec {
+pub(crate) fn rank_kill(spec: &ExecSpec, token: &str) -> ExecSpec {
     ExecSpec {
         pod: spec.pod.clone(),
         container: spec.container.clone(),
