@@ -381,6 +381,16 @@ pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetP
     })
 }
 
+/// The device-counter reading the NCCL check script prints (k8s-render's `nccl_allreduce_check.py`):
+/// the GiB figure of its `<fabric> tx during check: X GiB` line, or `None` when there is none (the counter
+/// was unreadable, or the script died first).
+pub fn tx_during_check(text: &str, fabric: &str) -> Option<f64> {
+    let key = format!("{fabric} tx during check: ");
+    let rest = &text[text.find(&key)? + key.len()..];
+    let (figure, _) = rest.split_once(" GiB")?;
+    figure.trim().parse::<f64>().ok().filter(|g| g.is_finite())
+}
+
 /// Ours beside the peer, the ratio, and whether it meets `min_ratio`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
@@ -525,6 +535,26 @@ mod tests {
         assert!(t.fix.is_some());
         assert_eq!(nccl_transport("hello\n")?.transport, "unknown");
         Ok(())
+    }
+
+    #[test]
+    fn the_nccl_checks_counter_line() {
+        let out = "rank 0: result OK\neRDMA tx during check: 2.5 GiB (mlx5? no: erdma_0)\n";
+        assert_eq!(tx_during_check(out, "eRDMA"), Some(2.5));
+        assert_eq!(
+            tx_during_check("InfiniBand tx during check: 0.0 GiB\n", "InfiniBand"),
+            Some(0.0)
+        );
+        assert_eq!(
+            tx_during_check(out, "InfiniBand"),
+            None,
+            "another fabric's line"
+        );
+        assert_eq!(
+            tx_during_check("eRDMA tx during check: n/a GiB", "eRDMA"),
+            None
+        );
+        assert_eq!(tx_during_check("eRDMA tx during check: 2.5", "eRDMA"), None);
     }
 
     #[test]

@@ -227,6 +227,12 @@ pub(crate) fn add_probe_fns(m: &mut Module, ctx: &Arc<Ctx>) {
         ser(&probe::judge::nccl_net_plugin_path(log, &facts)
             .map_err(|e| runtime_error(format!("probe::nccl_net_plugin: {e}")))?)
     }, log: &str, profile: Dynamic);
+    // tx_during_check(text, fabric) -> the GiB of the NCCL check's "<fabric> tx during check: X GiB" line, or ()
+    reg!(m, "tx_during_check", |text: &str,
+                                fabric: &str|
+     -> Dynamic {
+        probe::judge::tx_during_check(text, fabric).map_or(Dynamic::UNIT, Dynamic::from_float)
+    });
     // nccl_transport(log) -> #{transport: "IB"|"Socket"|"unknown", evidence, line, gdr}
     regp!(m, "nccl_transport", |log: &str| -> RResult<Dynamic> {
         ser(&probe::judge::nccl_transport(log).map_err(|e| runtime_error(format!("probe::nccl_transport: {e}")))?)
