@@ -4,6 +4,7 @@
 mod dra;
 mod pods;
 mod vke;
+mod workers;
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,7 @@ pub use dra::{
 };
 pub use pods::{POD_PROBE_COMMAND, POD_PROBE_SCRIPT, PodProbeOutput, parse_pod_probe};
 pub use vke::vke_rdma_kubelet_problem;
+pub use workers::{WorkerFit, WorkerNeeds, worker_fit};
 
 /// A node as the Kubernetes API reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -226,6 +226,15 @@ fn probe_module(ctx: &Arc<Ctx>) -> Module {
         );
         Ok(i64::try_from(b).unwrap_or(i64::MAX))
     }, min: &str, max: &str, nodes: i64);
+    // worker_fit(nodes, #{gpu_resource, gpus, resources, labels}) -> #{fit, unfit}: which of kube::nodes()'s
+    // nodes can take a worker asking for that (probe::preflight::worker_fit).
+    regp!(&mut m, "worker_fit", |nodes: Array, needs: Map| -> RResult<Dynamic> {
+        let what = "probe::worker_fit";
+        let needs: probe::preflight::WorkerNeeds = rhai::serde::from_dynamic(&needs.into())
+            .map_err(|e| runtime_error(format!("{what}: needs must be #{{gpu_resource, gpus, resources, labels}} ({e})")))?;
+        let nodes: Vec<probe::preflight::NodeInfo> = nodes.iter().map(|d| node_info(d, what)).collect::<RResult<_>>()?;
+        ser(&probe::preflight::worker_fit(&nodes, &needs))
+    }, nodes: Array, needs: Map);
     // vke_kubelet_problem(version) -> why VKE's RDMA device plugin cannot run on that kubelet, or ()
     reg!(
         &mut m,
@@ -241,6 +250,33 @@ fn probe_module(ctx: &Arc<Ctx>) -> Module {
         }
     );
     m
+}
+
+/// A node as kube::nodes() returns it (`#{name, labels, capacity, ...}`), for probe.
+fn node_info(d: &Dynamic, what: &str) -> RResult<probe::preflight::NodeInfo> {
+    let m = d.read_lock::<Map>().ok_or_else(|| {
+        runtime_error(format!(
+            "{what}: each node must be a map from kube::nodes()"
+        ))
+    })?;
+    let text_map = |key: &str| -> std::collections::BTreeMap<String, String> {
+        m.get(key)
+            .and_then(|v| v.read_lock::<Map>().map(|x| x.clone()))
+            .map(|x| {
+                x.into_iter()
+                    .filter(|(_, v)| !v.is_unit())
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    Ok(probe::preflight::NodeInfo {
+        name: m.get("name").map(|n| n.to_string()).unwrap_or_default(),
+        capacity: text_map("capacity"),
+        allocatable: text_map("allocatable"),
+        labels: text_map("labels"),
+        ..Default::default()
+    })
 }
 
 /// A node count from a script: negative is none, beyond u32 is u32::MAX.
