@@ -665,3 +665,18 @@ fn plan_sh_kills_the_rank_still_running_when_another_fails() {
         .collect();
     assert!(left.is_empty(), "rank 0 still runs: {left:?}");
 }
+
+/// dranet-nccl-tests needs a DRA profile; a device-plugin one is refused by name, pointing at nccl-tests.
+#[test]
+fn dranet_nccl_tests_refuses_a_device_plugin_profile() {
+    let (outcome, _, _out) = dry_run_builtin("dranet-nccl-tests", &[("profile", "aws-efa-eks")]);
+    let err = outcome
+        .error
+        .expect("aws-efa-eks is a device-plugin profile");
+    assert!(
+        err.message
+            .contains("profile aws-efa-eks gives pods RDMA through device-plugin, not DRA")
+            && err.message.contains("the nccl-tests workflow"),
+        "{err}"
+    );
+}
