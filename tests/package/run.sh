@@ -46,7 +46,10 @@ members=() patches=()
 for c in "${crates[@]}"; do
   dir="crates/${c#rdmakit-}"
   v="$(version "$dir")"
-  tar -xzf "$target/package/$c-$v.crate" -C "$scratch"
+  # -m: the files get the time of unpacking, not the packaged one, so cargo rebuilds a crate that changed
+  # since the last run (with the packaged times its fingerprint took an older build in the shared target
+  # folder for current).
+  tar -xzmf "$target/package/$c-$v.crate" -C "$scratch"
   members+=("\"$c-$v\"")
   patches+=("$c = { path = \"$c-$v\" }")
 done
