@@ -28,6 +28,18 @@ fn preflight(args: &[&str]) -> (i32, Value) {
     (o.status.code().unwrap_or(-1), v)
 }
 
+/// `preflight --profile aliyun-erdma --pods SELECTOR --pods-namespace NS --json`.
+fn preflight_pods(selector: &str, ns: &str) -> (i32, Value) {
+    preflight(&[
+        "--profile",
+        "aliyun-erdma",
+        "--pods",
+        selector,
+        "--pods-namespace",
+        ns,
+    ])
+}
+
 fn eligible(v: &Value) -> Vec<String> {
     v["nodes"]
         .as_array()
@@ -171,14 +183,7 @@ pub(super) fn erdma_pods(ns: &str, names: &[&str]) {
 fn preflight_reads_memlock_and_devices_inside_the_selected_pods() {
     let ns = Ns::new("preflight-pods", Kind::Erdma);
     erdma_pods(&ns.name, &["worker-0", "worker-1"]);
-    let (_, v) = preflight(&[
-        "--profile",
-        "aliyun-erdma",
-        "--pods",
-        "app=rdma-worker",
-        "--pods-namespace",
-        &ns.name,
-    ]);
+    let (_, v) = preflight_pods("app=rdma-worker", &ns.name);
     let pods = v["pods"]
         .as_array()
         .unwrap_or_else(|| panic!("no pods: {v:#}"));
@@ -297,14 +302,7 @@ fn preflight_names_a_pod_it_cannot_exec_into() {
         &format!("rdmakit.test/owner={}", std::process::id()),
     ]);
     erdma_pods(&ns.0, &["worker-0"]);
-    let (code, v) = preflight(&[
-        "--profile",
-        "aliyun-erdma",
-        "--pods",
-        "app=rdma-worker",
-        "--pods-namespace",
-        &ns.0,
-    ]);
+    let (code, v) = preflight_pods("app=rdma-worker", &ns.0);
     // Nothing was read, so nothing is judged failed: warnings that name the exec error.
     assert_eq!(code, 0, "{v:#}");
     let devices = check(&v, "pod-devices", &format!("{}/worker-0", ns.0));
@@ -334,14 +332,7 @@ fn preflight_names_a_pod_it_cannot_exec_into() {
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn preflight_says_when_the_pod_selector_matches_nothing() {
-    let (code, v) = preflight(&[
-        "--profile",
-        "aliyun-erdma",
-        "--pods",
-        "app=no-such-pod",
-        "--pods-namespace",
-        "default",
-    ]);
+    let (code, v) = preflight_pods("app=no-such-pod", "default");
     assert_eq!(code, 0, "{v:#}");
     let c = check(&v, "pod-selection", "app=no-such-pod");
     assert_eq!(c["verdict"], "warn", "{c}");
@@ -420,19 +411,11 @@ fn preflight_fails_while_a_dranet_pod_never_gets_ready() {
 fn preflight_names_the_pods_memlock_ipc_lock_and_nccl_faults() {
     let ns = Ns::new("preflight-faults", Kind::Erdma);
     erdma_pods(&ns.name, &["worker-0"]);
-    let args = [
-        "--profile",
-        "aliyun-erdma",
-        "--pods",
-        "app=rdma-worker",
-        "--pods-namespace",
-        &ns.name,
-    ];
-    let (code, v) = preflight(&args);
+    let (code, v) = preflight_pods("app=rdma-worker", &ns.name);
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["pods"][0]["nccl_version"], "2.30.7", "{v:#}");
     ns.faults(&["memlock-64k", "no-ipc-lock", "nccl-2.28.9"]);
-    let (code, v) = preflight(&args);
+    let (code, v) = preflight_pods("app=rdma-worker", &ns.name);
     assert_eq!(code, 1, "{v:#}");
     let s = format!("{}/worker-0", ns.name);
     let m = check(&v, "pod-memlock", &s);
