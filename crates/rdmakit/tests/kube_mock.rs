@@ -117,6 +117,24 @@ fn forbidden(message: &'static str) -> Responder {
     })
 }
 
+/// A PodList of `items`.
+fn pod_list(items: Vec<Value>) -> Value {
+    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+}
+
+/// A wait for one Ready pod labelled app=buildkitd in the default namespace.
+fn buildkitd_ready(timeout: Duration) -> WaitSpec {
+    WaitSpec {
+        what: WaitFor::PodsReady,
+        kind: "Pod".into(),
+        name: None,
+        selector: Some("app=buildkitd".into()),
+        expect: 1,
+        namespace: None,
+        timeout,
+    }
+}
+
 fn pod(name: &str, ready: bool) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -296,23 +314,12 @@ fn wait_sees_a_pod_turn_ready() {
                 assert!(u.contains("labelSelector=app%3Dbuildkitd"), "{u}");
                 lists += 1;
                 let ready = lists >= 3;
-                (
-                    200,
-                    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod("buildkitd-0", ready)]}),
-                )
+                (200, pod_list(vec![pod("buildkitd-0", ready)]))
             }
             _ => (404, status(404, "NotFound", "unexpected")),
         })
     }));
-    let spec = WaitSpec {
-        what: WaitFor::PodsReady,
-        kind: "Pod".into(),
-        name: None,
-        selector: Some("app=buildkitd".into()),
-        expect: 1,
-        namespace: None,
-        timeout: Duration::from_secs(10),
-    };
+    let spec = buildkitd_ready(Duration::from_secs(10));
     let out = m.exec.wait(&spec).unwrap();
     assert_eq!(out["state"], "1/1 pods Ready (want 1)");
     assert_eq!(out["names"][0], "buildkitd-0");
@@ -331,22 +338,13 @@ fn wait_times_out_with_the_last_state() {
     let m = mock(Box::new(|s: &Seen| {
         Some(match s.uri.as_str() {
             "/api/v1" => (200, core_v1_resources()),
-            u if u.starts_with("/api/v1/namespaces/default/pods?") => (
-                200,
-                json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod("buildkitd-0", false)]}),
-            ),
+            u if u.starts_with("/api/v1/namespaces/default/pods?") => {
+                (200, pod_list(vec![pod("buildkitd-0", false)]))
+            }
             _ => (404, status(404, "NotFound", "unexpected")),
         })
     }));
-    let spec = WaitSpec {
-        what: WaitFor::PodsReady,
-        kind: "Pod".into(),
-        name: None,
-        selector: Some("app=buildkitd".into()),
-        expect: 1,
-        namespace: None,
-        timeout: Duration::from_secs(1),
-    };
+    let spec = buildkitd_ready(Duration::from_secs(1));
     let started = std::time::Instant::now();
     let err = m.exec.wait(&spec).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -361,15 +359,7 @@ fn wait_times_out_with_the_last_state() {
 
 #[test]
 fn a_wait_fails_at_once_on_a_403_and_keeps_the_last_error_on_a_timeout() {
-    let pods_wait = |timeout| WaitSpec {
-        what: WaitFor::PodsReady,
-        kind: "Pod".into(),
-        name: None,
-        selector: Some("app=buildkitd".into()),
-        expect: 1,
-        namespace: None,
-        timeout,
-    };
+    let pods_wait = buildkitd_ready;
     let m = mock(forbidden(
         "pods is forbidden: User \"ci\" cannot list resource \"pods\"",
     ));
@@ -850,10 +840,7 @@ fn vke_cluster_at(s: &Seen, version: &str) -> Option<(u16, Value)> {
         ("PATCH", "/api/v1/namespaces/default/pods/rdma-test")
         | ("GET", "/api/v1/namespaces/default/pods/rdma-test")
         | ("DELETE", "/api/v1/namespaces/default/pods/rdma-test") => (200, pod("rdma-test", true)),
-        ("GET", "/api/v1/namespaces/default/pods") => (
-            200,
-            json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod("rdma-test", true)]}),
-        ),
+        ("GET", "/api/v1/namespaces/default/pods") => (200, pod_list(vec![pod("rdma-test", true)])),
         _ => (
             404,
             status(404, "NotFound", &format!("mock: no {} {}", s.method, s.uri)),
@@ -1202,15 +1189,7 @@ fn a_wait_wakes_on_a_watch_event_instead_of_polling() {
     }));
     // A poll interval of 2 s: with a working watch the fallback list would come after 30 s.
     let exec = m.exec.with_poll_interval(Duration::from_secs(2));
-    let spec = WaitSpec {
-        what: WaitFor::PodsReady,
-        kind: "Pod".into(),
-        name: None,
-        selector: Some("app=buildkitd".into()),
-        expect: 1,
-        namespace: None,
-        timeout: Duration::from_secs(60),
-    };
+    let spec = buildkitd_ready(Duration::from_secs(60));
     let started = std::time::Instant::now();
     let out = exec.wait(&spec).unwrap();
     assert_eq!(out["state"], "1/1 pods Ready (want 1)");
