@@ -6,7 +6,7 @@
 //! v5 on AKS (rdma/shared_ib, NET/IB on mlx5): nodes a test applies for itself (fixtures/gke-a4-nodes.yaml,
 //! azure-nd-h100-nodes.yaml) and deletes after, so the seeds' tests never see them.
 
-use super::harness::{Kind, NodePatch, Ns, kubectl, kubectl_ok, repo};
+use super::harness::{Kind, NodePatch, Ns, assert_clean, kubectl, kubectl_ok, repo};
 
 /// Nodes (and ResourceSlices) of a fixture file in the cluster for one test; deleted on drop.
 struct Nodes(String);
@@ -49,15 +49,6 @@ fn efa_ns(prefix: &str) -> Ns {
     .unwrap();
     ns.container_log("launcher-efa-ok.log");
     ns
-}
-
-fn assert_clean(ns: &Ns) {
-    let left = ns.leftovers();
-    assert!(
-        left.is_empty(),
-        "the run left objects behind in {}: {left:?}",
-        ns.name
-    );
 }
 
 fn report_md(ns: &Ns) -> String {

@@ -1,7 +1,9 @@
 //! The four workflows live: PASS on the healthy cluster, FAIL naming the cause on each fault, a second run on
 //! the used cluster passes, and nothing of a run's own is left behind.
 
-use super::harness::{Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, kubectl, kubectl_ok, repo};
+use super::harness::{
+    Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, assert_clean, kubectl, repo,
+};
 
 const ERDMA: &[&str] = &[
     "--set",
@@ -9,15 +11,6 @@ const ERDMA: &[&str] = &[
     "--set",
     "push_secret_source=acr-push",
 ];
-
-fn assert_clean(ns: &Ns) {
-    let left = ns.leftovers();
-    assert!(
-        left.is_empty(),
-        "the run left objects behind in {}: {left:?}",
-        ns.name
-    );
-}
 
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
@@ -229,52 +222,13 @@ fn dranet_nccl_tests_fails_when_a_slice_lacks_the_attribute_the_device_class_sel
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn an_interrupted_erdma_run_exits_130_and_leaves_nothing_of_its_own() {
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
     let ns = Ns::new("erdma-int", Kind::Erdma);
-    let mut child = Command::new(super::harness::rdmakit_path())
-        .args(["run", "erdma-ray-rdt", "-n", &ns.name, "--out"])
-        .arg(&ns.out)
-        .args(ERDMA)
-        .env("KUBECONFIG", super::harness::kubeconfig())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    loop {
-        let rc = kubectl_ok(&["-n", &ns.name, "get", "rayclusters.ray.io", "-o", "name"]);
-        if !rc.trim().is_empty() {
-            break;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before deploying the RayCluster"
-        );
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no RayCluster after 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
-    let report = std::fs::read_to_string(ns.out.join("report.json")).unwrap();
-    assert!(report.contains("\"interrupted\""), "{report}");
+    let report =
+        super::harness::interrupt_once_applied(&ns, "erdma-ray-rdt", ERDMA, "rayclusters.ray.io");
     assert!(
         report.contains("cleanup: bundle/ray-cluster"),
         "the report lists the cleanup: {report}"
     );
-    assert_clean(&ns);
 }
 
 /// PIDs of the processes on this machine (the emulated pods' processes run here) whose argv is `argv`.
