@@ -42,6 +42,35 @@ pub struct NodeInfo {
     pub dra_rdma_devices: Vec<String>,
 }
 
+impl NodeInfo {
+    /// A node from the Kubernetes API's JSON (a `v1.Node` as `kubectl get node -o json` or a list item
+    /// gives it). DRA devices are not part of a Node; the caller adds them from ResourceSlices.
+    pub fn from_node(node: &serde_json::Value) -> NodeInfo {
+        let text_map = |v: &serde_json::Value| -> BTreeMap<String, String> {
+            v.as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let ready = node["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        NodeInfo {
+            name: node["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
+            capacity: text_map(&node["status"]["capacity"]),
+            allocatable: text_map(&node["status"]["allocatable"]),
+            labels: text_map(&node["metadata"]["labels"]),
+            ready,
+            unschedulable: node["spec"]["unschedulable"].as_bool().unwrap_or(false),
+            dra_rdma_devices: Vec::new(),
+        }
+    }
+}
+
 /// Facts gathered inside one pod: from one exec of [`POD_PROBE_SCRIPT`]
 /// ([`PodFacts::from_pod_probe`]) or from `rdmakit probe --json` run inside it
 /// ([`PodFacts::from_host_facts`]).

@@ -97,28 +97,7 @@ fn policy_for(a: &PreflightArgs) -> Result<(PreflightPolicy, Attachment), Failur
 }
 
 fn node_info(n: &Value) -> NodeInfo {
-    let map = |v: &Value| {
-        v.as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let ready = n["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    });
-    NodeInfo {
-        name: n["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
-        capacity: map(&n["status"]["capacity"]),
-        allocatable: map(&n["status"]["allocatable"]),
-        labels: map(&n["metadata"]["labels"]),
-        ready,
-        unschedulable: n["spec"]["unschedulable"].as_bool().unwrap_or(false),
-        dra_rdma_devices: Vec::new(),
-    }
+    NodeInfo::from_node(n)
 }
 
 fn list(
