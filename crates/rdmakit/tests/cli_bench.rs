@@ -9,15 +9,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use assert_cmd::Command;
+use common::cli::{rdmakit, rdmakit_process};
 use predicates::prelude::*;
 use serde_json::Value;
-
-fn rdmakit() -> Command {
-    let mut c = Command::cargo_bin("rdmakit").unwrap();
-    c.current_dir(common::workspace());
-    c.timeout(Duration::from_secs(120));
-    c
-}
 
 fn results(stdout: &[u8]) -> Vec<Value> {
     serde_json::from_slice::<Vec<Value>>(stdout).unwrap()
@@ -83,7 +77,7 @@ fn start_server(transport: &str) -> (std::process::Child, String) {
         .unwrap()
         .port();
     let listen = format!("127.0.0.1:{port}");
-    let mut server = std::process::Command::new(assert_cmd::cargo::cargo_bin("rdmakit"))
+    let mut server = rdmakit_process()
         .args([
             "bench",
             "stage",
@@ -250,7 +244,7 @@ fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
     assert_eq!(names, ["pinned_d2h", "pinned_h2d"]);
 
     // `rdmakit ... | head -c1`: the reader leaves early; no panic message on stderr.
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rdmakit"))
+    let mut child = rdmakit_process()
         .args([
             "bench",
             "pinned",
