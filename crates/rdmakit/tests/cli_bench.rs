@@ -13,20 +13,22 @@ use common::cli::{rdmakit, rdmakit_process};
 use predicates::prelude::*;
 use serde_json::Value;
 
+/// Runs `c`, which must succeed; what it printed.
+fn stdout_of(c: &mut Command) -> Vec<u8> {
+    c.assert().success().get_output().stdout.clone()
+}
+
 fn results(stdout: &[u8]) -> Vec<Value> {
     serde_json::from_slice::<Vec<Value>>(stdout).unwrap()
 }
 
 #[test]
 fn stage_in_process_reports_the_pinned_peer_beside_ours() {
-    let out = rdmakit()
-        .args(["bench", "stage", "--backend", "host", "--size", "3MiB"])
-        .args(["--chunk", "1MiB", "--slots", "2", "--iters", "2", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(
+        rdmakit()
+            .args(["bench", "stage", "--backend", "host", "--size", "3MiB"])
+            .args(["--chunk", "1MiB", "--slots", "2", "--iters", "2", "--json"]),
+    );
     let r = results(&out);
     let names: Vec<_> = r.iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["pinned_d2h", "inprocess"]);
@@ -39,24 +41,21 @@ fn stage_in_process_reports_the_pinned_peer_beside_ours() {
 
 #[test]
 fn stage_tcp_both_ends_in_one_process_verify() {
-    let out = rdmakit()
-        .args(["bench", "stage", "--transport", "tcp", "--backend", "host"])
-        .args([
-            "--size",
-            "5MiB",
-            "--chunk",
-            "1MiB",
-            "--connections",
-            "3",
-            "--iters",
-            "1",
-        ])
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(
+        rdmakit()
+            .args(["bench", "stage", "--transport", "tcp", "--backend", "host"])
+            .args([
+                "--size",
+                "5MiB",
+                "--chunk",
+                "1MiB",
+                "--connections",
+                "3",
+                "--iters",
+                "1",
+            ])
+            .arg("--json"),
+    );
     let r = results(&out);
     assert_eq!(r.len(), 2);
     assert_eq!(r[0]["name"], "tcp");
@@ -112,23 +111,20 @@ fn start_server(transport: &str) -> (std::process::Child, String) {
 #[test]
 fn stage_tcp_server_and_client_as_two_processes() {
     let (server, listen) = start_server("tcp");
-    let client = rdmakit()
-        .args(["bench", "stage", "--transport", "tcp", "--role", "client"])
-        .args([
-            "--backend",
-            "host",
-            "--size",
-            "2MiB",
-            "--iters",
-            "1",
-            "--json",
-        ])
-        .args(["--connect", &listen])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let client = stdout_of(
+        rdmakit()
+            .args(["bench", "stage", "--transport", "tcp", "--role", "client"])
+            .args([
+                "--backend",
+                "host",
+                "--size",
+                "2MiB",
+                "--iters",
+                "1",
+                "--json",
+            ])
+            .args(["--connect", &listen]),
+    );
     let server = server.wait_with_output().unwrap();
     assert!(server.status.success());
     let (c, s) = (results(&client), results(&server.stdout));
@@ -220,23 +216,20 @@ fn stage_rdma_on_a_missing_device_fails_fast_naming_it() {
 
 #[test]
 fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
-    let out = rdmakit()
-        .args([
-            "bench",
-            "pinned",
-            "--backend",
-            "host",
-            "--size",
-            "2MiB",
-            "--iters",
-            "1",
-        ])
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(
+        rdmakit()
+            .args([
+                "bench",
+                "pinned",
+                "--backend",
+                "host",
+                "--size",
+                "2MiB",
+                "--iters",
+                "1",
+            ])
+            .arg("--json"),
+    );
     let names: Vec<_> = results(&out)
         .iter()
         .map(|x| x["name"].as_str().unwrap().to_owned())

@@ -24,6 +24,18 @@ struct Mock {
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
+impl Mock {
+    /// How many requests so far match `which`.
+    fn count(&self, which: impl Fn(&Seen) -> bool) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| which(s))
+            .count()
+    }
+}
+
 /// Starts the in-process fake API server answering with `responder`, and the kube executor on it.
 fn mock(responder: Responder) -> Mock {
     let api = fake_api::in_process(fake_api::json(responder));
@@ -182,15 +194,7 @@ fn rejected_apply_surfaces_the_servers_message_422_and_409() {
         assert!(text.contains("RayCluster/ray-erdma-cluster"), "{text}");
         assert!(err.is_cluster_error());
         // Only one PATCH: 4xx rejections are not retried.
-        assert_eq!(
-            m.seen
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|s| s.method == "PATCH")
-                .count(),
-            1
-        );
+        assert_eq!(m.count(|s| s.method == "PATCH"), 1);
     }
 }
 
@@ -269,13 +273,7 @@ fn wait_sees_a_pod_turn_ready() {
     let out = m.exec.wait(&spec).unwrap();
     assert_eq!(out["state"], "1/1 pods Ready (want 1)");
     assert_eq!(out["names"][0], "buildkitd-0");
-    let lists = m
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.uri.contains("pods?"))
-        .count();
+    let lists = m.count(|s| s.uri.contains("pods?"));
     assert!(lists >= 3, "polled {lists} times");
 }
 
@@ -319,13 +317,7 @@ fn a_wait_fails_at_once_on_a_403_and_keeps_the_last_error_on_a_timeout() {
         matches!(&err, ExecError::Rejected { code: 403, message, .. } if message.contains("cannot list")),
         "{err:?}"
     );
-    let lists = m
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.uri.contains("pods?"))
-        .count();
+    let lists = m.count(|s| s.uri.contains("pods?"));
     assert_eq!(lists, 1, "a 403 is asked once");
     // A server that first fails (a retried 503) and then hangs: the timeout names the last error.
     let m = mock(Box::new(|s: &Seen| match s.uri.as_str() {
@@ -395,16 +387,7 @@ fn transient_errors_are_retried_with_backoff() {
             .unwrap();
         // Backoff 5 ms then 10 ms.
         assert!(started.elapsed() >= Duration::from_millis(15));
-        assert_eq!(
-            m.seen
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|s| s.method == "PATCH")
-                .count(),
-            3,
-            "{code}"
-        );
+        assert_eq!(m.count(|s| s.method == "PATCH"), 3, "{code}");
     }
 }
 
@@ -429,15 +412,7 @@ fn transient_errors_give_up_after_the_retry_budget_with_the_servers_message() {
             .contains("(503 ServiceUnavailable): etcd leader changed"),
         "{err}"
     );
-    assert_eq!(
-        m.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| s.method == "PATCH")
-            .count(),
-        3
-    );
+    assert_eq!(m.count(|s| s.method == "PATCH"), 3);
 }
 
 #[test]
