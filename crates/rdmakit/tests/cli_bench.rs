@@ -13,6 +13,9 @@ use common::cli::{rdmakit, rdmakit_process};
 use predicates::prelude::*;
 use serde_json::Value;
 
+/// One iteration of 2 MiB on the host backend (no GPU).
+const SMALL_HOST_RUN: [&str; 6] = ["--backend", "host", "--size", "2MiB", "--iters", "1"];
+
 /// Runs `c`, which must succeed; what it printed.
 fn stdout_of(c: &mut Command) -> Vec<u8> {
     c.assert().success().get_output().stdout.clone()
@@ -85,16 +88,8 @@ fn start_server(transport: &str) -> (std::process::Child, String) {
             "--role",
             "server",
         ])
-        .args([
-            "--backend",
-            "host",
-            "--size",
-            "2MiB",
-            "--iters",
-            "1",
-            "--json",
-        ])
-        .args(["--listen", &listen])
+        .args(SMALL_HOST_RUN)
+        .args(["--json", "--listen", &listen])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -114,16 +109,8 @@ fn stage_tcp_server_and_client_as_two_processes() {
     let client = stdout_of(
         rdmakit()
             .args(["bench", "stage", "--transport", "tcp", "--role", "client"])
-            .args([
-                "--backend",
-                "host",
-                "--size",
-                "2MiB",
-                "--iters",
-                "1",
-                "--json",
-            ])
-            .args(["--connect", &listen]),
+            .args(SMALL_HOST_RUN)
+            .args(["--json", "--connect", &listen]),
     );
     let server = server.wait_with_output().unwrap();
     assert!(server.status.success());
@@ -218,16 +205,8 @@ fn stage_rdma_on_a_missing_device_fails_fast_naming_it() {
 fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
     let out = stdout_of(
         rdmakit()
-            .args([
-                "bench",
-                "pinned",
-                "--backend",
-                "host",
-                "--size",
-                "2MiB",
-                "--iters",
-                "1",
-            ])
+            .args(["bench", "pinned"])
+            .args(SMALL_HOST_RUN)
             .arg("--json"),
     );
     let names: Vec<_> = results(&out)
@@ -266,8 +245,9 @@ fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
 /// `bench stage` in process on the host backend, 2 MiB in 1 MiB chunks, one iteration.
 fn small_host_stage() -> Command {
     let mut c = rdmakit();
-    c.args(["bench", "stage", "--backend", "host", "--size", "2MiB"])
-        .args(["--chunk", "1MiB", "--iters", "1"]);
+    c.args(["bench", "stage"])
+        .args(SMALL_HOST_RUN)
+        .args(["--chunk", "1MiB"]);
     c
 }
 

@@ -1,6 +1,7 @@
 //! The kube executor against a tower-test mock API server (the pattern kube-rs uses in its own tests):
 //! apply, discovery, a pod turning Ready, exec's request, rejections with the server's message, timeouts,
-//! retries on transient errors and the registry-credentials merge.
+//! retries on transient errors and the registry-credentials merge; under the host, apply-if-absent and the
+//! permission pre-check. (The workflows against the same fake: workflows_mock.rs.)
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
 mod common;
@@ -8,7 +9,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::fake_api::{self, Seen, WorkflowRun, resource_list, status};
+use common::fake_api::{self, Seen, resource_list, status};
 use rdmakit::cancel::Cancel;
 use rdmakit::error::ExecError;
 use rdmakit::exec::kube::KubeExecutor;
@@ -660,129 +661,6 @@ fn cancellation_stops_a_wait() {
     };
     let err = exec.wait(&spec).unwrap_err();
     assert!(matches!(err, ExecError::Cancelled { .. }), "{err:?}");
-}
-
-/// A VKE InfiniBand cluster as the mock API server: one labelled node with the RDMA resource, and a
-/// pod that is Ready as soon as it is applied.
-fn vke_cluster(s: &Seen) -> Option<(u16, Value)> {
-    vke_cluster_at(s, "v1.24.15-vke.12")
-}
-
-/// The same cluster with nodes on kubelet `version`.
-fn vke_cluster_at(s: &Seen, version: &str) -> Option<(u16, Value)> {
-    let path = s.uri.split('?').next().unwrap_or("");
-    let mut core = core_v1_resources();
-    core["resources"].as_array_mut().unwrap().push(json!(
-        {"name": "nodes", "singularName": "node", "namespaced": false, "kind": "Node", "verbs": ["get", "list"]}
-    ));
-    Some(match (s.method.as_str(), path) {
-        ("GET", "/api/v1") => (200, core),
-        ("GET", "/api/v1/nodes") => (
-            200,
-            json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [{
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": "vke-node-1", "labels": {"vke.node.rdma.mode": "ib-shared"}},
-                "status": {"capacity": {"nvidia.com/gpu": "8", "vke.volcengine.com/infiniband-rdma": "1"},
-                           "nodeInfo": {"kubeletVersion": version}}
-            }]}),
-        ),
-        ("PATCH", "/api/v1/namespaces/default/pods/rdma-test")
-        | ("GET", "/api/v1/namespaces/default/pods/rdma-test")
-        | ("DELETE", "/api/v1/namespaces/default/pods/rdma-test") => (200, pod("rdma-test", true)),
-        ("GET", "/api/v1/namespaces/default/pods") => (200, pod_list(vec![pod("rdma-test", true)])),
-        _ => (
-            404,
-            status(404, "NotFound", &format!("mock: no {} {}", s.method, s.uri)),
-        ),
-    })
-}
-
-/// What a healthy VKE pod prints for the workflow's checks (memlock, the RDMA devices, the mounts).
-const HEALTHY_VKE_POD: &str = "unlimited\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n";
-
-/// Runs vke-ib-pod against the healthy VKE cluster, each exec answered by `answer`.
-fn run_vke_workflow(answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput) -> WorkflowRun {
-    run_vke_workflow_on(Box::new(vke_cluster), answer)
-}
-
-fn run_vke_workflow_on(
-    cluster: Responder,
-    answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput,
-) -> WorkflowRun {
-    fake_api::run_workflow("vke-ib-pod", fake_api::json(cluster), Box::new(answer), &[])
-}
-
-#[test]
-fn vke_ib_pod_workflow_runs_against_the_mock_and_passes_on_a_healthy_pod() {
-    let WorkflowRun { outcome, seen, .. } = run_vke_workflow(|_| common::output(HEALTHY_VKE_POD));
-    assert!(
-        outcome.error.is_none(),
-        "{}",
-        outcome.error.map(|e| e.to_string()).unwrap_or_default()
-    );
-    assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Pass);
-    // The pod went through server-side apply and was deleted at the end.
-    let apply = seen
-        .iter()
-        .find(|s| s.method == "PATCH" && s.uri.contains("/pods/rdma-test"))
-        .expect("pod applied");
-    assert!(apply.uri.contains("fieldManager=rdmakit"), "{}", apply.uri);
-    assert!(apply.body.contains("vke.volcengine.com/infiniband-rdma"));
-    assert!(
-        seen.iter()
-            .any(|s| s.method == "DELETE" && s.uri.contains("/pods/rdma-test"))
-    );
-}
-
-#[test]
-fn vke_ib_pod_workflow_fails_with_the_fix_when_memlock_is_limited() {
-    let WorkflowRun { outcome, .. } = run_vke_workflow(|_| {
-        common::output(
-            "64\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n",
-        )
-    });
-    assert!(outcome.error.is_none());
-    assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Fail);
-    let md = outcome.report.to_markdown();
-    assert!(md.contains("LimitMEMLOCK"), "{md}");
-}
-
-#[test]
-fn vke_ib_pod_workflow_fails_on_a_kubernetes_build_without_rdma_support() {
-    for (version, ok) in [
-        ("v1.24.10-vke.30", false),
-        ("v1.24.15-vke.11", false),
-        ("v1.20.15-vke.18", true),
-        ("v1.22.3-vke.5", false),
-        ("v1.28.2-vke.1", true),
-    ] {
-        let WorkflowRun { outcome, .. } =
-            run_vke_workflow_on(Box::new(move |s: &Seen| vke_cluster_at(s, version)), |_| {
-                common::output(HEALTHY_VKE_POD)
-            });
-        assert!(outcome.error.is_none(), "{version}");
-        let check = outcome
-            .report
-            .checks
-            .iter()
-            .find(|c| c.name == "RDMA nodes run a VKE Kubernetes build that supports RDMA")
-            .unwrap();
-        assert_eq!(
-            check.status == rdmakit::report::Status::Pass,
-            ok,
-            "{version}: {}",
-            check.detail
-        );
-        if !ok {
-            assert!(check.detail.contains(version), "{}", check.detail);
-            assert!(
-                check.detail.contains("v1.24.15-vke.12+"),
-                "{}",
-                check.detail
-            );
-            assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Fail);
-        }
-    }
 }
 
 /// A Secret that is already in the cluster (someone else's) and a Pod that is not.

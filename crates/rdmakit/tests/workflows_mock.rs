@@ -1,8 +1,10 @@
-//! The seed workflows against a fake Kubernetes API server behind kube-rs (tower-test mock), for what a real
-//! cluster cannot stage on demand: a cluster that does not serve an operator's API (KubeRay, the MPI
-//! Operator), where the workflow must stop and name what to install. Everything a real cluster can stage
-//! (healthy runs, the seeds' figures, NCCL and device faults, a node without its RDMA resource) runs live on
-//! the control-plane tier (tests/tests/cluster/workflows.rs in the rdmakit-tests crate).
+//! The seed workflows against a fake Kubernetes API server behind kube-rs (tower-test mock, a [`Cluster`]
+//! of objects answering it), for what a real cluster cannot stage on demand: a cluster that does not serve
+//! an operator's API (KubeRay, the MPI Operator), where the workflow must stop and name what to install,
+//! and vke-ib-pod on a VKE node (its RDMA mode label, InfiniBand resource and kubelet build). Everything a
+//! real cluster can stage (healthy runs, the seeds' figures, NCCL and device faults, a node without its
+//! RDMA resource) runs live on the control-plane tier (tests/tests/cluster/workflows.rs in the
+//! rdmakit-tests crate).
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
 mod common;
@@ -573,4 +575,99 @@ fn dranet_nccl_tests_stops_when_the_mpi_operator_is_missing() {
     );
     // Nothing was applied before the check stopped the run.
     assert!(!r.seen.iter().any(|s| s.method == "PATCH"));
+}
+
+// ------------------------------------------------------------------------------------------------------
+// vke-ib-pod
+
+/// The first VKE build with RDMA support.
+const VKE_WITH_RDMA: &str = "v1.24.15-vke.12";
+
+/// What a healthy VKE pod prints for the workflow's checks (memlock, the RDMA devices, the mounts).
+const HEALTHY_VKE_POD: &str = "unlimited\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n";
+
+/// Runs vke-ib-pod on a VKE cluster of one InfiniBand node whose kubelet is `version`; every exec in the
+/// test pod prints `prints`.
+fn run_vke(version: &str, prints: String) -> WorkflowRun {
+    let mut c = Cluster::default();
+    c.put(
+        "nodes",
+        "",
+        json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "vke-node-1", "labels": {"vke.node.rdma.mode": "ib-shared"}},
+            "status": {"capacity": {"nvidia.com/gpu": "8", "vke.volcengine.com/infiniband-rdma": "1"},
+                       "nodeInfo": {"kubeletVersion": version}}
+        }),
+    );
+    run_workflow("vke-ib-pod", c, Box::new(move |_| out(&prints)), &[])
+}
+
+#[test]
+fn vke_ib_pod_workflow_runs_against_the_mock_and_passes_on_a_healthy_pod() {
+    let WorkflowRun { outcome, seen, .. } = run_vke(VKE_WITH_RDMA, HEALTHY_VKE_POD.into());
+    assert!(
+        outcome.error.is_none(),
+        "{}",
+        outcome.error.map(|e| e.to_string()).unwrap_or_default()
+    );
+    assert_eq!(outcome.verdict(), Verdict::Pass);
+    // The pod went through server-side apply and was deleted at the end.
+    let apply = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.uri.contains("/pods/rdma-test"))
+        .expect("pod applied");
+    assert!(apply.uri.contains("fieldManager=rdmakit"), "{}", apply.uri);
+    assert!(apply.body.contains("vke.volcengine.com/infiniband-rdma"));
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "DELETE" && s.uri.contains("/pods/rdma-test"))
+    );
+}
+
+#[test]
+fn vke_ib_pod_workflow_fails_with_the_fix_when_memlock_is_limited() {
+    let WorkflowRun { outcome, .. } = run_vke(
+        VKE_WITH_RDMA,
+        HEALTHY_VKE_POD.replacen("unlimited", "64", 1),
+    );
+    assert!(outcome.error.is_none());
+    assert_eq!(outcome.verdict(), Verdict::Fail);
+    let md = outcome.report.to_markdown();
+    assert!(md.contains("LimitMEMLOCK"), "{md}");
+}
+
+#[test]
+fn vke_ib_pod_workflow_fails_on_a_kubernetes_build_without_rdma_support() {
+    for (version, ok) in [
+        ("v1.24.10-vke.30", false),
+        ("v1.24.15-vke.11", false),
+        ("v1.20.15-vke.18", true),
+        ("v1.22.3-vke.5", false),
+        ("v1.28.2-vke.1", true),
+    ] {
+        let WorkflowRun { outcome, .. } = run_vke(version, HEALTHY_VKE_POD.into());
+        assert!(outcome.error.is_none(), "{version}");
+        let check = outcome
+            .report
+            .checks
+            .iter()
+            .find(|c| c.name == "RDMA nodes run a VKE Kubernetes build that supports RDMA")
+            .unwrap();
+        assert_eq!(
+            check.status == rdmakit::report::Status::Pass,
+            ok,
+            "{version}: {}",
+            check.detail
+        );
+        if !ok {
+            assert!(check.detail.contains(version), "{}", check.detail);
+            assert!(
+                check.detail.contains("v1.24.15-vke.12+"),
+                "{}",
+                check.detail
+            );
+            assert_eq!(outcome.verdict(), Verdict::Fail);
+        }
+    }
 }
