@@ -27,19 +27,25 @@ const WORKFLOWS: &[(&str, &[&str])] = &[
     ("nccl-tests", &["mpi-job.yaml"]),
 ];
 
+/// Runs `check` on plan.sh, which must pass: the failure names `case`, what failed and what it printed.
+fn assert_passes(case: &str, what: &str, check: &mut std::process::Command) {
+    let r = check.output().unwrap();
+    assert!(
+        r.status.success(),
+        "{case}: {what}: {}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
 /// Writes `sh` as `dir/plan.sh` and checks that bash parses it; returns the path.
 fn assert_bash_parses(case: &str, sh: &str, dir: &Path) -> std::path::PathBuf {
     let path = dir.join("plan.sh");
     std::fs::write(&path, sh).unwrap();
-    let syntax = std::process::Command::new("bash")
-        .arg("-n")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        syntax.status.success(),
-        "{case}: plan.sh is not valid bash: {}",
-        String::from_utf8_lossy(&syntax.stderr)
+    assert_passes(
+        case,
+        "plan.sh is not valid bash",
+        std::process::Command::new("bash").arg("-n").arg(&path),
     );
     path
 }
@@ -55,22 +61,17 @@ fn have_shellcheck() -> bool {
 /// shellcheck's warnings and errors on `plan` fail `case`; notes (SC2016: `$1` meant for the remote
 /// shell's awk) are intended.
 fn assert_shellcheck_clean(case: &str, plan: &Path) {
-    let r = std::process::Command::new("shellcheck")
-        .args(["-S", "warning", "-f", "gcc"])
-        .arg(plan)
-        .output()
-        .unwrap();
-    assert!(
-        r.status.success(),
-        "{case}: {}",
-        String::from_utf8_lossy(&r.stdout)
+    assert_passes(
+        case,
+        "shellcheck",
+        std::process::Command::new("shellcheck")
+            .args(["-S", "warning", "-f", "gcc"])
+            .arg(plan),
     );
 }
 
 fn check_workflow(name: &str, bundle_files: &[&str]) {
-    let src =
-        std::fs::read_to_string(common::workspace().join(format!("scripts/workflows/{name}.rhai")))
-            .unwrap();
+    let src = common::workflow_source(name);
     assert_eq!(
         rdmakit::workflows::builtin(name),
         Some(src.as_str()),
