@@ -17,7 +17,8 @@
 //! - Backends: [`CudaDevice`] (cudarc, loaded at run time: without a CUDA driver every GPU entry
 //!   point returns [`StageError::NoCudaDriver`]) and [`HostDevice`] (RAM plus worker-thread
 //!   "streams"), which runs the very same pipeline in CI.
-//! - [`bench`](mod@bench): the measurements behind `stage_bench`, verified by checksum on every run.
+//! - [`bench`](mod@bench): the measurements behind `rdmakit bench` and the `stage_bench` example,
+//!   verified by checksum on every run.
 //!
 //! ## Example (host backend, runs anywhere)
 //!
