@@ -67,3 +67,8 @@ pub use transport::inproc::{InProcReceiver, InProcSender, in_process_pair};
 pub use transport::rdma::{ConnectMode, RdmaConfig, RdmaReceiver, RdmaSender};
 pub use transport::tcp::{TcpReceiver, TcpSender, TcpShutdown};
 pub use transport::{Chunk, RecvTransport, SendTransport, TransferSummary};
+
+/// The README's code blocks, compiled by `cargo test --doc` so that they cannot drift from the API.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
