@@ -1,11 +1,11 @@
-//! `stage_bench`: the GPU benchmark session behind the crate README's tables (`bench/gpu-stage/run_gpu.sh`
-//! runs it), i.e. what `rdmakit bench` does not do: the full run with its sweeps, the small-transfer
-//! sweep, the report against the peers, and TCP between two processes that this one starts. One
-//! measurement at a time is `rdmakit bench stage` (in-process, TCP or RDMA, one end per node with
-//! `--role server|client`) and `rdmakit bench pinned`.
+//! `stage_bench`: the GPU benchmark session behind the crate README's tables
+//! (`bench/gpu-stage/run_gpu.sh` runs it), i.e. what `rdmakit bench` does not do: the full run with
+//! its sweeps, the small-transfer sweep, the report against the peers, and TCP between two processes
+//! that this one starts. One measurement at a time is `rdmakit bench stage` (in-process, TCP or
+//! RDMA, one end per node with `--role server|client`) and `rdmakit bench pinned`.
 //!
 //! ```text
-//! stage_bench tcp --size 512MiB --connections 4  # two processes over TCP loopback (a child receives)
+//! stage_bench tcp --size 512MiB --connections 4  # two processes over loopback (a child receives)
 //! stage_bench all --out DIR [--peers peers.json] # everything, JSON written after every part
 //! stage_bench small --out DIR --iters 20         # 4 KiB..64 MiB: ours vs pinned D2H + H2D
 //! stage_bench report --out DIR --peers peers.json

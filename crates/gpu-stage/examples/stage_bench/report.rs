@@ -1,6 +1,6 @@
 //! `stage_bench report`: our figures from `gpu-stage-results.json` beside the peers' (from
-//! `bench/gpu-stage/peers.py`), each comparison with its target; writes `gpu-stage-summary.json` and
-//! the sweep plots.
+//! `bench/gpu-stage/peers.py`), each comparison with its target; writes `gpu-stage-summary.json`
+//! and the sweep plots.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -8,7 +8,7 @@ use crate::error::StageError;
 use crate::pipeline::InProcessStage;
 
 /// GPU `src_device` → host ring → GPU `dst_device` in one process (or host → host with
-/// [`Backend::Host`]).
+/// [`Backend::Host`](super::Backend::Host)).
 pub fn run_inprocess(cfg: &BenchConfig) -> Result<BenchResult, StageError> {
     on_pair(cfg, InProcessBench)
 }

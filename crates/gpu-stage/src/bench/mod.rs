@@ -1,8 +1,8 @@
-//! Benchmarks behind `stage_bench` and `rdmakit bench stage`: in-process, pinned copies, two
-//! processes over TCP and (feature `rdma`) over RDMA (`run_rdma_receiver` / `run_rdma_sender`
-//! on the two nodes). Every run verifies the data
-//! that arrived against a checksum of what was sent, on every iteration, warm-ups included; a
-//! mismatch is an error, never a number.
+//! Benchmarks behind `rdmakit bench` and the `stage_bench` example: in-process, pinned copies, two
+//! processes over TCP and (feature `rdma`) over RDMA (`run_rdma_receiver` / `run_rdma_sender` on
+//! the two nodes). Every run verifies the data that arrived against a checksum of what was sent, on
+//! every iteration, warm-ups included; a mismatch shows as `verified: false` with fewer
+//! `verified_iterations`, never as a plain figure.
 //!
 //! Files: `config.rs` ([`BenchConfig`]), `result.rs` ([`BenchResult`] and its verification),
 //! `local.rs` (the one-process harness) with `inprocess.rs` and `pinned.rs` (the copy-engine

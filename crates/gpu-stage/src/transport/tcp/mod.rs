@@ -17,8 +17,8 @@
 //! Every blocking step is bounded by the transport's timeout (default [`DEFAULT_TIMEOUT`], like the
 //! RDMA transport): connecting, accepting, the greeting, each write (a peer that stops reading for
 //! that long fails the transfer), the wait for the next chunk and for the ACK. A stall fails with
-//! [`TransportError::Timeout`](crate::TransportError::Timeout) naming the step and the peer. Dropping either end shuts its sockets
-//! down, so no worker thread stays blocked on a stalled peer.
+//! [`TransportError::Timeout`](crate::TransportError::Timeout) naming the step and the peer.
+//! Dropping either end shuts its sockets down, so no worker thread stays blocked on a stalled peer.
 //!
 //! Files: `config.rs` (connection count, timeout), `wire.rs` (the frame header), `sender.rs`,
 //! `receiver.rs` (with `acquire.rs`: its readers take ring slots in chunk order) and `shutdown.rs`

@@ -52,7 +52,7 @@ impl std::fmt::Debug for ReaderMsg {
 }
 
 impl TcpReceiver {
-    /// Accepts the `connections` connections of one [`TcpSender`] on `listener`, with the
+    /// Accepts the `connections` connections of one [`TcpSender`](super::TcpSender) on `listener`, with the
     /// [`DEFAULT_TIMEOUT`] on every blocking step.
     pub fn accept(listener: &TcpListener, connections: usize) -> Result<Self, TransportError> {
         Self::accept_with_timeout(listener, connections, DEFAULT_TIMEOUT)

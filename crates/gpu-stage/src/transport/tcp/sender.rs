@@ -39,7 +39,7 @@ impl std::fmt::Debug for WriterJob {
 }
 
 impl TcpSender {
-    /// Opens `connections` connections to a [`TcpReceiver`] listening at `addr`, with the
+    /// Opens `connections` connections to a [`TcpReceiver`](super::TcpReceiver) listening at `addr`, with the
     /// [`DEFAULT_TIMEOUT`] on every blocking step.
     pub fn connect(addr: impl ToSocketAddrs, connections: usize) -> Result<Self, TransportError> {
         Self::connect_with_timeout(addr, connections, DEFAULT_TIMEOUT)
