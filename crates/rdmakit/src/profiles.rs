@@ -18,51 +18,9 @@ use k8s_render::Profile;
 use rhai::{Dynamic, Engine, EvalAltResult, Position};
 
 /// Built-in profile names and their embedded scripts, in listing order.
-const BUILTIN: &[(&str, &str)] = &[
-    (
-        "aliyun-erdma",
-        include_str!("../../../scripts/vendors/aliyun-erdma.rhai"),
-    ),
-    (
-        "aliyun-erdma-dra",
-        include_str!("../../../scripts/vendors/aliyun-erdma-dra.rhai"),
-    ),
-    (
-        "rdma-shared-device",
-        include_str!("../../../scripts/vendors/rdma-shared-device.rhai"),
-    ),
-    (
-        "volcengine-ib",
-        include_str!("../../../scripts/vendors/volcengine-ib.rhai"),
-    ),
-    (
-        "mellanox-ib",
-        include_str!("../../../scripts/vendors/mellanox-ib.rhai"),
-    ),
-    (
-        "aws-efa-eks",
-        include_str!("../../../scripts/vendors/aws-efa-eks.rhai"),
-    ),
-    (
-        "gke-rdma-dranet",
-        include_str!("../../../scripts/vendors/gke-rdma-dranet.rhai"),
-    ),
-    (
-        "azure-ib-aks",
-        include_str!("../../../scripts/vendors/azure-ib-aks.rhai"),
-    ),
-];
+const BUILTIN: &[(&str, &str)] = crate::builtins::PROFILES;
 
-const BUILTIN_NAMES: &[&str] = &[
-    "aliyun-erdma",
-    "aliyun-erdma-dra",
-    "rdma-shared-device",
-    "volcengine-ib",
-    "mellanox-ib",
-    "aws-efa-eks",
-    "gke-rdma-dranet",
-    "azure-ib-aks",
-];
+const BUILTIN_NAMES: &[&str] = crate::builtins::PROFILE_NAMES;
 
 /// Why a profile could not be loaded.
 #[derive(Debug, thiserror::Error)]
