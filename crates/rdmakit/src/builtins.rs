@@ -1,5 +1,6 @@
 //! Every Rhai script embedded in the binary, so `rdmakit` runs from any directory: the built-in vendor
-//! profiles (`scripts/vendors/`), the built-in workflows (`scripts/workflows/`) and the library modules workflows import (`scripts/lib/`).
+//! profiles (`scripts/vendors/`) and the base modules they import (`scripts/vendors/base/`), the
+//! built-in workflows (`scripts/workflows/`) and the library modules workflows import (`scripts/lib/`).
 //! [`crate::profiles`], [`crate::workflows`] and the host's module resolver read these tables.
 
 /// `(name, text)` of `scripts/<dir>/<name>.rhai` for each name, in the order given; with a second
@@ -30,6 +31,11 @@ embed! {
         "gke-rdma-dranet",
         "azure-ib-aks",
     ]
+}
+
+embed! {
+    /// Base modules vendor profiles share (`import "base/mlx5" as mlx5;`), by their name under `base/`.
+    PROFILE_BASES, "vendors/base": ["erdma", "mlx5"]
 }
 
 embed! {
@@ -77,6 +83,7 @@ mod tests {
         assert_eq!(names, PROFILE_NAMES);
         for (dir, table) in [
             ("vendors", PROFILES),
+            ("vendors/base", PROFILE_BASES),
             ("workflows", WORKFLOWS),
             ("lib", LIBS),
         ] {
