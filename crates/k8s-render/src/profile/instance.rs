@@ -94,15 +94,9 @@ impl Profile {
                 format!(
                     "`{wanted}` is not an instance type of profile {}; known: {}",
                     self.name,
-                    if self.instance_types.is_empty() {
-                        "none (add an `instance_types` table to the profile)".to_owned()
-                    } else {
-                        self.instance_types
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
+                    self.known_instance_types(
+                        "none (add an `instance_types` table to the profile)"
+                    )
                 ),
             )),
         }
@@ -125,15 +119,7 @@ impl Profile {
                 format!(
                     "profile {} names no instance type: pass one ({})",
                     self.name,
-                    if self.instance_types.is_empty() {
-                        "the profile has no `instance_types` table".to_owned()
-                    } else {
-                        self.instance_types
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
+                    self.known_instance_types("the profile has no `instance_types` table")
                 ),
             ));
         };
@@ -161,6 +147,19 @@ impl Profile {
             pcie_gen: it.pcie_gen,
             pcie_lanes: it.pcie_lanes,
         })
+    }
+
+    /// The instance type names, comma-separated, for messages; `none` when the profile has none.
+    fn known_instance_types(&self, none: &str) -> String {
+        if self.instance_types.is_empty() {
+            none.to_owned()
+        } else {
+            self.instance_types
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
     }
 }
 
