@@ -178,9 +178,11 @@ fn next_event(channel: *mut sys::rdma_event_channel, timeout: Duration) -> Resul
         if left.is_zero() {
             return Err(Error::Timeout(timeout, "rdma_cm event"));
         }
-        // SAFETY: channel is live.
+        // SAFETY: the caller's channel came from rdma_create_event_channel and is destroyed only after its
+        // last event was read, so it points to a live rdma_event_channel here.
+        let fd = unsafe { (*channel).fd };
         let mut pfd = libc::pollfd {
-            fd: unsafe { (*channel).fd },
+            fd,
             events: libc::POLLIN,
             revents: 0,
         };

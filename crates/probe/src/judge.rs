@@ -1,11 +1,16 @@
-//! Judgements of what a command printed inside a pod, as workflows make them: text in, a typed verdict
+//! Judgements of what a command printed inside a pod, as workflows make them: text in, a [`Verdict`]
 //! out. RLIMIT_MEMLOCK from `ulimit -l`, the NCCL version against a profile's pins, the transport NCCL
 //! picked from its log, whether a net plugin carried the traffic, and our figure beside a peer's.
 //!
+//! Each result carries its `verdict`; serialised (what rdmakit's Rhai `probe::` functions return) it also
+//! carries the flag scripts have always read, derived from that verdict: `ok` (`ok` or `info`), or for
+//! the NCCL version `status` (`pass` / `warn` / `fail`).
+//!
 //! ```
+//! use probe::Verdict;
 //! use probe::judge::{self, NcclPolicy};
 //!
-//! assert!(judge::memlock("unlimited\n").ok);
+//! assert_eq!(judge::memlock("unlimited\n").verdict, Verdict::Ok);
 //! let policy = NcclPolicy {
 //!     profile: "aliyun-erdma".into(),
 //!     fabric: "eRDMA".into(),
@@ -16,7 +21,7 @@
 //!     known_good: vec![],
 //! };
 //! let c = judge::nccl_version(&policy, "22809\n");
-//! assert_eq!(c.status, "fail");
+//! assert_eq!(c.verdict, Verdict::Fail);
 //! assert!(c.fix.unwrap_or_default().contains("nvidia-nccl-cu13==2.30.7"));
 //! ```
 
@@ -24,13 +29,14 @@ use serde::Serialize;
 
 use crate::facts::limits::{LimitValue, MEMLOCK_FIX, parse_limits};
 use crate::facts::nccl::NcclVersion;
-use crate::verdict::Verdict;
+use crate::verdict::{Verdict, wire};
 
 /// The memlock verdict of `ulimit -l` output (KiB or `unlimited`) or `/proc/self/limits` text.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MemlockCheck {
-    /// True when the soft limit is unlimited.
-    pub ok: bool,
+pub struct MemlockVerdict {
+    /// `ok` when the soft limit is unlimited, else `fail` (serialised with `ok`).
+    #[serde(flatten, serialize_with = "wire::with_ok")]
+    pub verdict: Verdict,
     /// What was read (`unlimited`, `64 KiB`), or `unreadable`.
     pub value: String,
     /// One line for the report.
@@ -41,7 +47,7 @@ pub struct MemlockCheck {
 
 /// Judges RLIMIT_MEMLOCK from `ulimit -l` (first non-empty line, KiB) or `/proc/self/limits`; a limit
 /// gets the containerd `LimitMEMLOCK=infinity` fix ([`MEMLOCK_FIX`]).
-pub fn memlock(text: &str) -> MemlockCheck {
+pub fn memlock(text: &str) -> MemlockVerdict {
     let value = if let Some(m) = parse_limits(text) {
         Some(m.soft)
     } else {
@@ -55,20 +61,20 @@ pub fn memlock(text: &str) -> MemlockCheck {
             })
     };
     match value {
-        Some(LimitValue::Unlimited) => MemlockCheck {
-            ok: true,
+        Some(LimitValue::Unlimited) => MemlockVerdict {
+            verdict: Verdict::Ok,
             value: "unlimited".into(),
             detail: "RLIMIT_MEMLOCK is unlimited".into(),
             fix: None,
         },
-        Some(v) => MemlockCheck {
-            ok: false,
+        Some(v) => MemlockVerdict {
+            verdict: Verdict::Fail,
             value: v.human(),
             detail: format!("RLIMIT_MEMLOCK is {} (RDMA needs unlimited)", v.human()),
             fix: Some(MEMLOCK_FIX.into()),
         },
-        None => MemlockCheck {
-            ok: false,
+        None => MemlockVerdict {
+            verdict: Verdict::Fail,
             value: "unreadable".into(),
             detail: format!(
                 "no memlock value in the output (expected `ulimit -l` output): {:?}",
@@ -121,9 +127,11 @@ pub struct NcclPolicy {
 
 /// The NCCL version judged against a profile's pin and known-bad list.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NcclCheck {
-    /// `pass`, `fail` (known bad or not found) or `warn` (neither the pin nor known good).
-    pub status: String,
+pub struct NcclVersionVerdict {
+    /// `ok` (the pin, known good, or no pin), `fail` (known bad or not found) or `warn` (neither the pin
+    /// nor known good); serialised with `status` (`pass` / `fail` / `warn`).
+    #[serde(flatten, serialize_with = "wire::with_status")]
+    pub verdict: Verdict,
     /// The version found (`2.30.7`), if any.
     pub version: Option<String>,
     /// Its code (`23007`).
@@ -132,13 +140,13 @@ pub struct NcclCheck {
     pub pin: Option<String>,
     /// One line for the report.
     pub detail: String,
-    /// The fix when not pass.
+    /// The fix when not ok.
     pub fix: Option<String>,
 }
 
 /// Judges the NCCL version printed in `text` against `policy`: a known-bad version fails with the reason
 /// and the pin that fixes it; the pin or a known-good one passes; another one warns.
-pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
+pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclVersionVerdict {
     let n = policy;
     let pin_fix = |pin: &str| {
         format!(
@@ -147,8 +155,8 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
         )
     };
     let Some(v) = find_nccl_version(text) else {
-        return NcclCheck {
-            status: "fail".into(),
+        return NcclVersionVerdict {
+            verdict: Verdict::Fail,
             version: None,
             code: None,
             pin: n.pin.clone(),
@@ -162,9 +170,9 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
     let vs = v.to_string();
     let code = v.major * 10000 + v.minor * 100 + v.patch;
     let listed = |l: &[String]| l.iter().any(|x| NcclVersion::parse(x) == Some(v));
-    let (status, detail, fix) = if listed(&n.known_bad) {
+    let (verdict, detail, fix) = if listed(&n.known_bad) {
         (
-            "fail",
+            Verdict::Fail,
             format!(
                 "NCCL {vs} ({code}) is known bad on {}: {}",
                 n.fabric,
@@ -179,19 +187,19 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
         )
     } else if n.pin.as_deref().and_then(NcclVersion::parse) == Some(v) {
         (
-            "pass",
+            Verdict::Ok,
             format!("NCCL {vs} ({code}), the profile's pin"),
             None,
         )
     } else if listed(&n.known_good) {
         (
-            "pass",
+            Verdict::Ok,
             format!("NCCL {vs} ({code}), known good on {}", n.fabric),
             None,
         )
     } else if let Some(p) = &n.pin {
         (
-            "warn",
+            Verdict::Warn,
             format!(
                 "NCCL {vs} ({code}) is neither the pin {p} nor a known-good version on {}",
                 n.fabric
@@ -200,13 +208,13 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
         )
     } else {
         (
-            "pass",
+            Verdict::Ok,
             format!("NCCL {vs} ({code}); the profile pins no version"),
             None,
         )
     };
-    NcclCheck {
-        status: status.into(),
+    NcclVersionVerdict {
+        verdict,
         version: Some(vs),
         code: Some(code),
         pin: n.pin.clone(),
@@ -215,11 +223,24 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
     }
 }
 
+/// The network NCCL ran over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum NcclNet {
+    /// NET/IB: RDMA through NCCL's verbs transport.
+    #[serde(rename = "IB")]
+    Ib,
+    /// NET/Socket: TCP.
+    Socket,
+    /// No NCCL_DEBUG=INFO transport line in the log.
+    #[serde(rename = "unknown")]
+    Unknown,
+}
+
 /// Which network NCCL used, from its log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NcclTransport {
     /// `IB` (RDMA), `Socket` (TCP) or `unknown` (no NCCL_DEBUG=INFO lines).
-    pub transport: String,
+    pub transport: NcclNet,
     /// The deciding log line.
     pub evidence: String,
     /// Its line number (1-based; 0 when none).
@@ -238,7 +259,7 @@ pub fn nccl_transport(log: &str) -> crate::Result<NcclTransport> {
     let gdr = log.contains("/GDRDMA") || log.contains("GPU Direct RDMA Enabled");
     let socket = |f: &crate::doctor::Finding| {
         NcclTransport {
-        transport: "Socket".into(),
+        transport: NcclNet::Socket,
         evidence: f.evidence.clone(),
         line: f.line,
         gdr,
@@ -256,7 +277,7 @@ pub fn nccl_transport(log: &str) -> crate::Result<NcclTransport> {
         "nccl-channel-net-ib",
     ]) {
         return Ok(NcclTransport {
-            transport: "IB".into(),
+            transport: NcclNet::Ib,
             evidence: f.evidence.clone(),
             line: f.line,
             gdr,
@@ -267,7 +288,7 @@ pub fn nccl_transport(log: &str) -> crate::Result<NcclTransport> {
         return Ok(socket(f));
     }
     Ok(NcclTransport {
-        transport: "unknown".into(),
+        transport: NcclNet::Unknown,
         evidence: String::new(),
         line: 0,
         gdr,
@@ -291,8 +312,9 @@ pub struct NetPluginFacts {
 /// Whether NCCL's traffic went over a net plugin, from its log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NetPluginPath {
-    /// The plugin carried the traffic.
-    pub ok: bool,
+    /// `ok` when the plugin carried the traffic, else `fail` (serialised with `ok`).
+    #[serde(flatten, serialize_with = "wire::with_ok")]
+    pub verdict: Verdict,
     /// One line: the evidence, or what went wrong with its cause and fix.
     pub detail: String,
 }
@@ -325,12 +347,17 @@ pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetP
             cause = Some(f);
         }
     }
-    let fail = |detail: String| Ok(NetPluginPath { ok: false, detail });
+    let fail = |detail: String| {
+        Ok(NetPluginPath {
+            verdict: Verdict::Fail,
+            detail,
+        })
+    };
     let not_loaded = format!(
         "NCCL did not load {} (is {} on LD_LIBRARY_PATH",
         p.plugin, p.library
     );
-    if t.transport == "Socket" {
+    if t.transport == NcclNet::Socket {
         let why = match (cause, lines.last()) {
             (Some(c), _) => format!(
                 "; cause ({}, line {}): {} — Fix: {}",
@@ -372,7 +399,7 @@ pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetP
         ));
     };
     Ok(NetPluginPath {
-        ok: true,
+        verdict: Verdict::Ok,
         detail: if first == last {
             format!("{first}; {on}")
         } else {
@@ -406,8 +433,10 @@ pub struct Comparison {
     pub ratio: Option<f64>,
     /// The target ratio, if any.
     pub min_ratio: Option<f64>,
-    /// True when there is no target or it is met.
-    pub ok: bool,
+    /// `info` without a target (the figures side by side), else `ok` when the target is met and `fail`
+    /// when it is not (serialised with `ok`, true unless `fail`).
+    #[serde(flatten, serialize_with = "wire::with_ok")]
+    pub verdict: Verdict,
     /// One line: `ours 11.67 GiB/s beside TCP run 1.20 GiB/s: 9.73x (want >= 2x)`.
     pub detail: String,
 }
@@ -422,10 +451,10 @@ pub fn compare(
     min_ratio: Option<f64>,
 ) -> Comparison {
     let ratio = (peer > 0.0).then(|| ours / peer);
-    let ok = match (min_ratio, ratio) {
-        (None, _) => true,
-        (Some(m), Some(r)) => r >= m,
-        (Some(_), None) => ours > 0.0,
+    let verdict = match (min_ratio, ratio) {
+        (None, _) => Verdict::Info,
+        (Some(m), Some(r)) => Verdict::ok_if(r >= m),
+        (Some(_), None) => Verdict::ok_if(ours > 0.0),
     };
     let detail = format!(
         "ours {ours:.2} {unit} beside {peer_name} {peer:.2} {unit}: {}{}",
@@ -439,7 +468,7 @@ pub fn compare(
         unit: unit.to_owned(),
         ratio,
         min_ratio,
-        ok,
+        verdict,
         detail,
     }
 }
@@ -465,9 +494,9 @@ mod tests {
 
     #[test]
     fn memlock_reads_ulimit_and_proc_limits() {
-        assert!(memlock("unlimited\nhca_id: erdma_0\n").ok);
+        assert_eq!(memlock("unlimited\nhca_id: erdma_0\n").verdict, Verdict::Ok);
         let limited = memlock("64\n");
-        assert!(!limited.ok);
+        assert_eq!(limited.verdict, Verdict::Fail);
         assert_eq!(limited.value, "64 KiB");
         assert!(
             limited
@@ -496,7 +525,7 @@ mod tests {
     fn nccl_version_names_the_known_bad_pin_and_the_fix() {
         let p = erdma();
         let bad = nccl_version(&p, "22809\n");
-        assert_eq!(bad.status, "fail");
+        assert_eq!(bad.verdict, Verdict::Fail);
         assert!(
             bad.detail.contains("2.28.9") && bad.detail.contains("ncclNetInit"),
             "{}",
@@ -507,10 +536,10 @@ mod tests {
                 .unwrap_or_default()
                 .contains("nvidia-nccl-cu13==2.30.7")
         );
-        assert_eq!(nccl_version(&p, "23007\n").status, "pass");
-        assert_eq!(nccl_version(&p, "22903\n").status, "warn");
-        assert_eq!(nccl_version(&p, "22907\n").status, "pass"); // 2.29.7 is known good
-        assert_eq!(nccl_version(&p, "boom\n").status, "fail");
+        assert_eq!(nccl_version(&p, "23007\n").verdict, Verdict::Ok);
+        assert_eq!(nccl_version(&p, "22903\n").verdict, Verdict::Warn);
+        assert_eq!(nccl_version(&p, "22907\n").verdict, Verdict::Ok); // 2.29.7 is known good
+        assert_eq!(nccl_version(&p, "boom\n").verdict, Verdict::Fail);
         let unpinned = NcclPolicy {
             pin: None,
             ..erdma()
@@ -521,19 +550,42 @@ mod tests {
                 .unwrap_or_default()
                 .contains("outside")
         );
-        assert_eq!(nccl_version(&unpinned, "22903\n").status, "pass");
+        assert_eq!(nccl_version(&unpinned, "22903\n").verdict, Verdict::Ok);
     }
 
     #[test]
     fn transport_from_nccl_logs() -> crate::Result<()> {
         let ib =
             "n0:1:1 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
-        assert_eq!(nccl_transport(ib)?.transport, "IB");
+        assert_eq!(nccl_transport(ib)?.transport, NcclNet::Ib);
         let sock = "n0:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.5.76<0>\nn0:1:1 [0] NCCL INFO Using network Socket\n";
         let t = nccl_transport(sock)?;
-        assert_eq!(t.transport, "Socket");
+        assert_eq!(t.transport, NcclNet::Socket);
         assert!(t.fix.is_some());
-        assert_eq!(nccl_transport("hello\n")?.transport, "unknown");
+        assert_eq!(nccl_transport("hello\n")?.transport, NcclNet::Unknown);
+        Ok(())
+    }
+
+    #[test]
+    fn serialised_results_keep_the_flags_scripts_read() -> Result<(), Box<dyn std::error::Error>> {
+        let m = serde_json::to_value(memlock("64\n"))?;
+        assert_eq!((&m["verdict"], &m["ok"]), (&"fail".into(), &false.into()));
+        assert_eq!(m["value"], "64 KiB");
+        let v = serde_json::to_value(nccl_version(&erdma(), "22903\n"))?;
+        assert_eq!(
+            (&v["verdict"], &v["status"]),
+            (&"warn".into(), &"warn".into())
+        );
+        let pass = serde_json::to_value(nccl_version(&erdma(), "23007\n"))?;
+        assert_eq!(
+            (&pass["verdict"], &pass["status"]),
+            (&"ok".into(), &"pass".into())
+        );
+        // Without a target a comparison is information, and `ok` as it always was.
+        let c = serde_json::to_value(compare("x", 1.0, 2.0, "GiB/s", "p", None))?;
+        assert_eq!((&c["verdict"], &c["ok"]), (&"info".into(), &true.into()));
+        let t = serde_json::to_value(nccl_transport("hello\n")?)?;
+        assert_eq!(t["transport"], "unknown");
         Ok(())
     }
 
@@ -560,15 +612,23 @@ mod tests {
     #[test]
     fn comparisons_put_ours_beside_the_peer() {
         let c = compare("RDT", 11.6, 1.2, "GiB/s", "TCP run", Some(2.0));
-        assert!(c.ok);
+        assert_eq!(c.verdict, Verdict::Ok);
         assert!(
             c.detail
                 .contains("ours 11.60 GiB/s beside TCP run 1.20 GiB/s: 9.67x (want >= 2x)"),
             "{}",
             c.detail
         );
-        assert!(!compare("x", 1.0, 2.0, "GiB/s", "p", Some(0.95)).ok);
-        assert_eq!(compare("x", 1.0, 0.0, "GiB/s", "p", None).ratio, None);
-        assert!(!compare("x", 0.0, 0.0, "GiB/s", "p", Some(1.0)).ok);
+        assert_eq!(
+            compare("x", 1.0, 2.0, "GiB/s", "p", Some(0.95)).verdict,
+            Verdict::Fail
+        );
+        let untargeted = compare("x", 1.0, 0.0, "GiB/s", "p", None);
+        assert_eq!(untargeted.ratio, None);
+        assert_eq!(untargeted.verdict, Verdict::Info);
+        assert_eq!(
+            compare("x", 0.0, 0.0, "GiB/s", "p", Some(1.0)).verdict,
+            Verdict::Fail
+        );
     }
 }

@@ -13,8 +13,8 @@
 //! - [`parse`]: nccl-tests (text and JSON), the RDT demo, `ibv_devinfo`, perftest.
 //! - [`expect`]: the GPU→GPU rate a cluster should reach (GPUDirect or staged) and a measured
 //!   figure as a fraction of it, with the model's inputs.
-//! - [`bench`]: a benchmark's verdict (nccl-tests, the RDT demo, perftest, any GPU→GPU rate):
-//!   the run on its own and, given an expectation, the figure as a fraction of it.
+//! - [`throughput`]: a measured throughput's verdict (nccl-tests, the RDT demo, perftest, any
+//!   GPU→GPU rate): the run on its own and, given an expectation, the figure as a fraction of it.
 //!
 //! [`report`] turns any of them into a JSON-serialisable [`Report`] or a table, and
 //! [`preflight`] judges a whole cluster from data the CLI gathers through the Kubernetes API.
@@ -49,7 +49,6 @@
 //! # Ok::<(), probe::ProbeError>(())
 //! ```
 
-pub mod bench;
 pub mod counters;
 pub mod doctor;
 mod error;
@@ -60,6 +59,7 @@ pub mod parse;
 pub mod preflight;
 pub mod report;
 mod sysfs;
+pub mod throughput;
 pub mod units;
 mod verdict;
 
@@ -67,3 +67,8 @@ pub use error::{ParseError, ProbeError, Result};
 pub use facts::{HostFacts, ProbeOptions};
 pub use report::Report;
 pub use verdict::{Check, Verdict};
+
+/// The old path of [`throughput`] (`probe::bench`, `probe::bench::BenchVerdict`), kept for one release so
+/// callers can move at their own pace.
+#[doc(hidden)]
+pub use throughput as bench;
