@@ -425,7 +425,7 @@ impl Context {
         };
         ctx.attr = ctx.query_device()?;
         let vendor = Vendor::detect(&ctx.name, ctx.attr.vendor_id, ctx.attr.vendor_part_id);
-        let inline = crate::probe::probe_inline(&ctx, vendor);
+        let inline = crate::inline_size::probe_inline(&ctx, vendor);
         ctx.caps = Caps::derive(vendor, transport, &ctx.attr.limits, inline);
         tracing::debug!(device = %ctx.name, caps = ?ctx.caps, "opened RDMA device");
         Ok(ctx)

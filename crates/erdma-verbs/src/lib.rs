@@ -56,9 +56,9 @@ pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod error;
+mod inline_size;
 pub mod mr;
 pub mod pd;
-mod probe;
 pub mod qp;
 mod wr;
 
