@@ -76,6 +76,11 @@ pub use qp::{
     SourceWr,
 };
 
+/// The README's examples, compiled as doc tests (they need a device, so they are `no_run`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// A global allocator for the unit tests that counts allocations per thread, so that a test can
 /// show a code path allocates nothing (other tests' threads do not disturb the count).
 #[cfg(test)]

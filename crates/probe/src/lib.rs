@@ -68,6 +68,11 @@ pub use facts::{HostFacts, ProbeOptions};
 pub use report::Report;
 pub use verdict::{Check, Verdict};
 
+/// The README's examples, compiled (and, where they need no live host, run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The old path of [`throughput`] (`probe::bench`, `probe::bench::BenchVerdict`), kept for one release so
 /// callers can move at their own pace.
 #[doc(hidden)]
