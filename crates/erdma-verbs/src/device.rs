@@ -333,7 +333,8 @@ pub(crate) fn registered_counter(name: &str) -> std::sync::Arc<std::sync::atomic
 
 // SAFETY: libibverbs contexts are thread-safe; all mutation goes through the library.
 unsafe impl Send for Context {}
-// SAFETY: as above.
+// SAFETY: shared use only queries the context through libibverbs, which locks its own state; the Rust
+// fields are immutable after open except the registration counter, which is atomic.
 unsafe impl Sync for Context {}
 
 impl fmt::Debug for Context {

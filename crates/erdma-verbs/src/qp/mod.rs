@@ -241,7 +241,7 @@ impl QpBuilder {
             return Err(Error::last("ibv_create_qp"));
         }
         let qp = QueuePair::<Init>::wrap(ptr, pd.clone(), self.clone(), &init, None);
-        // SAFETY: plain C struct.
+        // SAFETY: ibv_qp_attr holds integers, enums whose zero is a variant and pointers; all-zero is valid.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         attr.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
         attr.pkey_index = 0;
@@ -290,7 +290,7 @@ impl QpInner {
     }
 
     fn qpn(&self) -> u32 {
-        // SAFETY: ptr is live.
+        // SAFETY: `ptr` is the QP this value owns, live until Drop destroys it (Drop reads the number first).
         unsafe { (*self.ptr).qp_num }
     }
 
@@ -576,7 +576,7 @@ impl QueuePair<Init> {
         }
         let b = &self.inner.builder;
         let rd_atomic = rd_atomic_limit(ctx.caps().max_rd_atomic);
-        // SAFETY: plain C struct.
+        // SAFETY: ibv_qp_attr holds integers, enums whose zero is a variant and pointers; all-zero is valid.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
         attr.path_mtu = mtu;
@@ -619,7 +619,7 @@ impl QueuePair<Rtr> {
     pub fn into_rts(self) -> Result<QueuePair<Rts>> {
         let b = &self.inner.builder;
         let ctx = self.inner.pd.context();
-        // SAFETY: plain C struct.
+        // SAFETY: ibv_qp_attr holds integers, enums whose zero is a variant and pointers; all-zero is valid.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
         attr.timeout = b.timeout;

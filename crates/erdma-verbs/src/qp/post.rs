@@ -71,7 +71,7 @@ impl QpInner {
                 r.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
             }
         }
-        // SAFETY: ptr is live.
+        // SAFETY: `ptr` is the QP this value owns; it is destroyed only when QpInner drops.
         let qpn = unsafe { (*self.ptr).qp_num };
         let counter = &self.send_outstanding;
         let qp = self.ptr;
@@ -118,7 +118,7 @@ impl QpInner {
         for wr in wrs.iter() {
             chain.push(wr.dst.as_ref().map(Exclusive::sge));
         }
-        // SAFETY: ptr is live.
+        // SAFETY: `ptr` is the QP this value owns; it is destroyed only when QpInner drops.
         let qpn = unsafe { (*self.ptr).qp_num };
         let counter = &self.recv_outstanding;
         let qp = self.ptr;
