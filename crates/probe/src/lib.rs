@@ -1,7 +1,9 @@
 //! # probe — RDMA diagnostics that name the cause and the fix
 //!
-//! Part of rdmakit. Four things, all usable without RDMA hardware (every reader takes a root
-//! path, so tests run against fixture trees of `/sys`, `/proc` and `/dev`):
+//! Part of rdmakit. Every part is usable without RDMA hardware (every reader takes a root path, so
+//! tests run against fixture trees of `/sys`, `/proc` and `/dev`); only [`facts`]' live verbs query,
+//! the default `live` feature, links libibverbs. Every outcome is a [`Verdict`] (`ok` / `info` /
+//! `warn` / `fail`), most with a fix:
 //!
 //! - [`facts`]: what a pod or node offers — RDMA devices, ports, GIDs, `/dev/infiniband`,
 //!   RLIMIT_MEMLOCK, CAP_IPC_LOCK, NCCL and torch's NCCL, GPUs, GPUDirect RDMA, interfaces —
@@ -15,9 +17,13 @@
 //!   figure as a fraction of it, with the model's inputs.
 //! - [`throughput`]: a measured throughput's verdict (nccl-tests, the RDT demo, perftest, any
 //!   GPU→GPU rate): the run on its own and, given an expectation, the figure as a fraction of it.
+//! - [`judge`]: what a command printed inside a pod, judged as workflows do (memlock from
+//!   `ulimit -l`, the NCCL version against a profile's pins, NCCL's transport, a net plugin's path,
+//!   ours beside a peer's figure).
 //!
-//! [`report`] turns any of them into a JSON-serialisable [`Report`] or a table, and
-//! [`preflight`] judges a whole cluster from data the CLI gathers through the Kubernetes API.
+//! [`report`] turns any of them into a JSON-serialisable [`Report`] or a table, [`units`] formats
+//! bytes and rates for both, and [`preflight`] judges a whole cluster from data the CLI gathers
+//! through the Kubernetes API (nodes, ResourceSlices, pods).
 //!
 //! ## Example
 //!

@@ -1,6 +1,6 @@
 //! Throughput verdicts: the figure a benchmark measured (nccl-tests, the RDT demo, perftest, any
 //! GPU→GPU rate) judged on its own (wrong values, bad checksums, no result) and, when the cluster's
-//! facts are known, as a fraction of [`expect`](crate::expect)'s expectation with the model's inputs
+//! facts are known, as a fraction of [`expect`]'s expectation with the model's inputs
 //! printed beside it. This module judges figures; [`parse`](crate::parse) reads the tools' output, and
 //! running a benchmark is gpu-stage's `bench` (and `rdmakit bench`), not probe's.
 //!
