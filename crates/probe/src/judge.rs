@@ -1,6 +1,7 @@
 //! Judgements of what a command printed inside a pod, as workflows make them: text in, a [`Verdict`]
 //! out. RLIMIT_MEMLOCK from `ulimit -l`, the NCCL version against a profile's pins, the transport NCCL
-//! picked from its log, whether a net plugin carried the traffic, and our figure beside a peer's.
+//! picked from its log (and whether it was the profile's device), an active port in `ibv_devinfo`'s
+//! output, whether a net plugin carried the traffic, and our figure beside a peer's.
 //!
 //! Each result carries its `verdict`; serialised (what rdmakit's Rhai `probe::` functions return) it also
 //! carries the flag scripts have always read, derived from that verdict: `ok` (`ok` or `info`), or for
@@ -29,7 +30,8 @@ use serde::Serialize;
 
 use crate::facts::limits::{LimitValue, MEMLOCK_FIX, parse_limits};
 use crate::facts::nccl::NcclVersion;
-use crate::verdict::{Verdict, wire};
+use crate::parse::parse_ibv_devinfo;
+use crate::verdict::{Check, Verdict, wire};
 
 /// The memlock verdict of `ulimit -l` output (KiB or `unlimited`) or `/proc/self/limits` text.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -408,6 +410,85 @@ pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetP
     })
 }
 
+/// Judges that NCCL ran over NET/IB on device `hca` (the deciding NET/IB line names it, as in
+/// `NET/IB : Using [0]erdma_0:1/RoCE`), from its log ([`nccl_transport`]): `ok` with that line; `fail` for
+/// a fallback to sockets, NET/IB on other devices (`NCCL_IB_HCA`) or no transport line, each with the fix.
+pub fn nccl_uses_device(log: &str, hca: &str) -> crate::Result<Check> {
+    let t = nccl_transport(log)?;
+    let c = |verdict, summary: String| Check::new("nccl-transport", hca, verdict, summary);
+    let with_fix = |c: Check, fix: Option<String>| match fix {
+        Some(f) => c.with_fix(f),
+        None => c,
+    };
+    Ok(match t.transport {
+        NcclNet::Ib if t.evidence.contains(hca) => c(Verdict::Ok, t.evidence),
+        NcclNet::Ib => c(
+            Verdict::Fail,
+            format!("NCCL used NET/IB but not {hca}: {}", t.evidence),
+        )
+        .with_fix("check NCCL_IB_HCA"),
+        NcclNet::Socket => with_fix(
+            c(
+                Verdict::Fail,
+                format!(
+                    "NCCL used TCP sockets (silent TCP fallback): {}",
+                    t.evidence
+                ),
+            ),
+            t.fix,
+        ),
+        NcclNet::Unknown => with_fix(c(Verdict::Fail, "no NET/IB line in the log".into()), t.fix),
+    })
+}
+
+/// Judges that `ibv_devinfo` output lists device `hca` (that name, or one it begins: `erdma` matches
+/// `erdma_0`) with a port in PORT_ACTIVE: `ok` naming the port, its link layer and the transport; `fail`
+/// with the ports' states, or with the devices listed when none is `hca` (output that is no
+/// `ibv_devinfo` lists none; the caller adds the command's stderr and its own fix).
+pub fn ibv_port_active(text: &str, hca: &str) -> Check {
+    let devices = parse_ibv_devinfo(text).unwrap_or_default();
+    let text_of = |v: &Option<String>| v.clone().unwrap_or_default();
+    if let Some(d) = devices
+        .iter()
+        .find(|d| d.hca_id == hca || d.hca_id.starts_with(hca))
+    {
+        if let Some(p) = d.ports.iter().find(|p| p.is_active()) {
+            return Check::new(
+                "ibv-port-active",
+                d.hca_id.clone(),
+                Verdict::Ok,
+                format!(
+                    "{} port {} {}, link_layer {}, transport {}",
+                    d.hca_id,
+                    p.port,
+                    text_of(&p.state),
+                    text_of(&p.link_layer),
+                    text_of(&d.transport)
+                ),
+            );
+        }
+        let states: Vec<String> = d
+            .ports
+            .iter()
+            .map(|p| format!("port {} {}", p.port, text_of(&p.state)))
+            .collect();
+        return Check::new(
+            "ibv-port-active",
+            d.hca_id.clone(),
+            Verdict::Fail,
+            format!("{} has no active port ({states:?})", d.hca_id),
+        )
+        .with_fix("check the link and the RDMA agent on that node");
+    }
+    let names: Vec<&str> = devices.iter().map(|d| d.hca_id.as_str()).collect();
+    Check::new(
+        "ibv-port-active",
+        hca,
+        Verdict::Fail,
+        format!("no {hca} in the ibv_devinfo output (devices: {names:?})"),
+    )
+}
+
 /// The device-counter reading the NCCL check script prints (k8s-render's `nccl_allreduce_check.py`):
 /// the GiB figure of its `<fabric> tx during check: X GiB` line, or `None` when there is none (the counter
 /// was unreadable, or the script died first).
@@ -587,6 +668,66 @@ mod tests {
         let t = serde_json::to_value(nccl_transport("hello\n")?)?;
         assert_eq!(t["transport"], "unknown");
         Ok(())
+    }
+
+    #[test]
+    fn nccl_on_the_profiles_device() -> crate::Result<()> {
+        let ib =
+            "n0:1:1 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
+        let on = nccl_uses_device(ib, "erdma")?;
+        assert_eq!(on.verdict, Verdict::Ok);
+        assert!(
+            on.summary.contains("NET/IB : Using [0]erdma_0"),
+            "{}",
+            on.summary
+        );
+        let other = nccl_uses_device(ib, "mlx5")?;
+        assert_eq!(other.verdict, Verdict::Fail);
+        assert!(
+            other.summary.starts_with("NCCL used NET/IB but not mlx5: "),
+            "{}",
+            other.summary
+        );
+        assert_eq!(other.fix.as_deref(), Some("check NCCL_IB_HCA"));
+        let sock = "n0:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.5.76<0>\nn0:1:1 [0] NCCL INFO Using network Socket\n";
+        let fell = nccl_uses_device(sock, "erdma")?;
+        assert!(
+            fell.summary
+                .starts_with("NCCL used TCP sockets (silent TCP fallback): "),
+            "{}",
+            fell.summary
+        );
+        assert!(fell.fix.is_some());
+        let none = nccl_uses_device("hello\n", "erdma")?;
+        assert_eq!(none.summary, "no NET/IB line in the log");
+        assert!(none.fix.unwrap_or_default().contains("NCCL_DEBUG=INFO"));
+        Ok(())
+    }
+
+    #[test]
+    fn an_active_port_from_ibv_devinfo() {
+        let out = "hca_id:\terdma_0\n\ttransport:\t\t\teRDMA (0)\n\tphys_port_cnt:\t\t\t1\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tlink_layer:\t\tEthernet\n";
+        let ok = ibv_port_active(out, "erdma");
+        assert_eq!(ok.verdict, Verdict::Ok, "{}", ok.summary);
+        assert_eq!(
+            ok.summary,
+            "erdma_0 port 1 PORT_ACTIVE (4), link_layer Ethernet, transport eRDMA (0)"
+        );
+        let down = ibv_port_active(&out.replace("PORT_ACTIVE (4)", "PORT_DOWN (1)"), "erdma_0");
+        assert_eq!(down.verdict, Verdict::Fail);
+        assert_eq!(
+            down.summary,
+            r#"erdma_0 has no active port (["port 1 PORT_DOWN (1)"])"#
+        );
+        let missing = ibv_port_active(out, "mlx5");
+        assert_eq!(
+            missing.summary,
+            r#"no mlx5 in the ibv_devinfo output (devices: ["erdma_0"])"#
+        );
+        assert_eq!(
+            ibv_port_active("bash: ibv_devinfo: not found", "mlx5").summary,
+            "no mlx5 in the ibv_devinfo output (devices: [])"
+        );
     }
 
     #[test]
