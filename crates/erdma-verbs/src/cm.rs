@@ -34,7 +34,8 @@ pub struct CmId {
 // SAFETY: librdmacm ids may be used from any thread; we never use one concurrently without the library's
 // own locking (events are consumed by the single owner).
 unsafe impl Send for CmId {}
-// SAFETY: as above.
+// SAFETY: shared references only read the id's pointer and call librdmacm, which locks its own state;
+// every call that consumes events takes the id by its single owner.
 unsafe impl Sync for CmId {}
 
 impl fmt::Debug for CmId {
@@ -45,7 +46,7 @@ impl fmt::Debug for CmId {
 
 impl CmId {
     fn new_channel() -> Result<*mut sys::rdma_event_channel> {
-        // SAFETY: no arguments.
+        // SAFETY: rdma_create_event_channel takes no arguments and returns an owned channel or null (checked).
         let ch = unsafe { sys::rdma_create_event_channel() };
         if ch.is_null() {
             return Err(Error::last("rdma_create_event_channel"));
@@ -67,7 +68,8 @@ impl CmId {
         };
         if rc != 0 {
             let e = check("rdma_create_id", rc).err();
-            // SAFETY: channel has no ids.
+            // SAFETY: `channel` was created above and rdma_create_id failed, so no id refers to it and it is
+            // destroyed exactly once here.
             unsafe { sys::rdma_destroy_event_channel(channel) };
             return Err(e.unwrap_or(Error::verbs("rdma_create_id", libc::EIO)));
         }
@@ -178,9 +180,11 @@ fn next_event(channel: *mut sys::rdma_event_channel, timeout: Duration) -> Resul
         if left.is_zero() {
             return Err(Error::Timeout(timeout, "rdma_cm event"));
         }
-        // SAFETY: channel is live.
+        // SAFETY: the caller's channel came from rdma_create_event_channel and is destroyed only after its
+        // last event was read, so it points to a live rdma_event_channel here.
+        let fd = unsafe { (*channel).fd };
         let mut pfd = libc::pollfd {
-            fd: unsafe { (*channel).fd },
+            fd,
             events: libc::POLLIN,
             revents: 0,
         };
@@ -243,7 +247,8 @@ fn sockaddr_of(addr: &SocketAddr) -> libc::sockaddr_storage {
             sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
         }
         SocketAddr::V6(a) => {
-            // SAFETY: as above, for sockaddr_in6.
+            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr, sockaddr_in6 included,
+            // and `ss` is zeroed, so viewing it as one is valid; the borrow ends before `ss` is used again.
             let sin6 = unsafe {
                 &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
             };
@@ -264,7 +269,7 @@ fn conn_param(ctx: &Context, private: &[u8]) -> Result<sys::rdma_conn_param> {
         )));
     }
     let depth = ctx.caps().max_rd_atomic.clamp(1, 16) as u8;
-    // SAFETY: plain C struct.
+    // SAFETY: rdma_conn_param holds integers and a data pointer; all-zero is valid (no private data).
     let mut p: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
     p.private_data = if private.is_empty() {
         ptr::null()
@@ -316,7 +321,7 @@ impl Listener {
         check("rdma_bind_addr", unsafe {
             sys::rdma_bind_addr(id.id, (&mut ss as *mut libc::sockaddr_storage).cast())
         })?;
-        // SAFETY: id is bound.
+        // SAFETY: `id` is a live id that rdma_bind_addr just bound (the `?` above returns otherwise).
         check("rdma_listen", unsafe { sys::rdma_listen(id.id, 16) })?;
         Ok(Listener { id })
     }
@@ -353,7 +358,7 @@ impl Listener {
 
     /// The bound port (useful after binding port 0).
     pub fn port(&self) -> u16 {
-        // SAFETY: id is bound.
+        // SAFETY: a Listener only exists with a live id bound and listening (Listener::bind).
         u16::from_be(unsafe { sys::rdma_get_src_port(self.id.id) })
     }
 }
@@ -399,7 +404,8 @@ impl ConnectRequest {
 
     /// Refuses the connection (`rdma_reject`).
     pub fn reject(self) -> Result<()> {
-        // SAFETY: id is live.
+        // SAFETY: the request owns its live id (from a CONNECT_REQUEST event) until it is accepted or rejected;
+        // `self` is consumed, so it is rejected once.
         check("rdma_reject", unsafe {
             sys::rdma_reject(self.id.id, ptr::null(), 0)
         })
@@ -434,7 +440,7 @@ impl Connector {
             sys::rdma_cm_event_type::RDMA_CM_EVENT_ADDR_RESOLVED,
             timeout,
         )?;
-        // SAFETY: address resolved.
+        // SAFETY: `id` is live and its ADDR_RESOLVED event was just consumed, which rdma_resolve_route requires.
         check("rdma_resolve_route", unsafe {
             sys::rdma_resolve_route(id.id, ms)
         })?;

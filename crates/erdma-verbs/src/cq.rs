@@ -33,7 +33,8 @@ pub struct CompletionChannel {
 
 // SAFETY: the channel is a kernel fd wrapper; libibverbs calls on it are thread-safe.
 unsafe impl Send for CompletionChannel {}
-// SAFETY: as above.
+// SAFETY: shared use only reads the fd: ibv_get_cq_event is a read(2) on it, which the kernel serialises,
+// and acknowledging events locks the CQ inside libibverbs.
 unsafe impl Sync for CompletionChannel {}
 
 impl fmt::Debug for CompletionChannel {
@@ -47,7 +48,7 @@ impl fmt::Debug for CompletionChannel {
 impl CompletionChannel {
     /// Creates a channel on `ctx` and makes its fd non-blocking. Fails with [`Error::Verbs`].
     pub fn new(ctx: &Arc<Context>) -> Result<Arc<CompletionChannel>> {
-        // SAFETY: ctx is live.
+        // SAFETY: `ctx` is an open context (an Arc keeps it alive); the result is checked for null.
         let ptr = unsafe { sys::ibv_create_comp_channel(ctx.ptr) };
         if ptr.is_null() {
             return Err(Error::last("ibv_create_comp_channel"));
@@ -69,7 +70,7 @@ impl CompletionChannel {
 
     /// The channel's file descriptor (readable when an event is pending).
     pub fn fd(&self) -> RawFd {
-        // SAFETY: ptr is live.
+        // SAFETY: `ptr` is the channel this value owns; it is destroyed only in Drop.
         unsafe { (*self.ptr).fd }
     }
 }
@@ -242,7 +243,8 @@ pub struct CompletionQueue {
 
 // SAFETY: libibverbs CQ operations are thread-safe; the in-flight table is behind a mutex.
 unsafe impl Send for CompletionQueue {}
-// SAFETY: as above.
+// SAFETY: shared use polls and arms the CQ through libibverbs, which locks the CQ itself; the in-flight
+// table is behind a mutex.
 unsafe impl Sync for CompletionQueue {}
 
 impl fmt::Debug for CompletionQueue {
@@ -288,7 +290,7 @@ impl CompletionQueue {
         if ptr.is_null() {
             return Err(Error::last("ibv_create_cq"));
         }
-        // SAFETY: ptr is the fresh CQ.
+        // SAFETY: `ptr` was just returned non-null by ibv_create_cq, so it points to a live ibv_cq.
         let capacity = unsafe { (*ptr).cqe }.max(0) as u32;
         Ok(Arc::new(CompletionQueue {
             ptr,
@@ -453,7 +455,7 @@ impl CompletionQueue {
 
     /// Arms the CQ (`ibv_req_notify_cq`): the channel fires on the next completion.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
-        // SAFETY: ptr is a live CQ.
+        // SAFETY: `ptr` is the CQ this value owns (destroyed only in Drop), and its context outlives it.
         unsafe {
             let f = (*(*self.ptr).context)
                 .ops

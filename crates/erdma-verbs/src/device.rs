@@ -333,7 +333,8 @@ pub(crate) fn registered_counter(name: &str) -> std::sync::Arc<std::sync::atomic
 
 // SAFETY: libibverbs contexts are thread-safe; all mutation goes through the library.
 unsafe impl Send for Context {}
-// SAFETY: as above.
+// SAFETY: shared use only queries the context through libibverbs, which locks its own state; the Rust
+// fields are immutable after open except the registration counter, which is atomic.
 unsafe impl Sync for Context {}
 
 impl fmt::Debug for Context {
@@ -425,7 +426,7 @@ impl Context {
         };
         ctx.attr = ctx.query_device()?;
         let vendor = Vendor::detect(&ctx.name, ctx.attr.vendor_id, ctx.attr.vendor_part_id);
-        let inline = crate::probe::probe_inline(&ctx, vendor);
+        let inline = crate::inline_size::probe_inline(&ctx, vendor);
         ctx.caps = Caps::derive(vendor, transport, &ctx.attr.limits, inline);
         tracing::debug!(device = %ctx.name, caps = ?ctx.caps, "opened RDMA device");
         Ok(ctx)

@@ -56,9 +56,9 @@ pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod error;
+mod inline_size;
 pub mod mr;
 pub mod pd;
-mod probe;
 pub mod qp;
 mod wr;
 
@@ -75,6 +75,11 @@ pub use qp::{
     Endpoint, Init, QpBuilder, QpCaps, QpState, QueuePair, ReadWr, RecvWr, Rtr, Rts, SendWr,
     SourceWr,
 };
+
+/// The README's examples, compiled as doc tests (they need a device, so they are `no_run`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// A global allocator for the unit tests that counts allocations per thread, so that a test can
 /// show a code path allocates nothing (other tests' threads do not disturb the count).

@@ -303,7 +303,7 @@ impl MemoryRegion {
 
     /// Remote key.
     pub fn rkey(&self) -> u32 {
-        // SAFETY: as above.
+        // SAFETY: `mr` is the registration this value owns; it is deregistered only in Drop.
         unsafe { (*self.mr).rkey }
     }
 

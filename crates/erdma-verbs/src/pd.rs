@@ -16,7 +16,8 @@ pub struct ProtectionDomain {
 
 // SAFETY: a PD is an opaque handle; libibverbs synchronises its use.
 unsafe impl Send for ProtectionDomain {}
-// SAFETY: as above.
+// SAFETY: shared use only passes the handle to libibverbs calls, which synchronise on it; nothing in
+// the Rust value is mutated after allocation.
 unsafe impl Sync for ProtectionDomain {}
 
 impl fmt::Debug for ProtectionDomain {

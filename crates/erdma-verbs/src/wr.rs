@@ -326,7 +326,8 @@ mod tests {
         c.push(None);
         c.push(Some(sge(0x4000, 4)));
         let head = c.link();
-        // SAFETY: walking the two linked WRs.
+        // SAFETY: `head` is the chain's first WR and its `next` the second, both owned by `c`, which
+        // lives (unchanged) until the end of the test.
         unsafe {
             assert!((*head).sg_list.is_null() && (*head).num_sge == 0);
             let second = (*head).next;

@@ -1,7 +1,9 @@
 //! # probe — RDMA diagnostics that name the cause and the fix
 //!
-//! Part of rdmakit. Four things, all usable without RDMA hardware (every reader takes a root
-//! path, so tests run against fixture trees of `/sys`, `/proc` and `/dev`):
+//! Part of rdmakit. Every part is usable without RDMA hardware (every reader takes a root path, so
+//! tests run against fixture trees of `/sys`, `/proc` and `/dev`); only [`facts`]' live verbs query,
+//! the default `live` feature, links libibverbs. Every outcome is a [`Verdict`] (`ok` / `info` /
+//! `warn` / `fail`), most with a fix:
 //!
 //! - [`facts`]: what a pod or node offers — RDMA devices, ports, GIDs, `/dev/infiniband`,
 //!   RLIMIT_MEMLOCK, CAP_IPC_LOCK, NCCL and torch's NCCL, GPUs, GPUDirect RDMA, interfaces —
@@ -13,11 +15,15 @@
 //! - [`parse`]: nccl-tests (text and JSON), the RDT demo, `ibv_devinfo`, perftest.
 //! - [`expect`]: the GPU→GPU rate a cluster should reach (GPUDirect or staged) and a measured
 //!   figure as a fraction of it, with the model's inputs.
-//! - [`bench`]: a benchmark's verdict (nccl-tests, the RDT demo, perftest, any GPU→GPU rate):
-//!   the run on its own and, given an expectation, the figure as a fraction of it.
+//! - [`throughput`]: a measured throughput's verdict (nccl-tests, the RDT demo, perftest, any
+//!   GPU→GPU rate): the run on its own and, given an expectation, the figure as a fraction of it.
+//! - [`judge`]: what a command printed inside a pod, judged as workflows do (memlock from
+//!   `ulimit -l`, the NCCL version against a profile's pins, NCCL's transport, a net plugin's path,
+//!   ours beside a peer's figure).
 //!
-//! [`report`] turns any of them into a JSON-serialisable [`Report`] or a table, and
-//! [`preflight`] judges a whole cluster from data the CLI gathers through the Kubernetes API.
+//! [`report`] turns any of them into a JSON-serialisable [`Report`] or a table, [`units`] formats
+//! bytes and rates for both, and [`preflight`] judges a whole cluster from data the CLI gathers
+//! through the Kubernetes API (nodes, ResourceSlices, pods).
 //!
 //! ## Example
 //!
@@ -49,7 +55,6 @@
 //! # Ok::<(), probe::ProbeError>(())
 //! ```
 
-pub mod bench;
 pub mod counters;
 pub mod doctor;
 mod error;
@@ -60,6 +65,7 @@ pub mod parse;
 pub mod preflight;
 pub mod report;
 mod sysfs;
+pub mod throughput;
 pub mod units;
 mod verdict;
 
@@ -67,3 +73,13 @@ pub use error::{ParseError, ProbeError, Result};
 pub use facts::{HostFacts, ProbeOptions};
 pub use report::Report;
 pub use verdict::{Check, Verdict};
+
+/// The README's examples, compiled (and, where they need no live host, run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// The old path of [`throughput`] (`probe::bench`, `probe::bench::BenchVerdict`), kept for one release so
+/// callers can move at their own pace.
+#[doc(hidden)]
+pub use throughput as bench;

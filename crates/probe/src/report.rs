@@ -4,16 +4,16 @@
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::{Deserialize, Serialize};
 
-use crate::bench::BenchVerdict;
 use crate::counters::{AbComparison, CounterDelta, TrafficProof};
 use crate::doctor::Diagnosis;
 use crate::expect::Judgement;
 use crate::facts::HostFacts;
 use crate::parse::{NcclTestsRun, PerftestRun, RdtRun};
 use crate::preflight::PreflightResult;
+use crate::throughput::ThroughputVerdict;
 use crate::verdict::{Check, Verdict};
 
-/// The expectation model in one line, printed under bench tables.
+/// The expectation model in one line, printed under throughput tables.
 pub const MODEL_NOTE: &str = "Expected bandwidth (probe::expect): GPUDirect = NIC line rate × NICs used × 0.9; \
 staged = min(host copy: pinned D2H measured, else PCIe × 0.85; NIC: WRITE measured, else line × 0.9, × NICs used; \
 staging stream, when measured); perftest = one NIC's line × 0.9. ok from the threshold (80 % unless the caller sets another), warn from 40 %, fail below.";
@@ -35,8 +35,8 @@ pub struct ReportItem {
     /// What to do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
-    /// A bench figure against the expected bandwidth: the fractions, the model and its inputs
-    /// (bench verdicts only).
+    /// A throughput figure against the expected bandwidth: the fractions, the model and its inputs
+    /// (throughput verdicts only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expectation: Option<Judgement>,
 }
@@ -77,11 +77,11 @@ impl Report {
         }
     }
 
-    /// Build from bench verdicts: each item carries its judgement against the expectation (JSON
+    /// Build from throughput verdicts: each item carries its judgement against the expectation (JSON
     /// `expectation`: fractions, expected rate, path, bound, inputs), and the table's detail reads
     /// "… is 58 % of the expected …; 58 % of one NIC, 27 % of the node … Model inputs: …", with the
     /// model's formula as a note.
-    pub fn from_bench(title: impl Into<String>, verdicts: &[BenchVerdict]) -> Self {
+    pub fn from_throughput(title: impl Into<String>, verdicts: &[ThroughputVerdict]) -> Self {
         let items: Vec<ReportItem> = verdicts
             .iter()
             .map(|v| {
@@ -106,6 +106,13 @@ impl Report {
             r.notes.push(MODEL_NOTE.into());
         }
         r
+    }
+
+    /// The name of [`from_throughput`](Self::from_throughput) before `probe::bench` became
+    /// `probe::throughput`; kept for one release.
+    #[doc(hidden)]
+    pub fn from_bench(title: impl Into<String>, verdicts: &[ThroughputVerdict]) -> Self {
+        Self::from_throughput(title, verdicts)
     }
 
     /// Add a note.
@@ -229,9 +236,9 @@ impl From<&Judgement> for Report {
     }
 }
 
-impl From<&BenchVerdict> for Report {
-    fn from(v: &BenchVerdict) -> Self {
-        Report::from_bench("Benchmark", std::slice::from_ref(v))
+impl From<&ThroughputVerdict> for Report {
+    fn from(v: &ThroughputVerdict) -> Self {
+        Report::from_throughput("Benchmark", std::slice::from_ref(v))
     }
 }
 
@@ -289,7 +296,7 @@ pub fn nodes_table(p: &PreflightResult) -> String {
 }
 
 /// The expectation and the inputs it came from, one row each (for a workflow report next to the
-/// bench verdicts): path, expected rate and bound, one NIC, the node's line rate, host copy, then
+/// throughput verdicts): path, expected rate and bound, one NIC, the node's line rate, host copy, then
 /// every input, measured or not.
 pub fn expectation_table(e: &crate::expect::Expectation) -> String {
     let mut t = new_table(DEFAULT_WIDTH);

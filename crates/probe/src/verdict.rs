@@ -1,6 +1,7 @@
 //! Verdicts and checks: the common currency of facts, counters, doctor findings and preflight.
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 
 /// How a check came out. Ordered by severity, so `max()` of a set is the overall verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -25,6 +26,16 @@ impl Verdict {
             Verdict::Warn => "warn",
             Verdict::Fail => "fail",
         }
+    }
+
+    /// `Ok` when a yes/no condition holds, `Fail` when it does not.
+    pub fn ok_if(holds: bool) -> Verdict {
+        if holds { Verdict::Ok } else { Verdict::Fail }
+    }
+
+    /// Nothing to fix: `ok` or `info`. What the `ok` flag of a script-facing result means.
+    pub fn passes(self) -> bool {
+        self <= Verdict::Info
     }
 
     /// The worst verdict of a set (`Ok` for an empty set).
@@ -76,5 +87,33 @@ impl Check {
     pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
         self.fix = Some(fix.into());
         self
+    }
+}
+
+/// Serialisers for results that scripts read: the [`Verdict`] under `verdict` beside the flag or word the
+/// Rhai API has always returned (`ok: bool`, `status: "pass"`), both derived from the one verdict. Used as
+/// `#[serde(flatten, serialize_with = "...")]` on a `verdict` field.
+pub(crate) mod wire {
+    use super::*;
+
+    /// `verdict` and `ok` ([`Verdict::passes`]).
+    pub(crate) fn with_ok<S: Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("verdict", v)?;
+        m.serialize_entry("ok", &v.passes())?;
+        m.end()
+    }
+
+    /// `verdict` and `status`: `pass` (`ok`/`info`), `warn` or `fail`.
+    pub(crate) fn with_status<S: Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Error> {
+        let status = match v {
+            Verdict::Ok | Verdict::Info => "pass",
+            Verdict::Warn => "warn",
+            Verdict::Fail => "fail",
+        };
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("verdict", v)?;
+        m.serialize_entry("status", status)?;
+        m.end()
     }
 }

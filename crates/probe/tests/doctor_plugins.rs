@@ -341,7 +341,7 @@ fn net_plugin_path_from_launcher_logs() {
         marker: "NET/OFI".into(),
     };
     let ok = nccl_net_plugin_path(&logs_common::log("efa-ofi-ok.log"), &efa).unwrap();
-    assert!(ok.ok, "{}", ok.detail);
+    assert_eq!(ok.verdict, probe::Verdict::Ok, "{}", ok.detail);
     assert!(
         ok.detail.starts_with(
             "ip-10-0-71-18:88:107 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.16.2; "
@@ -350,7 +350,7 @@ fn net_plugin_path_from_launcher_logs() {
         ok.detail
     );
     let tcp = nccl_net_plugin_path(&logs_common::log("efa-ofi-provider-tcp.log"), &efa).unwrap();
-    assert!(!tcp.ok);
+    assert_eq!(tcp.verdict, probe::Verdict::Fail);
     assert!(
         tcp.detail
             .contains("does not carry the traffic over AWS EFA")
@@ -359,7 +359,7 @@ fn net_plugin_path_from_launcher_logs() {
         tcp.detail
     );
     let gone = nccl_net_plugin_path(&logs_common::log("efa-ofi-no-device.log"), &efa).unwrap();
-    assert!(!gone.ok);
+    assert_eq!(gone.verdict, probe::Verdict::Fail);
     assert!(
         gone.detail
             .contains("NCCL used TCP sockets, not aws-ofi-nccl over AWS EFA")
@@ -376,10 +376,10 @@ fn net_plugin_path_from_launcher_logs() {
         marker: "NET/gIB".into(),
     };
     let g = nccl_net_plugin_path(&logs_common::log("gib-ok.log"), &gib).unwrap();
-    assert!(g.ok, "{}", g.detail);
+    assert_eq!(g.verdict, probe::Verdict::Ok, "{}", g.detail);
     assert!(g.detail.contains("NET/gIB"), "{}", g.detail);
     // Not a plugin log at all: the marker is missing.
     let none = nccl_net_plugin_path("x NCCL INFO NET/IB : Using [0]mlx5_0:1/IB\n", &gib).unwrap();
-    assert!(!none.ok);
+    assert_eq!(none.verdict, probe::Verdict::Fail);
     assert!(none.detail.starts_with("no 'NET/gIB' line in the launcher log: NCCL did not load gIB (is libnccl-net_gib.so on LD_LIBRARY_PATH"), "{}", none.detail);
 }

@@ -53,7 +53,7 @@ proptest! {
     #[test]
     fn nccl_tests_never_panics(s in lines_strategy()) {
         if let Ok(run) = probe::parse::parse_nccl_tests(&s) {
-            let _ = probe::bench::nccl_tests(&run).against(&seed_000(), 0.8).check();
+            let _ = probe::throughput::nccl_tests(&run).against(&seed_000(), 0.8).check();
         }
     }
 
@@ -67,7 +67,7 @@ proptest! {
     #[test]
     fn rdt_never_panics(s in lines_strategy()) {
         if let Ok(run) = probe::parse::parse_rdt(&s) {
-            let _ = probe::bench::rdt(&run).against(&seed_000(), 0.8).check();
+            let _ = probe::throughput::rdt(&run).against(&seed_000(), 0.8).check();
         }
     }
 
@@ -79,7 +79,7 @@ proptest! {
     #[test]
     fn perftest_never_panics(s in lines_strategy()) {
         if let Ok(run) = probe::parse::parse_perftest(&s) {
-            let _ = probe::bench::perftest(&run).against(&seed_000(), 0.8).check();
+            let _ = probe::throughput::perftest(&run).against(&seed_000(), 0.8).check();
         }
     }
 
@@ -119,10 +119,10 @@ proptest! {
         if let Ok(e) = probe::expect::expect(&inputs) {
             let j = probe::expect::judge(m, &e, 0.8);
             prop_assert!(j.fraction.is_finite() && j.fraction >= 0.0);
-            let v = probe::bench::rate("r", "s", m).against(&e, 0.8);
+            let v = probe::throughput::rate("r", "s", m).against(&e, 0.8);
             prop_assert!(v.run_verdict < probe::Verdict::Warn || v.verdict >= v.run_verdict);
             if let Ok(run) = probe::parse::parse_perftest(&format!(" #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n 65536 10 {m} {m} 0.1\n")) {
-                let _ = probe::bench::perftest(&run).against(&e, 0.8).check();
+                let _ = probe::throughput::perftest(&run).against(&e, 0.8).check();
             }
         }
     }

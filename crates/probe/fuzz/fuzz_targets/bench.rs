@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz bench verdicts: whatever `parse_any` recognises in arbitrary text is judged with
-//! `probe::bench` against an expectation built from the first bytes (any NIC rate, NIC count,
+//! Fuzz throughput verdicts: whatever `parse_any` recognises in arbitrary text is judged with
+//! `probe::throughput` against an expectation built from the first bytes (any NIC rate, NIC count,
 //! GPUDirect, PCIe generation, measured rates), then rendered as a report (table and JSON).
 //! Nothing may panic, and every fraction must be finite.
 
@@ -37,9 +37,9 @@ fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data.get(40..).unwrap_or_default());
     let mut verdicts = Vec::new();
     if let Some(parsed) = probe::parse::parse_any(&text) {
-        verdicts.extend(probe::bench::parsed(&parsed));
+        verdicts.extend(probe::throughput::parsed(&parsed));
     }
-    verdicts.push(probe::bench::rate("fuzz", "fuzz", f64_at(head, 0)));
+    verdicts.push(probe::throughput::rate("fuzz", "fuzz", f64_at(head, 0)));
     let verdicts: Vec<_> = verdicts
         .into_iter()
         .map(|v| v.against_opt(expectation.as_ref(), 0.8))
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = v.check();
     }
-    let report = probe::Report::from_bench("fuzz", &verdicts);
+    let report = probe::Report::from_throughput("fuzz", &verdicts);
     let _ = report.render_table();
     let _ = report.to_json();
 });

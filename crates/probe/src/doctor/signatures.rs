@@ -1,91 +1,19 @@
 //! The built-in knowledge base: log signatures of NCCL, UCX/NIXL, Ray RDT, ibverbs, BuildKit,
 //! registries and Kubernetes, each with a cause and a fix.
 //!
-//! `{1}`, `{2}` in `cause`/`fix` are replaced by the pattern's capture groups.
-
-use serde::Serialize;
+//! `{1}`, `{2}` in `cause`/`fix` are replaced by the pattern's capture groups. What a signature is
+//! (its fields and the `sig` constructors) is `signatures/model.rs`; this file and the two by subject
+//! beside it (`plugins.rs`, `topology.rs`) are the catalogue.
 
 use crate::facts::limits::MEMLOCK_FIX;
 
+mod model;
 mod plugins;
 mod topology;
 use crate::verdict::Verdict;
+pub use model::{Signature, Source};
+use model::{fallback, sig, with_context};
 pub(crate) use plugins::PLUGIN_PATH_FIX;
-
-/// Which component writes the line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Source {
-    /// NCCL (`NCCL INFO` / `NCCL WARN`).
-    Nccl,
-    /// UCX (and NIXL's UCX backend).
-    Ucx,
-    /// Ray / Ray Direct Transport.
-    Ray,
-    /// libibverbs and verbs tools (`ibv_devinfo`).
-    Ibverbs,
-    /// BuildKit / image builds.
-    Buildkit,
-    /// Container registries.
-    Registry,
-    /// Kubernetes events and kubelet.
-    Kubernetes,
-    /// nccl-tests.
-    NcclTests,
-    /// Shell tools (`ulimit -a`).
-    Shell,
-}
-
-/// One known log line and what it means.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Signature {
-    /// Stable id (`memlock-create-qp-enomem`).
-    pub id: &'static str,
-    /// What a match means.
-    pub severity: Verdict,
-    /// Who writes the line.
-    pub source: Source,
-    /// Regular expression matched against each line.
-    pub pattern: &'static str,
-    /// Why it happens.
-    pub cause: &'static str,
-    /// What to do (empty for positive findings).
-    pub fix: &'static str,
-    /// A second pattern that must match within this many lines (before or after).
-    pub context: Option<(&'static str, usize)>,
-    /// Reported only when no other (non-fallback) signature matched the same line.
-    pub fallback: bool,
-}
-
-const fn sig(
-    id: &'static str,
-    severity: Verdict,
-    source: Source,
-    pattern: &'static str,
-    cause: &'static str,
-    fix: &'static str,
-) -> Signature {
-    Signature {
-        id,
-        severity,
-        source,
-        pattern,
-        cause,
-        fix,
-        context: None,
-        fallback: false,
-    }
-}
-
-const fn fallback(mut s: Signature) -> Signature {
-    s.fallback = true;
-    s
-}
-
-const fn with_context(mut s: Signature, pattern: &'static str, window: usize) -> Signature {
-    s.context = Some((pattern, window));
-    s
-}
 
 use Source::*;
 use Verdict::{Fail, Info, Ok as Good, Warn};

@@ -1,8 +1,12 @@
 //! Live device capabilities through `erdma-verbs` (libibverbs): what the installed providers see,
 //! which sysfs cannot tell — e.g. that an image lacks the eRDMA provider, or that a device has no
-//! UD/SRQ. Only meaningful when probing the live root `/`.
+//! UD/SRQ. Only meaningful when probing the live root `/`. Built with the `live` feature only: it is
+//! the one part of probe that links libibverbs.
 
 use serde::{Deserialize, Serialize};
+
+use super::RdmaDevice;
+use crate::verdict::{Check, Verdict};
 
 /// One device as libibverbs sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,4 +90,48 @@ pub fn describe(c: &erdma_verbs::Caps) -> String {
         parts.push("connect through rdma_cm".into());
     }
     parts.join(", ")
+}
+
+/// The checks of what libibverbs sees beside sysfs's `devices`: listing failed (`warn`), a device sysfs
+/// has and no provider lists (`fail`), and each listed device's caps (`info`) or why it did not open
+/// (`warn`).
+pub(crate) fn judge(lv: &LiveVerbs, devices: &[RdmaDevice], out: &mut Vec<Check>) {
+    if let Some(e) = &lv.error {
+        out.push(Check::new(
+            "verbs-devices",
+            "libibverbs",
+            Verdict::Warn,
+            format!("ibv_get_device_list failed: {e}"),
+        ));
+    }
+    for d in devices {
+        if !lv.devices.iter().any(|l| l.name == d.name) {
+            out.push(
+                Check::new("verbs-devices", d.name.clone(), Verdict::Fail, "in sysfs but not listed by libibverbs: no userspace provider for it in this image")
+                    .with_fix("Install the device's provider (rdma-core ibverbs-providers; eRDMA: from the Alibaba Cloud eRDMA APT source) — stock Ray images lack the erdma provider."),
+            );
+        }
+    }
+    for l in &lv.devices {
+        match (&l.caps, &l.error) {
+            (Some(c), _) => out.push(Check::new(
+                "verbs-caps",
+                l.name.clone(),
+                Verdict::Info,
+                describe(c),
+            )),
+            (None, Some(e)) => out.push(
+                Check::new(
+                    "verbs-caps",
+                    l.name.clone(),
+                    Verdict::Warn,
+                    format!("cannot open: {e}"),
+                )
+                .with_fix(
+                    "Check /dev/infiniband permissions and that the pod requested the device.",
+                ),
+            ),
+            (None, None) => {}
+        }
+    }
 }

@@ -4,6 +4,7 @@
 
 pub mod gpu;
 pub mod limits;
+#[cfg(feature = "live")]
 pub mod live;
 pub mod nccl;
 pub mod net;
@@ -34,7 +35,8 @@ pub struct ProbeOptions {
     /// `NCCL_IB_DISABLE`); pass `std::env::vars()` for the current process.
     pub env: BTreeMap<String, String>,
     /// Also ask libibverbs (through erdma-verbs) for the devices and their caps. Only meaningful
-    /// for the live root `/`; off for fixture roots.
+    /// for the live root `/`; off for fixture roots. Needs the `live` feature (on by default);
+    /// without it the facts carry an `info` check saying libibverbs was not asked.
     #[serde(default)]
     pub live_verbs: bool,
 }
@@ -92,7 +94,8 @@ pub struct HostFacts {
     pub interfaces: Vec<NetInterface>,
     /// The environment that was judged.
     pub env: BTreeMap<String, String>,
-    /// What libibverbs sees (when `live_verbs` was on).
+    /// What libibverbs sees (when `live_verbs` was on; the `live` feature).
+    #[cfg(feature = "live")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<live::LiveVerbs>,
     /// Judged checks, in a stable order.
@@ -123,10 +126,20 @@ impl HostFacts {
             gdr,
             interfaces,
             env: opts.env.clone(),
+            #[cfg(feature = "live")]
             live: opts.live_verbs.then(live::query_live),
             checks: Vec::new(),
         };
         facts.checks = judge(&facts);
+        #[cfg(not(feature = "live"))]
+        if opts.live_verbs {
+            facts.checks.push(Check::new(
+                "verbs-devices",
+                "libibverbs",
+                Verdict::Info,
+                "not asked: rdmakit-probe was built without its `live` feature",
+            ));
+        }
         Ok(facts)
     }
 
@@ -373,45 +386,9 @@ fn judge(f: &HostFacts) -> Vec<Check> {
     }
 
     // What libibverbs sees.
+    #[cfg(feature = "live")]
     if let Some(lv) = &f.live {
-        if let Some(e) = &lv.error {
-            out.push(Check::new(
-                "verbs-devices",
-                "libibverbs",
-                Verdict::Warn,
-                format!("ibv_get_device_list failed: {e}"),
-            ));
-        }
-        for d in &f.rdma_devices {
-            if !lv.devices.iter().any(|l| l.name == d.name) {
-                out.push(
-                    Check::new("verbs-devices", d.name.clone(), Verdict::Fail, "in sysfs but not listed by libibverbs: no userspace provider for it in this image")
-                        .with_fix("Install the device's provider (rdma-core ibverbs-providers; eRDMA: from the Alibaba Cloud eRDMA APT source) — stock Ray images lack the erdma provider."),
-                );
-            }
-        }
-        for l in &lv.devices {
-            match (&l.caps, &l.error) {
-                (Some(c), _) => out.push(Check::new(
-                    "verbs-caps",
-                    l.name.clone(),
-                    Verdict::Info,
-                    live::describe(c),
-                )),
-                (None, Some(e)) => out.push(
-                    Check::new(
-                        "verbs-caps",
-                        l.name.clone(),
-                        Verdict::Warn,
-                        format!("cannot open: {e}"),
-                    )
-                    .with_fix(
-                        "Check /dev/infiniband permissions and that the pod requested the device.",
-                    ),
-                ),
-                (None, None) => {}
-            }
-        }
+        live::judge(lv, &f.rdma_devices, &mut out);
     }
 
     // memlock + CAP_IPC_LOCK.

@@ -7,10 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use super::NodeInfo;
 
-/// What one worker pod asks of its node.
+/// What one worker pod asks of its node. Every field may be left out of the JSON (a worker that asks
+/// for one RDMA device and nothing else is `{"resources": {"aliyun/erdma": 1}}`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct WorkerNeeds {
-    /// The GPU resource (`nvidia.com/gpu`).
+    /// The GPU resource (`nvidia.com/gpu`); empty when the worker asks for no GPU.
     pub gpu_resource: String,
     /// GPUs per worker.
     pub gpus: u64,
@@ -25,6 +27,9 @@ pub struct WorkerNeeds {
 pub struct WorkerFit {
     /// `node (gpu=8, res=32)` for each node that has everything.
     pub fit: Vec<String>,
+    /// The names of the nodes in `fit`, in the same order.
+    #[serde(default)]
+    pub fit_names: Vec<String>,
     /// `node: res 0 < 32; label k=v, want w` for each node of the workers' pool, or with any of the RDMA
     /// resources, that lacks something (a device plugin not running there, another instance type, fewer
     /// GPUs). Nodes with none of it (CPU nodes outside the pool) are not listed.
@@ -64,11 +69,14 @@ pub fn worker_fit(nodes: &[NodeInfo], needs: &WorkerNeeds) -> WorkerFit {
     for n in nodes {
         let g = count(n, &needs.gpu_resource);
         let mut why: Vec<String> = Vec::new();
-        let mut have = format!("{}={g}", needs.gpu_resource);
+        let mut have: Vec<String> = Vec::new();
+        if !needs.gpu_resource.is_empty() {
+            have.push(format!("{}={g}", needs.gpu_resource));
+        }
         let mut rdma_any = false;
         for (r, want) in &needs.resources {
             let c = count(n, r);
-            have.push_str(&format!(", {r}={c}"));
+            have.push(format!("{r}={c}"));
             rdma_any |= c > 0;
             if c < *want {
                 why.push(format!("{r} {c} < {want}"));
@@ -86,7 +94,8 @@ pub fn worker_fit(nodes: &[NodeInfo], needs: &WorkerNeeds) -> WorkerFit {
             why.push(format!("{} {g} < {}", needs.gpu_resource, needs.gpus));
         }
         if why.is_empty() {
-            out.fit.push(format!("{} ({have})", n.name));
+            out.fit.push(format!("{} ({})", n.name, have.join(", ")));
+            out.fit_names.push(n.name.clone());
         } else if rdma_any || (labelled && (!needs.labels.is_empty() || g > 0)) {
             out.unfit.push(format!("{}: {}", n.name, why.join("; ")));
         }
@@ -151,6 +160,7 @@ mod tests {
             &needs,
         );
         assert_eq!(f.fit, ["ok (nvidia.com/gpu=8, vpc.amazonaws.com/efa=32)"]);
+        assert_eq!(f.fit_names, ["ok"]);
         assert_eq!(
             f.unfit,
             [
@@ -159,5 +169,24 @@ mod tests {
                 "odd: vpc.amazonaws.com/efa 0 < 32",
             ]
         );
+    }
+
+    /// A worker that asks for one RDMA device and no GPU: the JSON names only that (what the workflows'
+    /// capacity checks send), and the fit lists only what was asked for.
+    #[test]
+    fn needs_may_name_only_the_resources() -> serde_json::Result<()> {
+        let needs: WorkerNeeds = serde_json::from_str(r#"{"resources": {"aliyun/erdma": 1}}"#)?;
+        assert!(needs.gpu_resource.is_empty() && needs.gpus == 0 && needs.labels.is_empty());
+        let f = worker_fit(
+            &[
+                node("rdma", &[("aliyun/erdma", "400")], &[]),
+                node("gpu-only", &[("nvidia.com/gpu", "8")], &[]),
+            ],
+            &needs,
+        );
+        assert_eq!(f.fit, ["rdma (aliyun/erdma=400)"]);
+        assert_eq!(f.fit_names, ["rdma"]);
+        assert!(f.unfit.is_empty(), "{:?}", f.unfit);
+        Ok(())
     }
 }

@@ -449,7 +449,7 @@ pub(crate) fn bench_module(ctx: &Arc<Ctx>) -> Module {
         );
         if opt_bool(&opts, "record")?.unwrap_or(true) {
             let mut r = c.report();
-            let status = match (min_ratio, cmp.ok) {
+            let status = match (min_ratio, cmp.verdict.passes()) {
                 (None, _) => Status::Info,
                 (Some(_), true) => Status::Pass,
                 (Some(_), false) => Status::Fail,
@@ -672,7 +672,7 @@ mod tests {
     fn the_profiles_nccl_and_counter_fields_reach_probes_judgements() {
         let p = erdma();
         let c = probe::judge::nccl_version(&nccl_policy(&p), "22809\n");
-        assert_eq!(c.status, "fail");
+        assert_eq!(c.verdict, probe::Verdict::Fail);
         assert!(c.detail.contains("known bad on eRDMA"), "{}", c.detail);
         assert!(c.fix.unwrap_or_default().contains(
             "nvidia-nccl-cu13==2.30.7 in the image (rdmakit render image --profile aliyun-erdma"

@@ -1,9 +1,11 @@
-//! Bench verdicts: a benchmark's figure judged on its own (wrong values, bad checksums, no
-//! result) and, when the cluster's facts are known, as a fraction of [`expect`](crate::expect)'s
-//! expectation with the model's inputs printed beside it.
+//! Throughput verdicts: the figure a benchmark measured (nccl-tests, the RDT demo, perftest, any
+//! GPU→GPU rate) judged on its own (wrong values, bad checksums, no result) and, when the cluster's
+//! facts are known, as a fraction of [`expect`]'s expectation with the model's inputs
+//! printed beside it. This module judges figures; [`parse`](crate::parse) reads the tools' output, and
+//! running a benchmark is gpu-stage's `bench` (and `rdmakit bench`), not probe's.
 //!
 //! ```
-//! use probe::{bench, expect, Verdict};
+//! use probe::{expect, throughput, Verdict};
 //!
 //! // Seed 000: the RDT demo over one of two 190 Gb/s eRDMA NICs whose WRITE reaches 20.4 GiB/s.
 //! let inputs = expect::ExpectationInputs {
@@ -12,7 +14,7 @@
 //!     host_copy_gib_s: None, stream_gib_s: None,
 //! };
 //! let e = expect::expect(&inputs)?;
-//! let v = bench::rate("rdt", "RDT demo", 11.8).against(&e, expect::DEFAULT_OK_FRACTION);
+//! let v = throughput::rate("rdt", "RDT demo", 11.8).against(&e, expect::DEFAULT_OK_FRACTION);
 //! assert_eq!(v.verdict, Verdict::Warn);
 //! assert!(v.check().summary.contains("58 % of one NIC, 27 % of the node"));
 //! # Ok::<(), probe::ProbeError>(())
@@ -29,7 +31,7 @@ use crate::verdict::{Check, Verdict};
 /// applies (perftest measures one NIC between host buffers, the others GPU to GPU).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum BenchKind {
+pub enum ThroughputSource {
     /// nccl-tests: the peak bus bandwidth (GB/s, decimal), a per-rank figure.
     NcclTests,
     /// The RDT demo: the steady-state GiB/s (iterations after the first).
@@ -40,15 +42,15 @@ pub enum BenchKind {
     Rate,
 }
 
-/// One benchmark's verdict.
+/// One measured throughput's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BenchVerdict {
+pub struct ThroughputVerdict {
     /// Stable id: `nccl-tests-busbw`, `rdt-bandwidth`, `perftest-bandwidth`, or the caller's.
     pub id: String,
     /// What ran (`all_reduce_perf`, `RDT demo`, `ib_write_bw on erdma_0`, ...).
     pub subject: String,
     /// Which benchmark.
-    pub kind: BenchKind,
+    pub kind: ThroughputSource,
     /// The figure judged, GiB/s (`None` when the run produced none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_gib_s: Option<f64>,
@@ -68,8 +70,8 @@ pub struct BenchVerdict {
     pub expectation: Option<Judgement>,
 }
 
-impl BenchVerdict {
-    fn new(id: &str, subject: String, kind: BenchKind, measured: Option<f64>) -> Self {
+impl ThroughputVerdict {
+    fn new(id: &str, subject: String, kind: ThroughputSource, measured: Option<f64>) -> Self {
         Self {
             id: id.into(),
             subject,
@@ -99,7 +101,7 @@ impl BenchVerdict {
             return self;
         };
         let nic;
-        let e = if self.kind == BenchKind::Perftest && e.path != Path::Nic {
+        let e = if self.kind == ThroughputSource::Perftest && e.path != Path::Nic {
             match expect::expect_nic(&e.inputs) {
                 Ok(n) => {
                     nic = n;
@@ -157,17 +159,17 @@ fn gb_to_gib(gb_s: f64) -> f64 {
 /// An nccl-tests run: wrong values or no rows fail; the figure is the peak bus bandwidth (the
 /// large sizes; the average includes latency-bound small ones). busbw is per rank, so judge it
 /// against an expectation whose `nics_used` is the NICs one rank uses (1 on a rail-per-GPU node).
-pub fn nccl_tests(run: &NcclTestsRun) -> BenchVerdict {
+pub fn nccl_tests(run: &NcclTestsRun) -> ThroughputVerdict {
     let subject = run
         .header
         .collective
         .clone()
         .unwrap_or_else(|| "nccl-tests".into());
     let peak = run.peak_busbw_gbps().filter(|v| v.is_finite() && *v >= 0.0);
-    let v = BenchVerdict::new(
+    let v = ThroughputVerdict::new(
         "nccl-tests-busbw",
         subject,
-        BenchKind::NcclTests,
+        ThroughputSource::NcclTests,
         peak.map(gb_to_gib),
     );
     let wrong = run
@@ -213,11 +215,16 @@ pub fn nccl_tests(run: &NcclTestsRun) -> BenchVerdict {
 
 /// An RDT demo run: a bad checksum or a failed final line fails; the figure is the
 /// steady-state rate (the first iteration includes communicator setup).
-pub fn rdt(run: &RdtRun) -> BenchVerdict {
+pub fn rdt(run: &RdtRun) -> ThroughputVerdict {
     let steady = run
         .steady_state_gib_per_s()
         .filter(|v| v.is_finite() && *v >= 0.0);
-    let v = BenchVerdict::new("rdt-bandwidth", "RDT demo".into(), BenchKind::Rdt, steady);
+    let v = ThroughputVerdict::new(
+        "rdt-bandwidth",
+        "RDT demo".into(),
+        ThroughputSource::Rdt,
+        steady,
+    );
     let transport = run
         .final_status
         .as_ref()
@@ -262,7 +269,7 @@ pub fn rdt(run: &RdtRun) -> BenchVerdict {
 
 /// A perftest bandwidth run: the best average bandwidth of one NIC (host buffers). A latency
 /// run or a table without rows fails: it has no bandwidth to judge.
-pub fn perftest(run: &PerftestRun) -> BenchVerdict {
+pub fn perftest(run: &PerftestRun) -> ThroughputVerdict {
     let test = run.test.clone().unwrap_or_else(|| "perftest".into());
     let subject = match run.device() {
         Some(d) => format!("{test} on {d}"),
@@ -271,7 +278,12 @@ pub fn perftest(run: &PerftestRun) -> BenchVerdict {
     let best = run
         .best_average_gib_per_s()
         .filter(|v| v.is_finite() && *v >= 0.0);
-    let v = BenchVerdict::new("perftest-bandwidth", subject, BenchKind::Perftest, best);
+    let v = ThroughputVerdict::new(
+        "perftest-bandwidth",
+        subject,
+        ThroughputSource::Perftest,
+        best,
+    );
     match best {
         Some(b) => v.judged(
             Verdict::Info,
@@ -296,9 +308,14 @@ pub fn perftest(run: &PerftestRun) -> BenchVerdict {
 
 /// Any GPU→GPU rate the caller measured itself (gpu-stage's bench, a workflow step), GiB/s.
 /// A negative or non-finite figure is judged as no figure (`fail`).
-pub fn rate(id: &str, subject: impl Into<String>, gib_s: f64) -> BenchVerdict {
+pub fn rate(id: &str, subject: impl Into<String>, gib_s: f64) -> ThroughputVerdict {
     let ok = gib_s.is_finite() && gib_s >= 0.0;
-    let v = BenchVerdict::new(id, subject.into(), BenchKind::Rate, ok.then_some(gib_s));
+    let v = ThroughputVerdict::new(
+        id,
+        subject.into(),
+        ThroughputSource::Rate,
+        ok.then_some(gib_s),
+    );
     if ok {
         v.judged(Verdict::Info, format!("{gib_s:.2} GiB/s"), None)
     } else {
@@ -312,7 +329,7 @@ pub fn rate(id: &str, subject: impl Into<String>, gib_s: f64) -> BenchVerdict {
 
 /// The verdict of whatever [`parse_any`](crate::parse::parse_any) recognised; `None` for
 /// `ibv_devinfo` (no bandwidth).
-pub fn parsed(p: &Parsed) -> Option<BenchVerdict> {
+pub fn parsed(p: &Parsed) -> Option<ThroughputVerdict> {
     match p {
         Parsed::NcclTests(r) => Some(nccl_tests(r)),
         Parsed::Rdt(r) => Some(rdt(r)),
@@ -320,3 +337,12 @@ pub fn parsed(p: &Parsed) -> Option<BenchVerdict> {
         Parsed::IbvDevinfo(_) => None,
     }
 }
+
+/// The name of [`ThroughputVerdict`] before the module was `throughput` (it was `probe::bench`); kept for
+/// one release.
+#[doc(hidden)]
+pub type BenchVerdict = ThroughputVerdict;
+
+/// The name of [`ThroughputSource`] before the module was `throughput`; kept for one release.
+#[doc(hidden)]
+pub type BenchKind = ThroughputSource;

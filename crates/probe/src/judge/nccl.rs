@@ -1,83 +1,11 @@
-//! Judgements of what a command printed inside a pod, as workflows make them: text in, a typed verdict
-//! out. RLIMIT_MEMLOCK from `ulimit -l`, the NCCL version against a profile's pins, the transport NCCL
-//! picked from its log, whether a net plugin carried the traffic, and our figure beside a peer's.
-//!
-//! ```
-//! use probe::judge::{self, NcclPolicy};
-//!
-//! assert!(judge::memlock("unlimited\n").ok);
-//! let policy = NcclPolicy {
-//!     profile: "aliyun-erdma".into(),
-//!     fabric: "eRDMA".into(),
-//!     pip_package: "nvidia-nccl-cu13".into(),
-//!     pin: Some("2.30.7".into()),
-//!     known_bad: vec!["2.28.9".into()],
-//!     bad_reason: Some("segfaults in ncclNetInit()".into()),
-//!     known_good: vec![],
-//! };
-//! let c = judge::nccl_version(&policy, "22809\n");
-//! assert_eq!(c.status, "fail");
-//! assert!(c.fix.unwrap_or_default().contains("nvidia-nccl-cu13==2.30.7"));
-//! ```
+//! The NCCL judgements of a pod's output: the version NCCL reports against a profile's pin and known-bad
+//! list, the network it picked from its log (and whether that was the profile's device), and whether a
+//! net plugin carried the traffic.
 
 use serde::Serialize;
 
-use crate::facts::limits::{LimitValue, MEMLOCK_FIX, parse_limits};
 use crate::facts::nccl::NcclVersion;
-use crate::verdict::Verdict;
-
-/// The memlock verdict of `ulimit -l` output (KiB or `unlimited`) or `/proc/self/limits` text.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MemlockCheck {
-    /// True when the soft limit is unlimited.
-    pub ok: bool,
-    /// What was read (`unlimited`, `64 KiB`), or `unreadable`.
-    pub value: String,
-    /// One line for the report.
-    pub detail: String,
-    /// The fix when not ok.
-    pub fix: Option<String>,
-}
-
-/// Judges RLIMIT_MEMLOCK from `ulimit -l` (first non-empty line, KiB) or `/proc/self/limits`; a limit
-/// gets the containerd `LimitMEMLOCK=infinity` fix ([`MEMLOCK_FIX`]).
-pub fn memlock(text: &str) -> MemlockCheck {
-    let value = if let Some(m) = parse_limits(text) {
-        Some(m.soft)
-    } else {
-        text.lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .and_then(|l| match LimitValue::parse(l)? {
-                // `ulimit -l` counts KiB.
-                LimitValue::Bytes(kib) => Some(LimitValue::Bytes(kib.saturating_mul(1024))),
-                u => Some(u),
-            })
-    };
-    match value {
-        Some(LimitValue::Unlimited) => MemlockCheck {
-            ok: true,
-            value: "unlimited".into(),
-            detail: "RLIMIT_MEMLOCK is unlimited".into(),
-            fix: None,
-        },
-        Some(v) => MemlockCheck {
-            ok: false,
-            value: v.human(),
-            detail: format!("RLIMIT_MEMLOCK is {} (RDMA needs unlimited)", v.human()),
-            fix: Some(MEMLOCK_FIX.into()),
-        },
-        None => MemlockCheck {
-            ok: false,
-            value: "unreadable".into(),
-            detail: format!(
-                "no memlock value in the output (expected `ulimit -l` output): {:?}",
-                text.lines().next().unwrap_or("")
-            ),
-            fix: Some("run `ulimit -l` in the container; it must print unlimited".into()),
-        },
-    }
-}
+use crate::verdict::{Check, Verdict, wire};
 
 /// Finds an NCCL version in command output: `NCCL version 2.28.9+cuda13.0` (an NCCL log), a version code
 /// on its own line (`23007`, what `cupy.cuda.nccl.get_version()` prints), or a bare `2.30.7`.
@@ -121,9 +49,11 @@ pub struct NcclPolicy {
 
 /// The NCCL version judged against a profile's pin and known-bad list.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NcclCheck {
-    /// `pass`, `fail` (known bad or not found) or `warn` (neither the pin nor known good).
-    pub status: String,
+pub struct NcclVersionVerdict {
+    /// `ok` (the pin, known good, or no pin), `fail` (known bad or not found) or `warn` (neither the pin
+    /// nor known good); serialised with `status` (`pass` / `fail` / `warn`).
+    #[serde(flatten, serialize_with = "wire::with_status")]
+    pub verdict: Verdict,
     /// The version found (`2.30.7`), if any.
     pub version: Option<String>,
     /// Its code (`23007`).
@@ -132,13 +62,13 @@ pub struct NcclCheck {
     pub pin: Option<String>,
     /// One line for the report.
     pub detail: String,
-    /// The fix when not pass.
+    /// The fix when not ok.
     pub fix: Option<String>,
 }
 
 /// Judges the NCCL version printed in `text` against `policy`: a known-bad version fails with the reason
 /// and the pin that fixes it; the pin or a known-good one passes; another one warns.
-pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
+pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclVersionVerdict {
     let n = policy;
     let pin_fix = |pin: &str| {
         format!(
@@ -147,8 +77,8 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
         )
     };
     let Some(v) = find_nccl_version(text) else {
-        return NcclCheck {
-            status: "fail".into(),
+        return NcclVersionVerdict {
+            verdict: Verdict::Fail,
             version: None,
             code: None,
             pin: n.pin.clone(),
@@ -162,9 +92,9 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
     let vs = v.to_string();
     let code = v.major * 10000 + v.minor * 100 + v.patch;
     let listed = |l: &[String]| l.iter().any(|x| NcclVersion::parse(x) == Some(v));
-    let (status, detail, fix) = if listed(&n.known_bad) {
+    let (verdict, detail, fix) = if listed(&n.known_bad) {
         (
-            "fail",
+            Verdict::Fail,
             format!(
                 "NCCL {vs} ({code}) is known bad on {}: {}",
                 n.fabric,
@@ -179,19 +109,19 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
         )
     } else if n.pin.as_deref().and_then(NcclVersion::parse) == Some(v) {
         (
-            "pass",
+            Verdict::Ok,
             format!("NCCL {vs} ({code}), the profile's pin"),
             None,
         )
     } else if listed(&n.known_good) {
         (
-            "pass",
+            Verdict::Ok,
             format!("NCCL {vs} ({code}), known good on {}", n.fabric),
             None,
         )
     } else if let Some(p) = &n.pin {
         (
-            "warn",
+            Verdict::Warn,
             format!(
                 "NCCL {vs} ({code}) is neither the pin {p} nor a known-good version on {}",
                 n.fabric
@@ -200,13 +130,13 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
         )
     } else {
         (
-            "pass",
+            Verdict::Ok,
             format!("NCCL {vs} ({code}); the profile pins no version"),
             None,
         )
     };
-    NcclCheck {
-        status: status.into(),
+    NcclVersionVerdict {
+        verdict,
         version: Some(vs),
         code: Some(code),
         pin: n.pin.clone(),
@@ -215,11 +145,24 @@ pub fn nccl_version(policy: &NcclPolicy, text: &str) -> NcclCheck {
     }
 }
 
+/// The network NCCL ran over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum NcclNet {
+    /// NET/IB: RDMA through NCCL's verbs transport.
+    #[serde(rename = "IB")]
+    Ib,
+    /// NET/Socket: TCP.
+    Socket,
+    /// No NCCL_DEBUG=INFO transport line in the log.
+    #[serde(rename = "unknown")]
+    Unknown,
+}
+
 /// Which network NCCL used, from its log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NcclTransport {
     /// `IB` (RDMA), `Socket` (TCP) or `unknown` (no NCCL_DEBUG=INFO lines).
-    pub transport: String,
+    pub transport: NcclNet,
     /// The deciding log line.
     pub evidence: String,
     /// Its line number (1-based; 0 when none).
@@ -238,7 +181,7 @@ pub fn nccl_transport(log: &str) -> crate::Result<NcclTransport> {
     let gdr = log.contains("/GDRDMA") || log.contains("GPU Direct RDMA Enabled");
     let socket = |f: &crate::doctor::Finding| {
         NcclTransport {
-        transport: "Socket".into(),
+        transport: NcclNet::Socket,
         evidence: f.evidence.clone(),
         line: f.line,
         gdr,
@@ -256,7 +199,7 @@ pub fn nccl_transport(log: &str) -> crate::Result<NcclTransport> {
         "nccl-channel-net-ib",
     ]) {
         return Ok(NcclTransport {
-            transport: "IB".into(),
+            transport: NcclNet::Ib,
             evidence: f.evidence.clone(),
             line: f.line,
             gdr,
@@ -267,7 +210,7 @@ pub fn nccl_transport(log: &str) -> crate::Result<NcclTransport> {
         return Ok(socket(f));
     }
     Ok(NcclTransport {
-        transport: "unknown".into(),
+        transport: NcclNet::Unknown,
         evidence: String::new(),
         line: 0,
         gdr,
@@ -291,8 +234,9 @@ pub struct NetPluginFacts {
 /// Whether NCCL's traffic went over a net plugin, from its log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NetPluginPath {
-    /// The plugin carried the traffic.
-    pub ok: bool,
+    /// `ok` when the plugin carried the traffic, else `fail` (serialised with `ok`).
+    #[serde(flatten, serialize_with = "wire::with_ok")]
+    pub verdict: Verdict,
     /// One line: the evidence, or what went wrong with its cause and fix.
     pub detail: String,
 }
@@ -325,12 +269,17 @@ pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetP
             cause = Some(f);
         }
     }
-    let fail = |detail: String| Ok(NetPluginPath { ok: false, detail });
+    let fail = |detail: String| {
+        Ok(NetPluginPath {
+            verdict: Verdict::Fail,
+            detail,
+        })
+    };
     let not_loaded = format!(
         "NCCL did not load {} (is {} on LD_LIBRARY_PATH",
         p.plugin, p.library
     );
-    if t.transport == "Socket" {
+    if t.transport == NcclNet::Socket {
         let why = match (cause, lines.last()) {
             (Some(c), _) => format!(
                 "; cause ({}, line {}): {} — Fix: {}",
@@ -372,7 +321,7 @@ pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetP
         ));
     };
     Ok(NetPluginPath {
-        ok: true,
+        verdict: Verdict::Ok,
         detail: if first == last {
             format!("{first}; {on}")
         } else {
@@ -381,67 +330,35 @@ pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetP
     })
 }
 
-/// The device-counter reading the NCCL check script prints (k8s-render's `nccl_allreduce_check.py`):
-/// the GiB figure of its `<fabric> tx during check: X GiB` line, or `None` when there is none (the counter
-/// was unreadable, or the script died first).
-pub fn tx_during_check(text: &str, fabric: &str) -> Option<f64> {
-    let key = format!("{fabric} tx during check: ");
-    let rest = &text[text.find(&key)? + key.len()..];
-    let (figure, _) = rest.split_once(" GiB")?;
-    figure.trim().parse::<f64>().ok().filter(|g| g.is_finite())
-}
-
-/// Ours beside the peer, the ratio, and whether it meets `min_ratio`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Comparison {
-    /// What was compared.
-    pub name: String,
-    /// Our figure.
-    pub ours: f64,
-    /// The peer's figure, measured the same way.
-    pub peer: f64,
-    /// Unit of both.
-    pub unit: String,
-    /// ours / peer (None when the peer is 0).
-    pub ratio: Option<f64>,
-    /// The target ratio, if any.
-    pub min_ratio: Option<f64>,
-    /// True when there is no target or it is met.
-    pub ok: bool,
-    /// One line: `ours 11.67 GiB/s beside TCP run 1.20 GiB/s: 9.73x (want >= 2x)`.
-    pub detail: String,
-}
-
-/// Compares our figure with the peer's.
-pub fn compare(
-    name: &str,
-    ours: f64,
-    peer: f64,
-    unit: &str,
-    peer_name: &str,
-    min_ratio: Option<f64>,
-) -> Comparison {
-    let ratio = (peer > 0.0).then(|| ours / peer);
-    let ok = match (min_ratio, ratio) {
-        (None, _) => true,
-        (Some(m), Some(r)) => r >= m,
-        (Some(_), None) => ours > 0.0,
+/// Judges that NCCL ran over NET/IB on device `hca` (the deciding NET/IB line names it, as in
+/// `NET/IB : Using [0]erdma_0:1/RoCE`), from its log ([`nccl_transport`]): `ok` with that line; `fail` for
+/// a fallback to sockets, NET/IB on other devices (`NCCL_IB_HCA`) or no transport line, each with the fix.
+pub fn nccl_uses_device(log: &str, hca: &str) -> crate::Result<Check> {
+    let t = nccl_transport(log)?;
+    let c = |verdict, summary: String| Check::new("nccl-transport", hca, verdict, summary);
+    let with_fix = |c: Check, fix: Option<String>| match fix {
+        Some(f) => c.with_fix(f),
+        None => c,
     };
-    let detail = format!(
-        "ours {ours:.2} {unit} beside {peer_name} {peer:.2} {unit}: {}{}",
-        ratio.map_or("peer is 0".to_owned(), |r| format!("{r:.2}x")),
-        min_ratio.map_or(String::new(), |m| format!(" (want >= {m}x)"))
-    );
-    Comparison {
-        name: name.to_owned(),
-        ours,
-        peer,
-        unit: unit.to_owned(),
-        ratio,
-        min_ratio,
-        ok,
-        detail,
-    }
+    Ok(match t.transport {
+        NcclNet::Ib if t.evidence.contains(hca) => c(Verdict::Ok, t.evidence),
+        NcclNet::Ib => c(
+            Verdict::Fail,
+            format!("NCCL used NET/IB but not {hca}: {}", t.evidence),
+        )
+        .with_fix("check NCCL_IB_HCA"),
+        NcclNet::Socket => with_fix(
+            c(
+                Verdict::Fail,
+                format!(
+                    "NCCL used TCP sockets (silent TCP fallback): {}",
+                    t.evidence
+                ),
+            ),
+            t.fix,
+        ),
+        NcclNet::Unknown => with_fix(c(Verdict::Fail, "no NET/IB line in the log".into()), t.fix),
+    })
 }
 
 #[cfg(test)]
@@ -464,23 +381,6 @@ mod tests {
     }
 
     #[test]
-    fn memlock_reads_ulimit_and_proc_limits() {
-        assert!(memlock("unlimited\nhca_id: erdma_0\n").ok);
-        let limited = memlock("64\n");
-        assert!(!limited.ok);
-        assert_eq!(limited.value, "64 KiB");
-        assert!(
-            limited
-                .fix
-                .unwrap_or_default()
-                .contains("LimitMEMLOCK=infinity")
-        );
-        let proc = "Max locked memory         65536                65536                bytes\n";
-        assert_eq!(memlock(proc).value, "64 KiB");
-        assert_eq!(memlock("").value, "unreadable");
-    }
-
-    #[test]
     fn nccl_versions_from_cupy_codes_logs_and_text() {
         let v = |t: &str| find_nccl_version(t).map(|v| v.to_string());
         assert_eq!(v("23007\n").as_deref(), Some("2.30.7"));
@@ -496,7 +396,7 @@ mod tests {
     fn nccl_version_names_the_known_bad_pin_and_the_fix() {
         let p = erdma();
         let bad = nccl_version(&p, "22809\n");
-        assert_eq!(bad.status, "fail");
+        assert_eq!(bad.verdict, Verdict::Fail);
         assert!(
             bad.detail.contains("2.28.9") && bad.detail.contains("ncclNetInit"),
             "{}",
@@ -507,10 +407,10 @@ mod tests {
                 .unwrap_or_default()
                 .contains("nvidia-nccl-cu13==2.30.7")
         );
-        assert_eq!(nccl_version(&p, "23007\n").status, "pass");
-        assert_eq!(nccl_version(&p, "22903\n").status, "warn");
-        assert_eq!(nccl_version(&p, "22907\n").status, "pass"); // 2.29.7 is known good
-        assert_eq!(nccl_version(&p, "boom\n").status, "fail");
+        assert_eq!(nccl_version(&p, "23007\n").verdict, Verdict::Ok);
+        assert_eq!(nccl_version(&p, "22903\n").verdict, Verdict::Warn);
+        assert_eq!(nccl_version(&p, "22907\n").verdict, Verdict::Ok); // 2.29.7 is known good
+        assert_eq!(nccl_version(&p, "boom\n").verdict, Verdict::Fail);
         let unpinned = NcclPolicy {
             pin: None,
             ..erdma()
@@ -521,54 +421,70 @@ mod tests {
                 .unwrap_or_default()
                 .contains("outside")
         );
-        assert_eq!(nccl_version(&unpinned, "22903\n").status, "pass");
+        assert_eq!(nccl_version(&unpinned, "22903\n").verdict, Verdict::Ok);
     }
 
     #[test]
     fn transport_from_nccl_logs() -> crate::Result<()> {
         let ib =
             "n0:1:1 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
-        assert_eq!(nccl_transport(ib)?.transport, "IB");
+        assert_eq!(nccl_transport(ib)?.transport, NcclNet::Ib);
         let sock = "n0:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.5.76<0>\nn0:1:1 [0] NCCL INFO Using network Socket\n";
         let t = nccl_transport(sock)?;
-        assert_eq!(t.transport, "Socket");
+        assert_eq!(t.transport, NcclNet::Socket);
         assert!(t.fix.is_some());
-        assert_eq!(nccl_transport("hello\n")?.transport, "unknown");
+        assert_eq!(nccl_transport("hello\n")?.transport, NcclNet::Unknown);
         Ok(())
     }
 
     #[test]
-    fn the_nccl_checks_counter_line() {
-        let out = "rank 0: result OK\neRDMA tx during check: 2.5 GiB (mlx5? no: erdma_0)\n";
-        assert_eq!(tx_during_check(out, "eRDMA"), Some(2.5));
+    fn serialised_results_keep_the_status_scripts_read() -> Result<(), Box<dyn std::error::Error>> {
+        let v = serde_json::to_value(nccl_version(&erdma(), "22903\n"))?;
         assert_eq!(
-            tx_during_check("InfiniBand tx during check: 0.0 GiB\n", "InfiniBand"),
-            Some(0.0)
+            (&v["verdict"], &v["status"]),
+            (&"warn".into(), &"warn".into())
         );
+        let pass = serde_json::to_value(nccl_version(&erdma(), "23007\n"))?;
         assert_eq!(
-            tx_during_check(out, "InfiniBand"),
-            None,
-            "another fabric's line"
+            (&pass["verdict"], &pass["status"]),
+            (&"ok".into(), &"pass".into())
         );
-        assert_eq!(
-            tx_during_check("eRDMA tx during check: n/a GiB", "eRDMA"),
-            None
-        );
-        assert_eq!(tx_during_check("eRDMA tx during check: 2.5", "eRDMA"), None);
+        let t = serde_json::to_value(nccl_transport("hello\n")?)?;
+        assert_eq!(t["transport"], "unknown");
+        Ok(())
     }
 
     #[test]
-    fn comparisons_put_ours_beside_the_peer() {
-        let c = compare("RDT", 11.6, 1.2, "GiB/s", "TCP run", Some(2.0));
-        assert!(c.ok);
+    fn nccl_on_the_profiles_device() -> crate::Result<()> {
+        let ib =
+            "n0:1:1 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
+        let on = nccl_uses_device(ib, "erdma")?;
+        assert_eq!(on.verdict, Verdict::Ok);
         assert!(
-            c.detail
-                .contains("ours 11.60 GiB/s beside TCP run 1.20 GiB/s: 9.67x (want >= 2x)"),
+            on.summary.contains("NET/IB : Using [0]erdma_0"),
             "{}",
-            c.detail
+            on.summary
         );
-        assert!(!compare("x", 1.0, 2.0, "GiB/s", "p", Some(0.95)).ok);
-        assert_eq!(compare("x", 1.0, 0.0, "GiB/s", "p", None).ratio, None);
-        assert!(!compare("x", 0.0, 0.0, "GiB/s", "p", Some(1.0)).ok);
+        let other = nccl_uses_device(ib, "mlx5")?;
+        assert_eq!(other.verdict, Verdict::Fail);
+        assert!(
+            other.summary.starts_with("NCCL used NET/IB but not mlx5: "),
+            "{}",
+            other.summary
+        );
+        assert_eq!(other.fix.as_deref(), Some("check NCCL_IB_HCA"));
+        let sock = "n0:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.5.76<0>\nn0:1:1 [0] NCCL INFO Using network Socket\n";
+        let fell = nccl_uses_device(sock, "erdma")?;
+        assert!(
+            fell.summary
+                .starts_with("NCCL used TCP sockets (silent TCP fallback): "),
+            "{}",
+            fell.summary
+        );
+        assert!(fell.fix.is_some());
+        let none = nccl_uses_device("hello\n", "erdma")?;
+        assert_eq!(none.summary, "no NET/IB line in the log");
+        assert!(none.fix.unwrap_or_default().contains("NCCL_DEBUG=INFO"));
+        Ok(())
     }
 }

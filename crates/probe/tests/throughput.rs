@@ -1,10 +1,10 @@
-//! Bench verdicts against the expectation model, with seed 000's figures: the RDT demo (NCCL
+//! Throughput verdicts against the expectation model, with seed 000's figures: the RDT demo (NCCL
 //! underneath) at 11.8 GiB/s over one of two 190 Gb/s eRDMA NICs whose WRITE reaches 20.4 GiB/s.
 
 use std::path::PathBuf;
 
-use probe::bench::{self, BenchKind};
 use probe::expect::{self, ExpectationInputs, Path};
+use probe::throughput::{self, ThroughputSource};
 use probe::{Report, Verdict, parse};
 
 mod seed_common;
@@ -20,8 +20,8 @@ fn fixture(name: &str) -> String {
 #[test]
 fn seed_000_rate_is_58_percent_of_one_nic_27_of_the_node() {
     let e = expect::expect(&seed_000()).unwrap();
-    let v = bench::rate("nccl-rdt", "RDT demo over NCCL", 11.8).against(&e, 0.8);
-    assert_eq!(v.kind, BenchKind::Rate);
+    let v = throughput::rate("nccl-rdt", "RDT demo over NCCL", 11.8).against(&e, 0.8);
+    assert_eq!(v.kind, ThroughputSource::Rate);
     assert_eq!(v.run_verdict, Verdict::Info);
     assert_eq!(v.verdict, Verdict::Warn);
     let j = v.expectation.as_ref().unwrap();
@@ -47,7 +47,7 @@ fn seed_000_rate_is_58_percent_of_one_nic_27_of_the_node() {
 fn seed_000_rdt_demo_output_against_the_model() {
     let run = parse::parse_rdt(&fixture("logs/rdt-demo-ok.log")).unwrap();
     let e = expect::expect(&seed_000()).unwrap();
-    let v = bench::rdt(&run).against(&e, expect::DEFAULT_OK_FRACTION);
+    let v = throughput::rdt(&run).against(&e, expect::DEFAULT_OK_FRACTION);
     assert_eq!(v.run_verdict, Verdict::Info, "{}", v.summary);
     // Iterations 1 and 2: 11.51 and 11.84 GiB/s, mean 11.675.
     let m = v.measured_gib_s.unwrap();
@@ -92,7 +92,7 @@ fn seed_000_rdt_demo_output_against_the_model() {
 fn a_failed_rdt_run_fails_whatever_its_rate() {
     let run = parse::parse_rdt(&fixture("logs/rdt-checksum-mismatch.log")).unwrap();
     let e = expect::expect(&seed_000()).unwrap();
-    let v = bench::rdt(&run).against(&e, 0.8);
+    let v = throughput::rdt(&run).against(&e, 0.8);
     assert_eq!(v.run_verdict, Verdict::Fail);
     assert_eq!(v.verdict, Verdict::Fail);
     assert!(v.summary.contains("bad checksum"), "{}", v.summary);
@@ -101,8 +101,11 @@ fn a_failed_rdt_run_fails_whatever_its_rate() {
 #[test]
 fn nccl_tests_peak_busbw_in_gib_against_the_model() {
     let run = parse::parse_nccl_tests(&fixture("logs/nccl-tests-erdma.log")).unwrap();
-    let v = bench::nccl_tests(&run);
-    assert_eq!((v.kind, v.verdict), (BenchKind::NcclTests, Verdict::Info));
+    let v = throughput::nccl_tests(&run);
+    assert_eq!(
+        (v.kind, v.verdict),
+        (ThroughputSource::NcclTests, Verdict::Info)
+    );
     // 9.06 GB/s (decimal) = 8.44 GiB/s.
     let m = v.measured_gib_s.unwrap();
     assert!((m - 9.06e9 / (1u64 << 30) as f64).abs() < 1e-9, "{m}");
@@ -133,7 +136,7 @@ fn nccl_tests_peak_busbw_in_gib_against_the_model() {
 fn nccl_tests_with_wrong_values_fail() {
     let run = parse::parse_nccl_tests(&fixture("logs/nccl-tests-wrong.log")).unwrap();
     let e = expect::expect(&seed_000()).unwrap();
-    let v = bench::nccl_tests(&run).against(&e, 0.8);
+    let v = throughput::nccl_tests(&run).against(&e, 0.8);
     assert_eq!(v.run_verdict, Verdict::Fail, "{}", v.summary);
     assert!(v.summary.contains("wrong values"), "{}", v.summary);
     assert!(v.check().fix.unwrap().contains("corrupted"));
@@ -155,7 +158,7 @@ fn perftest_is_judged_against_one_nic_not_the_gpu_path() {
 ";
     let run = parse::parse_perftest(text).unwrap();
     let e = expect::expect(&seed_000()).unwrap();
-    let v = bench::perftest(&run).against(&e, 0.8);
+    let v = throughput::perftest(&run).against(&e, 0.8);
     assert_eq!(v.subject, "RDMA_Write BW Test on erdma_0");
     let j = v.expectation.as_ref().unwrap();
     assert_eq!(j.expectation.path, Path::Nic);
@@ -170,7 +173,7 @@ fn perftest_is_judged_against_one_nic_not_the_gpu_path() {
     assert!(j.summary.contains("1 used;") && j.summary.contains("NIC WRITE not measured"));
     // The rxe fixture against an eRDMA NIC: far below, and the fix is about the NIC itself.
     let rxe = parse::parse_perftest(&fixture("ib_write_bw.txt")).unwrap();
-    let v = bench::perftest(&rxe).against(&e, 0.8);
+    let v = throughput::perftest(&rxe).against(&e, 0.8);
     assert_eq!(v.verdict, Verdict::Fail);
     assert!(v.check().fix.unwrap().contains("ibv_devinfo -v"));
 }
@@ -179,29 +182,29 @@ fn perftest_is_judged_against_one_nic_not_the_gpu_path() {
 fn no_figure_no_judgement() {
     let e = expect::expect(&seed_000()).unwrap();
     for v in [
-        bench::rate("x", "y", f64::NAN).against(&e, 0.8),
-        bench::rate("x", "y", -1.0).against_opt(Some(&e), 0.8),
+        throughput::rate("x", "y", f64::NAN).against(&e, 0.8),
+        throughput::rate("x", "y", -1.0).against_opt(Some(&e), 0.8),
     ] {
         assert_eq!(v.verdict, Verdict::Fail);
         assert!(v.expectation.is_none());
     }
-    let v = bench::rate("gpu-stage", "stage", 45.0).against_opt(None, 0.8);
+    let v = throughput::rate("gpu-stage", "stage", 45.0).against_opt(None, 0.8);
     assert_eq!(v.verdict, Verdict::Info);
-    let r = Report::from_bench("bench", &[v]);
+    let r = Report::from_throughput("bench", &[v]);
     assert!(r.notes.is_empty());
     assert!(!r.to_json().unwrap().contains("expectation"));
     // parse_any → verdict.
     let p = parse::parse_any(&fixture("logs/nccl-tests-erdma.log")).unwrap();
-    assert_eq!(bench::parsed(&p).unwrap().id, "nccl-tests-busbw");
+    assert_eq!(throughput::parsed(&p).unwrap().id, "nccl-tests-busbw");
     let p = parse::parse_any(&fixture("ibv_devinfo.txt")).unwrap();
-    assert!(bench::parsed(&p).is_none());
+    assert!(throughput::parsed(&p).is_none());
 }
 
 #[test]
 fn gpudirect_cluster() {
     // 8 × 400 Gb/s ConnectX-7 with GPUDirect, one NIC per GPU: busbw per rank against one NIC.
     let e = expect::expect(&gpudirect_8x400(1)).unwrap();
-    let v = bench::rate("nccl", "all_reduce", 40.0).against(&e, 0.8);
+    let v = throughput::rate("nccl", "all_reduce", 40.0).against(&e, 0.8);
     let j = v.expectation.unwrap();
     assert_eq!(j.expectation.path, Path::GpuDirect);
     assert_eq!(j.verdict, Verdict::Ok, "{}", j.summary);
