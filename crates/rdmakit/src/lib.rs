@@ -24,6 +24,7 @@
 //! assert!(plan.to_shell().contains("kubectl exec \"${WORKERS[0]}\" -c ray-worker -- bash -lc 'ulimit -l'"));
 //! ```
 
+pub mod bridge;
 pub mod cancel;
 pub mod error;
 pub mod exec;

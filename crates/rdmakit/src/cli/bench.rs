@@ -352,15 +352,10 @@ fn expectation_inputs(a: &StageArgs) -> Result<Option<ExpectationInputs>, Failur
         return Ok(None);
     };
     let p = rdmakit::profiles::load(name).map_err(|e| Failure::input(anyhow!("{e}")))?;
-    let facts = p
-        .expectation_facts(a.instance_type.as_deref())
+    let mut inputs = rdmakit::bridge::expectation_inputs(&p, a.instance_type.as_deref())
         .map_err(|e| Failure::input(anyhow!("--profile {name}: {e}")))?;
-    let mut inputs: ExpectationInputs = serde_json::to_value(&facts)
-        .and_then(serde_json::from_value)
-        .context("the profile's expectation facts do not fit probe's model inputs")
-        .map_err(Failure::input)?;
     if let Some(w) = a.nic_write {
-        if !(w.is_finite() && w > 0.0) {
+        if !rdmakit::bridge::is_nic_write_rate(w) {
             return Err(Failure::input(anyhow!(
                 "--nic-write {w}: must be a positive rate in GiB/s (ib_write_bw's BW average, GB/s x 0.931)"
             )));

@@ -184,7 +184,7 @@ fn docs_of(paths: &[PathBuf]) -> Result<Vec<k8s_render::manifest::Document>, Fai
             continue;
         }
         docs.extend(
-            rdmakit::host::read_docs(p, &|f| f.display().to_string())
+            rdmakit::manifests::read_docs(p, &|f| f.display().to_string())
                 .map_err(|e| Failure::input(anyhow::anyhow!(e)))?,
         );
     }
@@ -314,7 +314,7 @@ pub fn lint(a: LintArgs) -> CmdResult {
         Some(p) => Some(rdmakit::profiles::load(p).map_err(Failure::input)?),
         None => None,
     };
-    let opts = rdmakit::host::lint_options(profile.as_ref(), a.nodes, a.benchmark);
+    let opts = rdmakit::bridge::lint_options(profile.as_ref(), a.nodes, a.benchmark);
     let mut findings = k8s_render::lint::lint(&inputs.docs, &opts);
     for (shown, text) in &inputs.dockerfiles {
         findings.extend(k8s_render::lint::lint_dockerfile(shown, text, &opts));

@@ -11,8 +11,9 @@ use crate::report::Status;
 /// The `report::` module.
 pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
-    let statuses: [(&str, Status); 5] = [
+    let statuses: [(&str, Status); 6] = [
         ("pass", Status::Pass),
+        ("warn", Status::Warn),
         ("fail", Status::Fail),
         ("planned", Status::Planned),
         ("skip", Status::Skip),
