@@ -457,7 +457,7 @@ pub fn bench(a: BenchArgs) -> CmdResult {
 }
 
 fn render(results: &[BenchResult]) -> comfy_table::Table {
-    let mut t = super::tools::table(&[
+    let mut t = super::io::table(&[
         "benchmark",
         "backend",
         "bytes",
