@@ -1,5 +1,5 @@
 //! Argument parsing, logging setup, exit codes and the subcommands, one file each (`run`, `render`,
-//! `validate`, `lint`, `host_probe` for `rdmakit probe`, `preflight`, `doctor`, `bench`, `profiles`); `io`
+//! `validate`, `lint`, `host_probe` for `rdmakit probe`, `preflight`, `doctor`, `bench`, `profiles`, the hidden `rhai_api`); `io`
 //! holds what they share for reading input and printing tables, JSON and SARIF.
 
 mod bench;
@@ -10,6 +10,7 @@ mod lint;
 mod preflight;
 mod profiles;
 mod render;
+mod rhai_api;
 mod run;
 mod validate;
 
@@ -154,6 +155,9 @@ Exit codes: 0 no problem found (positive findings such as NET/IB in use are show
   rdmakit profiles aliyun-erdma --json
   rdmakit profiles ./my-vendor.rhai       # check a new vendor's profile file")]
     Profiles(profiles::ProfilesArgs),
+    /// Print the Rhai API reference (docs/rhai-api.md) generated from the engine's registrations.
+    #[command(hide = true)]
+    RhaiApi,
 }
 
 fn init_logging(verbose: u8) {
@@ -230,6 +234,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(a) => doctor::doctor(a),
         Command::Bench(a) => bench::bench(a),
         Command::Profiles(a) => profiles::profiles(a),
+        Command::RhaiApi => rhai_api::rhai_api(),
     };
     match result {
         Ok(c) => ExitCode::from(c),

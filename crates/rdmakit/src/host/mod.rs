@@ -7,37 +7,49 @@
 
 // Registration helpers of the modules (defined before them so they see them).
 // Functions are volatile: they talk to the cluster or the file system, so Rhai must never constant-fold them.
+// Each registration carries its doc text, parameter names and types into Rhai's metadata, from which
+// `docs/rhai-api.md` is generated (`api_docs`).
 /// Registers a fallible function; its error gets the script position of the call (Rhai leaves it empty
 /// for native functions called through a module path).
 macro_rules! regp {
-    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+    ($m:expr, $name:expr, $doc:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
         let f = $f;
+        let wrapper = move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| $crate::host::located(&ctx, f($($a),*));
+        let ret = $crate::host::api_docs::return_type_of(&wrapper);
         rhai::FuncRegistration::new($name)
             .with_volatility(true)
-            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| $crate::host::located(&ctx, f($($a),*)));
+            .with_comments([$crate::host::api_docs::doc_comment(&$doc)])
+            .with_params_info($crate::host::api_docs::params_info(&[$(concat!(stringify!($a), ": ", stringify!($t))),*], ret))
+            .set_into_module($m, wrapper);
     }};
 }
 
 /// Registers a fallible function that takes an options map last, twice from one definition: with the
 /// map, and without it (empty options): `kube::apply(path)` and `kube::apply(path, #{timeout: 60})`.
 macro_rules! regp_opts {
-    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+    ($m:expr, $name:expr, $doc:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
         let f = std::sync::Arc::new($f);
         let without = f.clone();
-        regp!($m, $name, move |$($a: $t),*| (*without)($($a,)* rhai::Map::new()), $($a: $t),*);
-        regp!($m, $name, move |$($a: $t,)* opts: rhai::Map| (*f)($($a,)* opts), $($a: $t,)* opts: rhai::Map);
+        regp!($m, $name, $doc, move |$($a: $t),*| (*without)($($a,)* rhai::Map::new()), $($a: $t),*);
+        regp!($m, $name, $doc, move |$($a: $t,)* opts: rhai::Map| (*f)($($a,)* opts), $($a: $t,)* opts: rhai::Map);
     }};
 }
 
-/// Registers an infallible (or already position-aware) function.
+/// Registers an infallible (or already position-aware) function; the parameters after the closure name
+/// its arguments for the API docs.
 macro_rules! reg {
-    ($m:expr, $name:expr, $f:expr) => {
+    ($m:expr, $name:expr, $doc:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+        let f = $f;
+        let ret = $crate::host::api_docs::return_type_of(&f);
         rhai::FuncRegistration::new($name)
             .with_volatility(true)
-            .set_into_module($m, $f);
-    };
+            .with_comments([$crate::host::api_docs::doc_comment(&$doc)])
+            .with_params_info($crate::host::api_docs::params_info(&[$(concat!(stringify!($a), ": ", stringify!($t))),*], ret))
+            .set_into_module($m, f);
+    }};
 }
 
+pub mod api_docs;
 mod convert;
 pub use convert::is_namespace_name;
 mod modules;

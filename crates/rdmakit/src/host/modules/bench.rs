@@ -146,43 +146,67 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         Ok(r)
     };
     let s2 = stage.clone();
-    regp!(&mut m, "stage", move |kind: &str| s2(kind, Map::new()), kind: &str);
-    regp!(&mut m, "stage", stage, kind: &str, opts: Map);
+    regp!(&mut m, "stage",
+        "stage(kind[, #{size, iters, backend, chunk, slots, connections}]) -> #{dry_run, results}: \
+        runs gpu-stage's `inprocess` (after its peer, a pinned D2H copy), `pinned-d2h`, `pinned-h2d` \
+        or `tcp` benchmark on this machine; planned, not run, in a dry run (the options are \
+        checked).",
+        move |kind: &str| s2(kind, Map::new()), kind: &str);
+    regp!(&mut m, "stage",
+        "stage(kind[, #{size, iters, backend, chunk, slots, connections}]) -> #{dry_run, results}: \
+        runs gpu-stage's `inprocess` (after its peer, a pinned D2H copy), `pinned-d2h`, `pinned-h2d` \
+        or `tcp` benchmark on this machine; planned, not run, in a dry run (the options are \
+        checked).",
+        stage, kind: &str, opts: Map);
 
-    // nccl_tests(text) -> #{ok, rows, avg_busbw_gbps, peak_busbw_gbps, wrong, nccl_version, errors, table, run}
-    // (`run`: every parsed row, what probe::nccl_tests returned before the two became this one function)
-    // nccl_tests(text, #{profile, instance_type, nic_write_gib_s, ok_fraction, name, record}) -> the same
-    // plus #{bench, check, expectation_table}, the check and the table recorded (judge_run).
-    regp!(&mut m, "nccl_tests", |text: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "nccl_tests",
+        "nccl_tests(text) -> #{ok, rows, avg_busbw_gbps, peak_busbw_gbps, wrong, nccl_version, \
+        errors, table, run}: nccl-tests output parsed (`run`: every parsed row).",
+        |text: &str| -> RResult<Dynamic> {
         to_dyn(&nccl_tests_json(&parse_nccl_tests(text)?))
     }, text: &str);
     let c = ctx.clone();
-    regp!(&mut m, "nccl_tests", move |text: &str, opts: Map| -> RResult<Dynamic> {
+    regp!(&mut m, "nccl_tests",
+        "nccl_tests(text, #{profile, instance_type, nic_write_gib_s, ok_fraction, name, record}): as \
+        nccl_tests(text), plus `bench` (probe's verdict judged against the profile's expected rate: \
+        `expectation.fraction`, `of_one_nic`, `of_node`, the model's inputs), `check` and \
+        `expectation_table`. Unless `record: false`, the check is recorded (ok: pass, warn: warn, \
+        fail: fail) with the model's table; without `profile` the run is judged on its own.",
+        move |text: &str, opts: Map| -> RResult<Dynamic> {
         let run = parse_nccl_tests(text)?;
         judge_run(&c, "bench::nccl_tests", &opts, nccl_tests_json(&run), probe::bench::nccl_tests(&run))
     }, text: &str, opts: Map);
-    // rdt(text) -> #{ok, iterations, steady_gib_s, first_gib_s, cross_node, total_bytes, transport, table, run}
-    // rdt(text, opts): as nccl_tests(text, opts).
-    regp!(&mut m, "rdt", |text: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "rdt",
+        "rdt(text) -> #{ok, iterations, steady_gib_s, first_gib_s, cross_node, total_bytes, \
+        transport, table, run}: the RDT demo's output parsed.",
+        |text: &str| -> RResult<Dynamic> {
         to_dyn(&rdt_json(&parse_rdt(text)?))
     }, text: &str);
     let c = ctx.clone();
-    regp!(&mut m, "rdt", move |text: &str, opts: Map| -> RResult<Dynamic> {
+    regp!(&mut m, "rdt",
+        "rdt(text, #{profile, instance_type, nic_write_gib_s, ok_fraction, name, record}): as \
+        rdt(text), judged and recorded as nccl_tests(text, opts).",
+        move |text: &str, opts: Map| -> RResult<Dynamic> {
         let run = parse_rdt(text)?;
         judge_run(&c, "bench::rdt", &opts, rdt_json(&run), probe::bench::rdt(&run))
     }, text: &str, opts: Map);
-    // perftest(text) -> #{test, device, best_avg_gib_s, rows, table}
-    // perftest(text, opts): as nccl_tests(text, opts), against one NIC's expectation.
-    regp!(&mut m, "perftest", |text: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "perftest",
+        "perftest(text) -> #{test, device, best_avg_gib_s, rows, table}: perftest (`ib_write_bw`, \
+        ...) output parsed.",
+        |text: &str| -> RResult<Dynamic> {
         to_dyn(&perftest_json(&parse_perftest(text)?))
     }, text: &str);
     let c = ctx.clone();
-    regp!(&mut m, "perftest", move |text: &str, opts: Map| -> RResult<Dynamic> {
+    regp!(&mut m, "perftest",
+        "perftest(text, #{profile, instance_type, nic_write_gib_s, ok_fraction, name, record}): as \
+        perftest(text), judged against one NIC's expectation and recorded as nccl_tests(text, opts).",
+        move |text: &str, opts: Map| -> RResult<Dynamic> {
         let run = parse_perftest(text)?;
         judge_run(&c, "bench::perftest", &opts, perftest_json(&run), probe::bench::perftest(&run))
     }, text: &str, opts: Map);
-    // table(headers, rows) -> text
-    regp!(&mut m, "table", |headers: Array, rows: Array| -> RResult<String> {
+    regp!(&mut m, "table",
+        "table(headers, rows) -> text: rows as a table (floats with two decimals, () as -).",
+        |headers: Array, rows: Array| -> RResult<String> {
         let h: Vec<String> = headers.iter().map(cell).collect();
         let mut rs = Vec::new();
         for r in rows {
@@ -239,8 +263,16 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         ser(&cmp)
     };
     let cmp2 = cmp.clone();
-    regp!(&mut m, "compare", move |name: &str, ours: Dynamic, peer: Dynamic| cmp2(name, ours, peer, Map::new()), name: &str, ours: Dynamic, peer: Dynamic);
-    regp!(&mut m, "compare", cmp, name: &str, ours: Dynamic, peer: Dynamic, opts: Map);
+    regp!(&mut m, "compare",
+        "compare(name, ours, peer[, #{unit, peer_name, min_ratio, record}]) -> #{ratio, ok, detail, \
+        ...}: records ours beside the peer and the ratio: a check that fails below `min_ratio` (info \
+        without one), and both figures as measurements (live only).",
+        move |name: &str, ours: Dynamic, peer: Dynamic| cmp2(name, ours, peer, Map::new()), name: &str, ours: Dynamic, peer: Dynamic);
+    regp!(&mut m, "compare",
+        "compare(name, ours, peer[, #{unit, peer_name, min_ratio, record}]) -> #{ratio, ok, detail, \
+        ...}: records ours beside the peer and the ratio: a check that fails below `min_ratio` (info \
+        without one), and both figures as measurements (live only).",
+        cmp, name: &str, ours: Dynamic, peer: Dynamic, opts: Map);
     m
 }
 

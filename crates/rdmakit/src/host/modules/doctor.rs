@@ -9,8 +9,10 @@ use super::{RResult, ser};
 /// The `doctor::` module.
 pub(super) fn create_module() -> Module {
     let mut m = Module::new();
-    // scan(text) -> [#{id, severity, line, evidence, cause, fix}]
-    regp!(&mut m, "scan", |text: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "scan",
+        "scan(text) -> [#{id, severity, line, evidence, cause, fix}]: probe's known failure \
+        signatures (NCCL, UCX, Ray, ibverbs) found in a log.",
+        |text: &str| -> RResult<Dynamic> {
         let d = probe::doctor::diagnose(text).map_err(|e| runtime_error(format!("doctor: {e}")))?;
         ser(&d.findings)
     }, text: &str);

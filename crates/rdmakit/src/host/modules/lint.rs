@@ -12,9 +12,13 @@ use super::{RResult, ser};
 /// The `lint::` module.
 pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
-    // bundle(dir, #{profile, nodes, benchmark}) -> findings; errors fail the report, warnings are noted.
     let c = ctx.clone();
-    regp!(&mut m, "bundle", move |dir: &str, opts: Map| -> RResult<Dynamic> {
+    regp!(&mut m, "bundle",
+        "bundle(dir[, #{profile, nodes, benchmark}]) -> [finding, ...]: k8s-render's RDMA lint of the \
+        manifests this run wrote, with the profile's device names, resources and NCCL settings when \
+        given. Each finding is recorded (error: fail, warning: warn, info: info), then \"bundle: RDMA \
+        lint\" passes when there is no error.",
+        move |dir: &str, opts: Map| -> RResult<Dynamic> {
         super::super::convert::check_keys("lint::bundle", &opts, &["profile", "nodes", "benchmark"])?;
         let profile = match super::super::convert::opt_str(&opts, "profile")? {
             Some(p) => Some(load_profile(&c, &p)?),

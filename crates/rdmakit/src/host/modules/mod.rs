@@ -48,27 +48,82 @@ fn ser<T: Serialize>(v: &T) -> RResult<Dynamic> {
 
 /// Registers every module and the global `step(title)` on `engine`.
 pub(crate) fn register(engine: &mut Engine, ctx: &Arc<Ctx>) {
-    // Global: step(title) — marks a workflow step (plans, reports, error messages).
     let c = ctx.clone();
-    engine.register_fn("step", move |title: &str| {
-        c.exec.begin_step(title);
-        c.report().begin_step(title);
-    });
+    rhai::FuncRegistration::new("step")
+        .with_volatility(true)
+        .with_comments([super::api_docs::doc_comment(
+            "step(title): starts a workflow step: a plan header, a report section, the context of an error.",
+        )])
+        .with_params_info(["title: string"])
+        .register_into_engine(engine, move |title: &str| {
+            c.exec.begin_step(title);
+            c.report().begin_step(title);
+        });
+    // Each module with the doc the API reference opens its section with.
     let modules = [
-        ("kube", kube::create_module(ctx)),
-        ("render", render::create_module(ctx)),
-        ("profiles", profiles::create_module(ctx)),
-        ("doctor", doctor::create_module()),
-        ("probe", probe::create_module(ctx)),
-        ("bench", bench::create_module(ctx)),
-        ("validate", validate::create_module(ctx)),
-        ("lint", lint::create_module(ctx)),
-        ("report", report::create_module(ctx)),
-        ("params", params::create_module(ctx)),
-        ("fs", fs::create_module(ctx)),
-        ("shell", shell::create_module(ctx)),
+        (
+            "kube",
+            "Every cluster action a workflow takes, through the executor: a dry run records each into the plan (and plan.sh).",
+            kube::create_module(ctx),
+        ),
+        (
+            "render",
+            "Render a system's manifests for a vendor profile (k8s-render).",
+            render::create_module(ctx),
+        ),
+        (
+            "profiles",
+            "Vendor profiles: a user file under a vendor dir or a path, else a built-in.",
+            profiles::create_module(ctx),
+        ),
+        (
+            "doctor",
+            "Known failure signatures in logs (probe's doctor).",
+            doctor::create_module(),
+        ),
+        (
+            "probe",
+            "The probe crate's judgements and readers: text in (a command's output, a log, what kube:: returned), a verdict or fact out; a profile argument is a name, a path, or what profiles::load returned.",
+            probe::create_module(ctx),
+        ),
+        (
+            "bench",
+            "Benchmarks on this machine (gpu-stage), benchmark output parsed and judged against a profile's expected rate, ours-beside-the-peer ratios; what is judged is recorded in the report.",
+            bench::create_module(ctx),
+        ),
+        (
+            "validate",
+            "Schema validation of the manifests this run wrote.",
+            validate::create_module(ctx),
+        ),
+        (
+            "lint",
+            "RDMA lint of the manifests this run wrote.",
+            lint::create_module(ctx),
+        ),
+        (
+            "report",
+            "The run's report: checks, measurements, tables and the verdict (report.md and report.json in the out dir).",
+            report::create_module(ctx),
+        ),
+        (
+            "params",
+            "The run's `--set` and `--set-secret` values.",
+            params::create_module(ctx),
+        ),
+        (
+            "fs",
+            "Files: writes inside the out dir only, reads confined to the out dir, the workflow's folders and the files named on the command line.",
+            fs::create_module(ctx),
+        ),
+        (
+            "shell",
+            "Local commands, refused unless the run was started with `--allow-shell`.",
+            shell::create_module(ctx),
+        ),
     ];
-    for (name, module) in modules {
+    for (name, doc, mut module) in modules {
+        module.set_doc(doc);
         engine.register_static_module(name, module.into());
     }
 }

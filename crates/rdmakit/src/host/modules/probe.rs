@@ -25,12 +25,15 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
 /// counter proof and the `NCCL_IB_DISABLE=1` A/B, host facts from `rdmakit probe --json`, the NCCL
 /// transport and net plugin of a log.
 fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
-    // memlock(text) -> #{ok, value, detail, fix}
-    regp!(m, "memlock", |text: &str| -> RResult<Dynamic> {
+    regp!(m, "memlock",
+        "memlock(ulimit -l output) -> #{ok, value, detail, fix}: locked memory is unlimited.",
+        |text: &str| -> RResult<Dynamic> {
         ser(&probe::judge::memlock(text))
     }, text: &str);
-    // nccl_version(text) -> #{version, code} or ()
-    reg!(m, "nccl_version", |text: &str| -> Dynamic {
+    reg!(m, "nccl_version",
+        "nccl_version(text) -> #{version, code} or (): the NCCL version a text names (`code`: \
+        major*10000 + minor*100 + patch).",
+        |text: &str| -> Dynamic {
         match probe::judge::find_nccl_version(text) {
             None => Dynamic::UNIT,
             Some(v) => {
@@ -43,16 +46,21 @@ fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
                 r.into()
             }
         }
-    });
-    // nccl_check(text, profile) -> #{status, version, code, pin, detail, fix}
+    }, text: &str);
     let c = ctx.clone();
-    regp!(m, "nccl_check", move |text: &str, profile: Dynamic| -> RResult<Dynamic> {
+    regp!(m, "nccl_check",
+        "nccl_check(text, profile) -> #{status, version, code, pin, detail, fix}: the NCCL version \
+        against the profile's pin, known good and known bad versions.",
+        move |text: &str, profile: Dynamic| -> RResult<Dynamic> {
         let p = profile_arg(&c, &profile, "probe::nccl_check")?;
         ser(&probe::judge::nccl_version(&crate::bridge::nccl_policy(&p), text))
     }, text: &str, profile: Dynamic);
-    // traffic(before, after, profile, expected_bytes) -> probe's TrafficProof + ok
     let c = ctx.clone();
-    regp!(m, "traffic", move |before: Array, after: Array, profile: Dynamic, expected: i64| -> RResult<Dynamic> {
+    regp!(m, "traffic",
+        "traffic(before, after, profile, expected_bytes) -> probe's TrafficProof + ok: the counter \
+        proof (probe::counters) that the RDMA devices sent the bytes; readings are exec results (one \
+        integer per line) or integers, summed over pods.",
+        move |before: Array, after: Array, profile: Dynamic, expected: i64| -> RResult<Dynamic> {
         let p = profile_arg(&c, &profile, "probe::traffic")?;
         let d = counters::summed_delta(&crate::bridge::counter_spec(&p), &readings(&before, "probe::traffic before")?, &readings(&after, "probe::traffic after")?)
             .map_err(|e| runtime_error(format!("probe::traffic: {e}")))?;
@@ -89,9 +97,15 @@ fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
         v["ok"] = (cmp.verdict == probe::Verdict::Ok).into();
         to_dyn(&v)
     };
-    regp!(m, "ab", ab, rb: Array, ra: Array, tb: Array, ta: Array, profile: Dynamic, expected: i64);
-    // facts(json) -> summary of `rdmakit probe --json` run inside a pod
-    regp!(m, "facts", |json: &str| -> RResult<Dynamic> {
+    regp!(m, "ab",
+        "ab(rdma_before, rdma_after, tcp_before, tcp_after, profile, expected_bytes) -> probe's \
+        AbComparison + ok: the `NCCL_IB_DISABLE=1` A/B, the RDMA counters moving with RDMA on and \
+        not with it off.",
+        ab, rb: Array, ra: Array, tb: Array, ta: Array, profile: Dynamic, expected: i64);
+    regp!(m, "facts",
+        "facts(json) -> #{verdict, checks, memlock_unlimited, devices, nccl}: the output of `rdmakit \
+        probe --json` run in a pod, summarised.",
+        |json: &str| -> RResult<Dynamic> {
         let f: probe::HostFacts = serde_json::from_str(json).map_err(|e| {
             runtime_error(format!("probe::facts: not the output of `rdmakit probe --json` ({e})"))
         })?;
@@ -103,10 +117,12 @@ fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
             nccl: f.effective_nccl().map(|n| n.version.to_string()),
         })
     }, json: &str);
-    // nccl_net_plugin(log, profile) -> #{ok, detail}: NCCL ran over the profile's net plugin (its marker
-    // lines, the plugin's network, no TCP fallback, no failing plugin finding), or why not.
     let c = ctx.clone();
-    regp!(m, "nccl_net_plugin", move |log: &str, profile: Dynamic| -> RResult<Dynamic> {
+    regp!(m, "nccl_net_plugin",
+        "nccl_net_plugin(log, profile) -> #{ok, detail}: NCCL ran over the profile's net plugin (its \
+        marker lines, the plugin's network, no TCP fallback, no failing plugin finding); else the \
+        cause and fix.",
+        move |log: &str, profile: Dynamic| -> RResult<Dynamic> {
         let p = profile_arg(&c, &profile, "probe::nccl_net_plugin")?;
         let Some(plugin) = p.net_plugin() else {
             return Err(runtime_error(format!(
@@ -123,14 +139,18 @@ fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
         ser(&probe::judge::nccl_net_plugin_path(log, &facts)
             .map_err(|e| runtime_error(format!("probe::nccl_net_plugin: {e}")))?)
     }, log: &str, profile: Dynamic);
-    // tx_during_check(text, fabric) -> the GiB of the NCCL check's "<fabric> tx during check: X GiB" line, or ()
-    reg!(m, "tx_during_check", |text: &str,
+    reg!(m, "tx_during_check",
+        "tx_during_check(text, fabric) -> float or (): the GiB of the NCCL check's \"<fabric> tx \
+        during check: X GiB\" line.",
+        |text: &str,
                                 fabric: &str|
      -> Dynamic {
         probe::judge::tx_during_check(text, fabric).map_or(Dynamic::UNIT, Dynamic::from_float)
-    });
-    // nccl_transport(log) -> #{transport: "IB"|"Socket"|"unknown", evidence, line, gdr}
-    regp!(m, "nccl_transport", |log: &str| -> RResult<Dynamic> {
+    }, text: &str, fabric: &str);
+    regp!(m, "nccl_transport",
+        "nccl_transport(log) -> #{transport: \"IB\"|\"Socket\"|\"unknown\", evidence, line, gdr}: the \
+        transport an NCCL INFO log shows.",
+        |log: &str| -> RResult<Dynamic> {
         ser(&probe::judge::nccl_transport(log).map_err(|e| runtime_error(format!("probe::nccl_transport: {e}")))?)
     }, log: &str);
 }
@@ -138,25 +158,35 @@ fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
 /// probe's readers of what a cluster and its devices report: `ibv_devinfo`, DRA ResourceSlices against a
 /// DeviceClass's selectors, the bytes an all_reduce moves, which nodes fit a worker, VKE's kubelet gate.
 fn register_cluster_facts(m: &mut Module) {
-    regp!(m, "ibv_devinfo", |text: &str| -> RResult<Dynamic> {
+    regp!(m, "ibv_devinfo",
+        "ibv_devinfo(text) -> map: `ibv_devinfo -v` parsed (devices, ports, states, link layers). \
+        nccl-tests and RDT output are parsed by `bench::nccl_tests` / `bench::rdt`.",
+        |text: &str| -> RResult<Dynamic> {
         ser(&probe::parse::parse_ibv_devinfo(text)
             .map_err(|e| runtime_error(format!("ibv_devinfo output: {e}")))?)
     }, text: &str);
-    // dra_selection(slices, selectors, count) -> probe's DraSelection + able/short: which of the listed
-    // ResourceSlices' devices (kube::list("ResourceSlice")) the DeviceClass's CEL selectors select, per node.
-    regp!(m, "dra_selection", |slices: Array, selectors: Array, count: i64| -> RResult<Dynamic> {
+    regp!(m, "dra_selection",
+        "dra_selection(slices, selectors, count) -> #{terms, attributes, driver, unchecked, selected, \
+        lacking, able, short}: which devices of `kube::list(\"ResourceSlice\")` a DeviceClass's CEL \
+        selectors (the profile's rdma.selectors) select, per node, with each partly matching device \
+        and what it lacks; `able`/`short`: the nodes with at least `count` of them, and those \
+        without.",
+        |slices: Array, selectors: Array, count: i64| -> RResult<Dynamic> {
         dra_selection(&slices, &selectors, count)
     }, slices: Array, selectors: Array, count: i64);
-    // all_reduce_min_bytes(log, nodes) -> the bytes the nodes' devices must transmit together for the log's
-    // all_reduce_perf table (probe: 2(N-1) x the sizes x the timed iterations).
-    regp!(m, "all_reduce_min_bytes", |log: &str, nodes: i64| -> RResult<i64> {
+    regp!(m, "all_reduce_min_bytes",
+        "all_reduce_min_bytes(log, nodes) -> int: the bytes the nodes' devices must transmit together \
+        for the log's all_reduce_perf table (2(N-1) x the sizes x the timed iterations).",
+        |log: &str, nodes: i64| -> RResult<i64> {
         let run = probe::parse::parse_nccl_tests(log)
             .map_err(|e| runtime_error(format!("probe::all_reduce_min_bytes: nccl-tests output: {e}")))?;
         Ok(i64::try_from(run.all_reduce_min_bytes(node_count(nodes))).unwrap_or(i64::MAX))
     }, log: &str, nodes: i64);
-    // planned_all_reduce_min_bytes(min_size, max_size, nodes) -> the same for the sizes an MPIJob asks for
-    // (`-b 512M -e 8G -f 2`, nccl-tests' default iterations), before there is a log.
-    regp!(m, "planned_all_reduce_min_bytes", |min: &str, max: &str, nodes: i64| -> RResult<i64> {
+    regp!(m, "planned_all_reduce_min_bytes",
+        "planned_all_reduce_min_bytes(min_size, max_size, nodes) -> int: the same for the sizes an \
+        MPIJob asks for (`-b 512M -e 8G -f 2`, nccl-tests' default iterations), before there is a \
+        log.",
+        |min: &str, max: &str, nodes: i64| -> RResult<i64> {
         let size = |s: &str, what: &str| {
             probe::parse::nccl_tests::parse_size(s).ok_or_else(|| {
                 runtime_error(format!("probe::planned_all_reduce_min_bytes: {what} {s:?} is not an nccl-tests size (1024, 4K, 512M, 8G)"))
@@ -170,17 +200,21 @@ fn register_cluster_facts(m: &mut Module) {
         );
         Ok(i64::try_from(b).unwrap_or(i64::MAX))
     }, min: &str, max: &str, nodes: i64);
-    // worker_fit(nodes, #{gpu_resource, gpus, resources, labels}) -> #{fit, unfit}: which of kube::nodes()'s
-    // nodes can take a worker asking for that (probe::preflight::worker_fit).
-    regp!(m, "worker_fit", |nodes: Array, needs: Map| -> RResult<Dynamic> {
+    regp!(m, "worker_fit",
+        "worker_fit(nodes, #{gpu_resource, gpus, resources, labels}) -> #{fit, unfit}: which of \
+        `kube::nodes()`'s nodes can take a worker asking for that; each GPU/RDMA node that cannot, \
+        with why.",
+        |nodes: Array, needs: Map| -> RResult<Dynamic> {
         let what = "probe::worker_fit";
         let needs: probe::preflight::WorkerNeeds = rhai::serde::from_dynamic(&needs.into())
             .map_err(|e| runtime_error(format!("{what}: needs must be #{{gpu_resource, gpus, resources, labels}} ({e})")))?;
         let nodes: Vec<probe::preflight::NodeInfo> = nodes.iter().map(|d| node_info(d, what)).collect::<RResult<_>>()?;
         ser(&probe::preflight::worker_fit(&nodes, &needs))
     }, nodes: Array, needs: Map);
-    // vke_kubelet_problem(version) -> why VKE's RDMA device plugin cannot run on that kubelet, or ()
-    reg!(m, "vke_kubelet_problem", |version: Dynamic| -> Dynamic {
+    reg!(m, "vke_kubelet_problem",
+        "vke_kubelet_problem(version) -> text or (): why VKE's RDMA device plugin cannot run on that \
+        kubelet version.",
+        |version: Dynamic| -> Dynamic {
         let v = if version.is_unit() {
             None
         } else {
@@ -188,7 +222,7 @@ fn register_cluster_facts(m: &mut Module) {
         };
         probe::preflight::vke_rdma_kubelet_problem(v.as_deref())
             .map_or(Dynamic::UNIT, Dynamic::from)
-    });
+    }, version: Dynamic);
 }
 
 /// Reads one counter reading: an integer, a numeric string, or an exec result whose stdout holds one

@@ -36,21 +36,31 @@ pub(super) fn profile_arg(ctx: &Ctx, d: &Dynamic, what: &str) -> RResult<Profile
 pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     let c = ctx.clone();
-    regp!(&mut m, "load", move |name: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "load",
+        "load(name or path) -> map: a vendor profile (a user file under a vendor dir, else a \
+        built-in).",
+        move |name: &str| -> RResult<Dynamic> {
         ser(&load_profile(&c, name)?)
     }, name: &str);
-    // nccl_log_marker(profile): what NCCL's INFO log prints when the profile's transport carries the
-    // traffic (`NET/IB : Using`, a plugin's `NET/OFI`). A function, not a field of `load`'s map: that map goes
-    // back into bench::/probe::, which refuse unknown fields.
+    // A function, not a field of `load`'s map: that map goes back into bench::/probe::, which refuse
+    // unknown fields.
     let c = ctx.clone();
-    regp!(&mut m, "nccl_log_marker", move |name: &str| -> RResult<String> {
+    regp!(&mut m, "nccl_log_marker",
+        "nccl_log_marker(profile) -> text: what NCCL's INFO log prints when the profile's transport \
+        carries the traffic (`NET/IB : Using`, a plugin's `NET/OFI`).",
+        move |name: &str| -> RResult<String> {
         Ok(load_profile(&c, name)?.nccl_log_marker())
     }, name: &str);
-    reg!(&mut m, "names", || -> Array {
-        crate::profiles::builtin_names()
-            .iter()
-            .map(|n| Dynamic::from((*n).to_owned()))
-            .collect()
-    });
+    reg!(
+        &mut m,
+        "names",
+        "The built-in profile names.",
+        || -> Array {
+            crate::profiles::builtin_names()
+                .iter()
+                .map(|n| Dynamic::from((*n).to_owned()))
+                .collect()
+        },
+    );
     m
 }

@@ -64,9 +64,12 @@ fn resolved_values(v: &Values, p: &Profile) -> RResult<Dynamic> {
 /// The `render::` module.
 pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
-    // system(name, profile, values) -> #{system, dir, files, manifests}; files land in OUT/bundle/.
     let c = ctx.clone();
-    regp!(&mut m, "system", move |system: &str,
+    regp!(&mut m, "system",
+        "system(system, profile, values) -> #{system, dir, files, manifests}: renders a system \
+        (image, buildkit, raycluster, rdt-demo, nccl-check, dra, mpijob, rdma-test-pod) for a \
+        profile into `OUT/bundle/`; `--set` keys that are render values apply on top of `values`.",
+        move |system: &str,
                                  profile: &str,
                                  values: Map|
           -> RResult<Map> {
@@ -100,9 +103,11 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         r.insert("manifests".into(), manifests.into());
         Ok(r)
     }, system: &str, profile: &str, values: Map);
-    // stream(name, profile, values) -> the manifests as one YAML stream (nothing written).
     let c = ctx.clone();
-    regp!(&mut m, "stream", move |system: &str,
+    regp!(&mut m, "stream",
+        "stream(system, profile, values) -> text: the system's manifests as one YAML stream (nothing \
+        written).",
+        move |system: &str,
                                  profile: &str,
                                  values: Map|
           -> RResult<String> {
@@ -115,20 +120,29 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
             .map_err(|e| runtime_error(e.to_string()))?
             .to_stream())
     }, system: &str, profile: &str, values: Map);
-    // values(profile, values) -> resolved values (cluster_name, image, worker_replicas, ...).
     let c = ctx.clone();
-    regp!(&mut m, "values", move |profile: &str,
+    regp!(&mut m, "values",
+        "values(profile, values) -> map: the resolved values: the profile's value defaults (such as \
+        `gpus_per_worker: 2` on `aliyun-erdma-dra`) under the script's values and `--set`, and the \
+        derived names `cluster_name`, `worker_group`, `mpijob_name`, `image`, `nccl_version`, \
+        `slots_per_worker`.",
+        move |profile: &str,
                                  values: Map|
           -> RResult<Dynamic> {
         let p = load_profile(&c, profile)?;
         let v = build_values(&c, &values)?;
         resolved_values(&v, &p)
     }, profile: &str, values: Map);
-    reg!(&mut m, "systems", || -> Array {
-        System::all()
-            .iter()
-            .map(|s| Dynamic::from(s.name().to_owned()))
-            .collect()
-    });
+    reg!(
+        &mut m,
+        "systems",
+        "The names of the systems `render::system` renders.",
+        || -> Array {
+            System::all()
+                .iter()
+                .map(|s| Dynamic::from(s.name().to_owned()))
+                .collect()
+        },
+    );
     m
 }

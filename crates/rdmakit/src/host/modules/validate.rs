@@ -11,9 +11,12 @@ use super::{RResult, ser};
 /// The `validate::` module.
 pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
-    // bundle(dir) -> violations; records "bundle: schema validation" (local files, no cluster involved).
     let c = ctx.clone();
-    regp!(&mut m, "bundle", move |dir: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "bundle",
+        "bundle(dir) -> [violation, ...]: validates the manifests this run wrote against the \
+        Kubernetes and CRD schemas (strict: unknown fields are errors) and records \"bundle: schema \
+        validation (strict)\" as pass or fail (local files, no cluster involved).",
+        move |dir: &str| -> RResult<Dynamic> {
         let path = c.resolve_path(dir, "validate::bundle")?;
         let docs = c.run_docs(&path).map_err(runtime_error)?;
         let violations = k8s_render::validate::validate(&docs, &k8s_render::validate::ValidateOptions::default());

@@ -126,7 +126,15 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         c.remember_pod_secrets(&spec.pod, spec.namespace.as_deref());
         Ok(exec_result(&c, out))
     };
-    regp_opts!(m, "exec", exec, pod: &str, argv: Array);
+    regp_opts!(m, "exec",
+        "exec(pod, argv[, #{container, timeout, env, save_as, progress, check, namespace, stdin}]) -> \
+        #{stdout, stderr, code, dry_run, error, cancelled}: runs a command in a container over the \
+        API (websocket). `stdin` is a string or a secret parameter; a secret in argv or env is \
+        refused (both show in plan.sh and `ps`). `check: true` makes a non-zero exit a cluster \
+        error; `save_as` names plan.sh's variable for stdout; `progress` shows the last output line \
+        on a spinner. The output is redacted of every secret the run knows, including the pod's own \
+        Secrets.",
+        exec, pod: &str, argv: Array);
 
     // cp(local, pod, remote[, opts])
     let c = ctx.clone();
@@ -148,13 +156,19 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         c.precheck()?;
         c.exec.copy_to(&spec).map_err(exec_err)
     };
-    regp_opts!(m, "cp", cp, local: &str, pod: &str, remote: &str);
+    regp_opts!(m, "cp",
+        "cp(local, pod, remote[, #{container, timeout, namespace}]): copies a local file (confined \
+        like fs::read) into a container and checks the byte count that arrived.",
+        cp, local: &str, pod: &str, remote: &str);
 
-    // exec_many([#{pod, command, container, env, timeout}, ...]) -> one #{stdout, stderr, code, error,
-    // cancelled} per rank, run at the same time, each under its own timeout; the first rank that fails
-    // stops the others (cancelled, with what they printed so far).
     let c = ctx.clone();
-    regp!(m, "exec_many", move |items: Array| -> RResult<Array> {
+    regp!(m, "exec_many",
+        "exec_many([#{pod, command, container, env, timeout, namespace}, ...]) -> one #{stdout, \
+        stderr, code, error, cancelled} per rank: side by side, each under its own timeout. The \
+        first rank that fails stops the others, which come back `cancelled` with what they printed \
+        so far, their commands killed in their pods (the pods need `sh` and a writable `/tmp` for \
+        that).",
+        move |items: Array| -> RResult<Array> {
         let mut specs = Vec::new();
         for it in items {
             let o = it.try_cast::<Map>().ok_or_else(|| {

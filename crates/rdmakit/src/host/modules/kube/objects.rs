@@ -35,20 +35,30 @@ fn refs_to_array(refs: Vec<crate::exec::ObjRef>) -> Array {
 /// `dry_run`, `note`, `plan_only`, `has_api`, `apply`, `delete`.
 pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
     let c = ctx.clone();
-    reg!(m, "dry_run", move || c.exec.is_dry_run());
+    reg!(
+        m,
+        "dry_run",
+        "True in a dry run (nothing touches a cluster; every action is recorded into the plan).",
+        move || c.exec.is_dry_run(),
+    );
 
     let c = ctx.clone();
-    reg!(m, "note", move |text: &str| c.exec.note(text));
+    reg!(m, "note",
+        "Adds a human note to the plan (`# ...` in plan.sh).",
+        move |text: &str| c.exec.note(text), text: &str);
 
-    // plan_only(summary, shell_line): dry-run plan.sh gets a line computing what the workflow computes.
     let c = ctx.clone();
-    reg!(m, "plan_only", move |summary: &str, line: &str| c
+    reg!(m, "plan_only",
+        "plan_only(summary, shell_line): in a dry run, plan.sh gets a line computing what the \
+        workflow computes in Rhai (a counter delta, say); a live run ignores it.",
+        move |summary: &str, line: &str| c
         .exec
-        .plan_shell(summary, line));
+        .plan_shell(summary, line), summary: &str, line: &str);
 
-    // has_api(apiVersion, kind) -> bool, through discovery.
     let c = ctx.clone();
-    regp!(m, "has_api", move |api_version: &str,
+    regp!(m, "has_api",
+        "Whether the cluster serves `apiVersion`/`kind` (a CRD or DRA installed), through discovery.",
+        move |api_version: &str,
                                   kind: &str|
           -> RResult<bool> {
         c.exec
@@ -78,7 +88,15 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         }
         Ok(out)
     };
-    regp_opts!(m, "apply", apply, path: &str);
+    regp_opts!(m, "apply",
+        "apply(path[, #{timeout, if_absent}]) -> [\"Kind/name\", ...]: server-side apply (field manager \
+        `rdmakit`, forcing conflicts) of a YAML file or a bundle directory (every *.yaml, in name \
+        order; in the out dir, only the files this run wrote). `if_absent: true` applies only the \
+        objects the cluster lacks: what is already there, such as DRANET's DeviceClass, is someone \
+        else's and neither `kube::delete` nor the cleanup touches it; plan.sh does the same per \
+        file. What a live run applied is deleted when it stops on an error or Ctrl-C (unless \
+        `keep=true`).",
+        apply, path: &str);
 
     let c = ctx.clone();
     let delete = move |path: &str, opts: Map| -> RResult<Array> {
@@ -95,7 +113,11 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         }
         Ok(out)
     };
-    regp_opts!(m, "delete", delete, path: &str);
+    regp_opts!(m, "delete",
+        "delete(path[, #{timeout}]) -> [\"Kind/name\", ...]: deletes the objects of a file or bundle \
+        directory (files in reverse order, missing objects are fine), leaving what was someone \
+        else's, and waits until they are gone.",
+        delete, path: &str);
 }
 
 /// `kube::apply(.., #{if_absent: true})` of one manifest: only what the cluster lacks is applied, and only

@@ -32,7 +32,10 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         };
         Ok(c.redactor.redact(&c.exec.logs(&spec).map_err(exec_err)?))
     };
-    regp_opts!(m, "logs", logs, pod: &str);
+    regp_opts!(m, "logs",
+        "logs(pod[, #{container, tail, timeout, namespace, save_as}]) -> text: a container's log, \
+        redacted.",
+        logs, pod: &str);
 
     // list(kind[, opts]) -> array of objects; pods(selector[, opts]) -> array of names.
     let c = ctx.clone();
@@ -94,7 +97,12 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         }
         items.iter().map(to_dyn).collect()
     };
-    regp_opts!(m, "list", list.clone(), kind: &str);
+    regp_opts!(m, "list",
+        "list(kind[, #{selector, namespace, save_as, expect, timeout, api_version, columns}]) -> \
+        [object, ...]: the objects of a kind (`api_version` for a kind the kinds table does not \
+        know; `columns` as \"HEADER:.json.path\" for plan.sh's table; `expect` placeholders in a dry \
+        run). A Secret's values come back as `<redacted>` (and are redacted from then on).",
+        list.clone(), kind: &str);
     let list4 = list.clone();
     let pods = move |selector: &str, mut opts: Map| -> RResult<Array> {
         opts.insert("selector".into(), selector.into());
@@ -106,7 +114,10 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
             .filter_map(|meta| meta.get("name").cloned())
             .collect())
     };
-    regp_opts!(m, "pods", pods, selector: &str);
+    regp_opts!(m, "pods",
+        "pods(selector[, #{namespace, save_as, expect, timeout}]) -> [name, ...]: the names of the \
+        pods a label selector matches.",
+        pods, selector: &str);
 
     // nodes() -> [#{name, labels, capacity, allocatable, dry_run}]
     let list5 = list;
@@ -214,7 +225,14 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         }
         Ok(out)
     };
-    regp_opts!(m, "nodes", nodes,);
+    regp_opts!(
+        m,
+        "nodes",
+        "nodes([#{resources, columns, timeout}]) -> [#{name, labels, capacity, allocatable, \
+        kubelet_version, dry_run}]: the nodes; `resources` adds plan.sh columns for those \
+        capacities, `columns` extra \"HEADER:.json.path\" ones.",
+        nodes,
+    );
 
     // get_field(kind, name, ".status.podIP"[, #{var}]) -> string
     let c = ctx.clone();
@@ -245,5 +263,9 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         Ok(c.redactor
             .redact(&c.exec.get_field(&spec).map_err(exec_err)?))
     };
-    regp_opts!(m, "get_field", get_field, kind: &str, name: &str, path: &str);
+    regp_opts!(m, "get_field",
+        "get_field(kind, name, \".status.podIP\"[, #{save_as, namespace, timeout}]) -> text: one field \
+        of one object (strings bare, other values as JSON). On a Secret only metadata and type are \
+        readable, never its values.",
+        get_field, kind: &str, name: &str, path: &str);
 }

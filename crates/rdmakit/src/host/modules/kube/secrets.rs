@@ -55,7 +55,13 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         r.insert("dry_run".into(), s.dry_run.into());
         Ok(r)
     };
-    regp_opts!(m, "merge_registry_secrets", merge, sources: Array, target: &str);
+    regp_opts!(m, "merge_registry_secrets",
+        "merge_registry_secrets([pull, push, ...], target[, #{key, namespace, timeout}]) -> #{target, \
+        registries, dry_run}: merges the `auths` of several `kubernetes.io/dockerconfigjson` Secrets \
+        (later ones win per registry) into one Opaque Secret holding `key` (default `config.json`, \
+        what BuildKit reads). The merged credentials are redacted everywhere and the Secret is the \
+        run's own: deleted at its end unless `keep=true`.",
+        merge, sources: Array, target: &str);
 
     // apply_secret(name, #{key: value or secret parameter, ...}[, #{namespace, timeout}]) -> "Secret/name".
     // The run's own: deleted at its end (unless keep=true), as the merged registry credentials are.
@@ -91,5 +97,10 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         c.own_secret(&r.name, r.namespace.as_deref(), "from secret parameters");
         Ok(r.to_string())
     };
-    regp_opts!(m, "apply_secret", apply_secret, name: &str, data: Map);
+    regp_opts!(m, "apply_secret",
+        "apply_secret(name, #{key: value or secret parameter, ...}[, #{namespace, timeout}]) -> \
+        \"Secret/name\": an Opaque Secret from values the script holds; plan.sh takes secret \
+        parameters from their environment variables. The run's own: deleted at its end unless \
+        `keep=true`.",
+        apply_secret, name: &str, data: Map);
 }

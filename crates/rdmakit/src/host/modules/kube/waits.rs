@@ -38,32 +38,55 @@ fn wait_spec(
 /// `wait_pods`, `wait_raycluster`, `wait_mpijob`, `wait_claims`, `wait_condition`.
 pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
     // Waits: target is a name, or a label selector when it contains '='.
-    let waits: [(&str, &str, WaitFor, u64); 4] = [
-        ("wait_pods", "Pod", WaitFor::PodsReady, 600),
+    let waits: [(&str, &str, WaitFor, u64, &str); 4] = [
+        (
+            "wait_pods",
+            "Pod",
+            WaitFor::PodsReady,
+            600,
+            "until `expect` (default 1) pods are Ready",
+        ),
         (
             "wait_raycluster",
             "RayCluster",
             WaitFor::RayClusterReady,
             900,
+            "until the RayCluster's `status.state` is `ready`",
         ),
-        ("wait_mpijob", "MPIJob", WaitFor::MpiJobFinished, 3600),
+        (
+            "wait_mpijob",
+            "MPIJob",
+            WaitFor::MpiJobFinished,
+            3600,
+            "until the MPIJob has condition `Succeeded` (`Failed` ends the wait with an error at once)",
+        ),
         (
             "wait_claims",
             "ResourceClaim",
             WaitFor::ClaimsAllocated,
             300,
+            "until `expect` ResourceClaims (those the selector matches, or all in the namespace with \"\") \
+             are allocated",
         ),
     ];
-    for (fname, kind, what, default_t) in waits {
+    for (fname, kind, what, default_t, until) in waits {
+        let doc = format!(
+            "{fname}(name or selector[, #{{expect, timeout, namespace}}]) -> #{{state, names, dry_run}}: \
+             {until}; a target with `=` is a label selector. Default timeout {default_t} s."
+        );
         let c = ctx.clone();
         let w = move |target: &str, opts: Map| -> RResult<Dynamic> {
             let spec = wait_spec(kind, target, what.clone(), &opts, default_t)?;
             to_dyn(&c.exec.wait(&spec).map_err(exec_err)?)
         };
-        regp_opts!(m, fname, w, target: &str);
+        regp_opts!(m, fname, doc, w, target: &str);
     }
     let c = ctx.clone();
-    regp!(m, "wait_condition", move |kind: &str,
+    regp!(m, "wait_condition",
+        "wait_condition(kind, name or selector, condition, #{expect, timeout, namespace}) -> #{state, \
+        names, dry_run}: until the objects have `status.conditions[type=condition].status == \
+        \"True\"`; `kind` is one the kinds table knows. Default timeout 600 s.",
+        move |kind: &str,
                                          target: &str,
                                          cond: &str,
                                          opts: Map|
