@@ -2,8 +2,10 @@
 //! imports from `scripts/lib/`, Ctrl-C handling and script errors that name file, line and step.
 //!
 //! Layout: `modules/` holds one file per script module, all registered from `modules/mod.rs`; `run/` the
-//! run's state ([`Ctx`]: out dir, ledger, object ownership, pods seen, redactor, permission pre-check, path
-//! sandbox, secret walk); `params` the `--set` bookkeeping, `convert` Rhai <-> JSON, `resolver` imports.
+//! run's state ([`Ctx`]: out dir, ledger, object ownership, pods seen, redactor, permission pre-check,
+//! path sandbox, secret walk); `api_docs` the API reference generated from the registrations;
+//! `param_scan` which `--set` keys a workflow reads (from its text); `convert` Rhai <-> JSON; `resolver`
+//! imports.
 
 // Registration helpers of the modules (defined before them so they see them).
 // Functions are volatile: they talk to the cluster or the file system, so Rhai must never constant-fold them.
@@ -54,8 +56,8 @@ mod convert;
 pub use convert::is_namespace_name;
 mod modules;
 pub use modules::is_value_key;
-mod params;
-pub use params::ParamUse;
+mod param_scan;
+pub use param_scan::ParamUse;
 pub mod resolver;
 mod run;
 pub use run::Ctx;

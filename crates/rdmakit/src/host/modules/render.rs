@@ -61,6 +61,19 @@ fn resolved_values(v: &Values, p: &Profile) -> RResult<Dynamic> {
     to_dyn(&json)
 }
 
+/// What `render::system`/`stream` render: the system by name, the profile, the values with `--set`.
+fn render_inputs(
+    ctx: &Ctx,
+    system: &str,
+    profile: &str,
+    values: &Map,
+) -> RResult<(System, Profile, Values)> {
+    let sys: System = system
+        .parse()
+        .map_err(|e: k8s_render::UnknownSystem| runtime_error(e.to_string()))?;
+    Ok((sys, load_profile(ctx, profile)?, build_values(ctx, values)?))
+}
+
 /// The `render::` module.
 pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
@@ -73,11 +86,7 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
                                  profile: &str,
                                  values: Map|
           -> RResult<Map> {
-        let sys: System = system
-            .parse()
-            .map_err(|e: k8s_render::UnknownSystem| runtime_error(e.to_string()))?;
-        let p = load_profile(&c, profile)?;
-        let v = build_values(&c, &values)?;
+        let (sys, p, v) = render_inputs(&c, system, profile, &values)?;
         let bundle = k8s_render::render(sys, &p, &v)
             .map_err(|e| runtime_error(format!("render {system} for {profile}: {e}")))?;
         let dir = c.config.out_dir.join("bundle");
@@ -111,11 +120,7 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
                                  profile: &str,
                                  values: Map|
           -> RResult<String> {
-        let sys: System = system
-            .parse()
-            .map_err(|e: k8s_render::UnknownSystem| runtime_error(e.to_string()))?;
-        let p = load_profile(&c, profile)?;
-        let v = build_values(&c, &values)?;
+        let (sys, p, v) = render_inputs(&c, system, profile, &values)?;
         Ok(k8s_render::render(sys, &p, &v)
             .map_err(|e| runtime_error(e.to_string()))?
             .to_stream())
