@@ -23,7 +23,8 @@ fn size_opt(opts: &Map, key: &str, default: &str) -> RResult<usize> {
 
 /// Runs a gpu-stage benchmark on this machine (`inprocess` also runs its peer, pinned D2H).
 fn run_stage(kind: &str, opts: &Map) -> RResult<Vec<gpu_stage::bench::BenchResult>> {
-    use gpu_stage::bench::{self, Backend, BenchConfig, Direction};
+    // `gpu_bench`: gpu-stage's benchmarks, not this `bench::` module.
+    use gpu_stage::bench::{self as gpu_bench, Backend, BenchConfig, Direction};
     let mut cfg = BenchConfig {
         bytes: size_opt(opts, "size", "64MiB")?,
         iterations: opt_int(opts, "iters")?
@@ -53,11 +54,11 @@ fn run_stage(kind: &str, opts: &Map) -> RResult<Vec<gpu_stage::bench::BenchResul
     let err = |e: gpu_stage::StageError| runtime_error(format!("bench::stage {kind}: {e}"));
     Ok(match kind {
         "inprocess" => vec![
-            bench::run_pinned_copy(&cfg, Direction::D2h).map_err(err)?,
-            bench::run_inprocess(&cfg).map_err(err)?,
+            gpu_bench::run_pinned_copy(&cfg, Direction::D2h).map_err(err)?,
+            gpu_bench::run_inprocess(&cfg).map_err(err)?,
         ],
-        "pinned-d2h" => vec![bench::run_pinned_copy(&cfg, Direction::D2h).map_err(err)?],
-        "pinned-h2d" => vec![bench::run_pinned_copy(&cfg, Direction::H2d).map_err(err)?],
+        "pinned-d2h" => vec![gpu_bench::run_pinned_copy(&cfg, Direction::D2h).map_err(err)?],
+        "pinned-h2d" => vec![gpu_bench::run_pinned_copy(&cfg, Direction::H2d).map_err(err)?],
         "tcp" => {
             let listener = std::net::TcpListener::bind("127.0.0.1:0")
                 .map_err(|e| runtime_error(format!("bench::stage tcp: bind 127.0.0.1: {e}")))?;
@@ -65,8 +66,9 @@ fn run_stage(kind: &str, opts: &Map) -> RResult<Vec<gpu_stage::bench::BenchResul
                 .local_addr()
                 .map_err(|e| runtime_error(format!("bench::stage tcp: {e}")))?;
             let rcfg = cfg.clone();
-            let receiver = std::thread::spawn(move || bench::run_tcp_receiver(&rcfg, &listener));
-            let sent = bench::run_tcp_sender(&cfg, addr).map_err(err)?;
+            let receiver =
+                std::thread::spawn(move || gpu_bench::run_tcp_receiver(&rcfg, &listener));
+            let sent = gpu_bench::run_tcp_sender(&cfg, addr).map_err(err)?;
             let received = receiver
                 .join()
                 .map_err(|_| runtime_error("bench::stage tcp: the receiver thread panicked"))?
