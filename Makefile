@@ -59,13 +59,14 @@ cluster-up:
 cluster-down:
 	tests/cluster/down.sh
 
-# The bandwidth suites compare our release-built write_bw and stage_bench (RDMA transport) with perftest
-# inside the VM; rdmakit's own binary (built with the workspace tests) runs the bench-command suite. The suite
+# The bandwidth suites compare our release-built write_bw and `rdmakit bench stage --transport rdma` (release
+# rdmakit: stage-rdma-bw.sh) with perftest inside the VM; rdmakit's debug binary (built with the workspace tests)
+# runs the bench-command suite. The suite
 # rdt-python-rdma.sh runs rdmakit-rdt's wheel built with the RDMA transport (target/wheels-rdma/, apart from
 # py-test's TCP-only wheel in target/wheels/); maturin and numpy come from py-test's venv (made here if missing).
 vm-test:
 	$(CARGO) build --release -p erdma-verbs --example write_bw
-	$(CARGO) build --release -p gpu-stage --features rdma --example stage_bench
+	$(CARGO) build --release -p rdmakit --bin rdmakit
 	[ -x target/py/venv/bin/maturin ] || { python3 -m venv target/py/venv && target/py/venv/bin/pip install -q "maturin>=1.7,<2" numpy; }
 	rm -f target/wheels-rdma/rdmakit_rdt-*.whl
 	cd python/rdmakit-rdt && ../../target/py/venv/bin/maturin build --release --features python,rdma --compatibility linux \

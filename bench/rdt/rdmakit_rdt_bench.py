@@ -209,17 +209,19 @@ def native_path(args, sizes: List[int], results: Dict[str, Any], save) -> None:
 
 
 def stage_bench_path(args, n: int, results: Dict[str, Any], save) -> None:
-    out = os.path.join(os.path.dirname(os.path.abspath(args.out)), "stage-bench-tcp.json")
+    # --json prints the results (a JSON array) on stdout, as `rdmakit bench stage --json` does.
     cmd = [args.stage_bench, "tcp", "--size", f"{n}B", "--src", "0", "--dst", "0",
-           "--iters", str(args.iters), "--warmup", str(args.warmup), "--json", out]
+           "--iters", str(args.iters), "--warmup", str(args.warmup), "--json"]
     if args.device != "cuda":
         cmd += ["--backend", "host"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     results["stage_bench"] = {"command": " ".join(cmd), "rc": proc.returncode,
                               "stdout": proc.stdout[-4000:], "stderr": proc.stderr[-4000:]}
-    if proc.returncode == 0 and os.path.exists(out):
-        with open(out) as f:
-            results["stage_bench"]["result"] = json.load(f)
+    if proc.returncode == 0:
+        try:
+            results["stage_bench"]["result"] = json.loads(proc.stdout)
+        except ValueError:
+            pass
     save()
 
 

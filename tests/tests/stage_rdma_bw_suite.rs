@@ -1,4 +1,4 @@
-//! `tests/rxe/suites/stage-rdma-bw.sh` outside the VM, against a fake `stage_bench` and a fake
+//! `tests/rxe/suites/stage-rdma-bw.sh` outside the VM, against a fake `rdmakit` and a fake
 //! `ib_write_bw`: the JSON's `verified` is what the bench reported (not a constant), and a round that
 //! completes unverified fails the suite.
 //!
@@ -22,19 +22,21 @@ else
 fi
 "#;
 
-/// stage_bench stand-in: the client writes a result; its Nth call (FAKE_UNVERIFIED) reports 2 of 3
-/// iterations verified, the others 3 of 3.
+/// `rdmakit bench` stand-in: the server announces itself (on stderr, as rdmakit does); the client
+/// prints its result as a JSON array; its Nth call (FAKE_UNVERIFIED) reports 2 of 3 iterations
+/// verified and exits 1 (rdmakit's exit for a result that did not verify), the others 3 of 3.
 const FAKE_BENCH: &str = r#"#!/bin/bash
-cmd=$1; shift
-[ "$cmd" = pinned ] && exit 1
-case " $* " in *" --help "*) exit 0 ;; esac
+[ "$1" = bench ] || exit 2
+[ "$2" = pinned ] && exit 1
+case " $* " in *" stage "*" --transport rdma "*) ;; *) echo "error: not an RDMA stage bench: $*" >&2; exit 2 ;; esac
 role= json=
-while [ $# -gt 0 ]; do case "$1" in --role) role=$2; shift ;; --json) json=$2; shift ;; esac; shift; done
-if [ "$role" = server ]; then echo "LISTEN 127.0.0.1:18520"; sleep 0.2; exit 0; fi
-[ -n "$json" ] || { echo "error: connection refused"; exit 1; }
+while [ $# -gt 0 ]; do case "$1" in --role) role=$2; shift ;; --json) json=1 ;; esac; shift; done
+if [ "$role" = server ]; then echo "rdmakit bench: waiting for a client on 127.0.0.1:18520 (rdma)" >&2; sleep 0.2; exit 0; fi
+[ -n "$json" ] || { echo "error: the client was not asked for --json" >&2; exit 2; }
 n=$(( $(cat "$FAKE_CALLS" 2>/dev/null || echo 0) + 1 )); echo "$n" >"$FAKE_CALLS"
-if [ "$n" = "${FAKE_UNVERIFIED:-0}" ]; then v=false vi=2; else v=true vi=3; fi
-echo "{\"bytes\": 67108864, \"seconds\": [2.5, 2.6], \"verified\": $v, \"verified_iterations\": $vi}" >"$json"
+if [ "$n" = "${FAKE_UNVERIFIED:-0}" ]; then v=false vi=2 rc=1; else v=true vi=3 rc=0; fi
+echo "[{\"bytes\": 67108864, \"seconds\": [2.5, 2.6], \"verified\": $v, \"verified_iterations\": $vi}]"
+exit $rc
 "#;
 
 fn write_exe(path: &Path, body: &str) {
@@ -48,7 +50,7 @@ fn run_suite(unverified_call: u32) -> (i32, String, serde_json::Value) {
     let bin = d.path().join("bin");
     fs::create_dir_all(&bin).unwrap();
     write_exe(&bin.join("ib_write_bw"), FAKE_PERFTEST);
-    write_exe(&bin.join("stage_bench"), FAKE_BENCH);
+    write_exe(&bin.join("rdmakit"), FAKE_BENCH);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let out = d.path().join("out");
     let path = format!(
@@ -61,7 +63,7 @@ fn run_suite(unverified_call: u32) -> (i32, String, serde_json::Value) {
         .env("PATH", path)
         .env("RDMAKIT_ROOT", root)
         .env("RDMAKIT_RXE_OUT", &out)
-        .env("STAGE_BENCH", bin.join("stage_bench"))
+        .env("STAGE_BENCH", bin.join("rdmakit"))
         .env("STAGE_BW_CONFIGS", "1:8")
         .env("STAGE_BW_ROUNDS", "2")
         .env("FAKE_CALLS", d.path().join("calls"))
@@ -109,7 +111,7 @@ fn an_unverified_round_is_recorded_as_such_and_fails_the_suite() {
         "{out}"
     );
     assert!(
-        out.contains("FAIL stage-rdma-bw: a stage_bench round completed without verifying"),
+        out.contains("FAIL stage-rdma-bw: a round of ours completed without verifying"),
         "{out}"
     );
     assert_eq!(j["verified"], false, "{j:#}");

@@ -226,7 +226,10 @@ fn planted_mistakes_on_plugin_profiles_are_found() {
         bad_hits.iter().all(|x| x.fix.contains("1.16.3")),
         "{bad_hits:#?}"
     );
-    assert!(bad_hits.iter().any(|x| x.line == Some(2)), "{bad_hits:#?}");
+    assert!(
+        bad_hits.iter().any(|x| x.location.line == Some(2)),
+        "{bad_hits:#?}"
+    );
 
     // gIB comes from the node: a pod without the mount is found.
     let gke = load(FILES[1]);

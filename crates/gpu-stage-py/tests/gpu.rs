@@ -71,12 +71,14 @@ fn borrow_raw_refuses_what_the_driver_says_is_wrong() {
     let dev = gpu();
     let mem = dev.alloc_zeroed(MIB).unwrap();
     let p = addr(&dev, &mem);
-    // SAFETY (all three): the checks refuse before anything is read or written.
+    // SAFETY: `ptr..ptr+len` reaches past `mem`'s allocation, so the driver check refuses it
+    // before anything is borrowed, read or written.
     let past = unsafe { dev.borrow_raw(p, MIB + 1) }
         .unwrap_err()
         .to_string();
     assert!(past.contains("outside"), "{past}");
     let host = [0u8; 64];
+    // SAFETY: host memory is refused by the driver check before anything is borrowed.
     let h = unsafe { dev.borrow_raw(host.as_ptr() as u64, 64) }
         .unwrap_err()
         .to_string();
@@ -84,8 +86,11 @@ fn borrow_raw_refuses_what_the_driver_says_is_wrong() {
         h.contains("not CUDA device memory") || h.contains("cuPointerGetAttribute"),
         "{h}"
     );
+    // SAFETY: a null address is refused before any driver call.
     assert!(unsafe { dev.borrow_raw(0, 1) }.is_err());
     // Inside the allocation is fine, at an offset too.
+    // SAFETY: the range lies inside `mem`, which outlives `ok`; no work runs on `mem` while
+    // `ok` lives (nothing is queued on it at all).
     let ok = unsafe { dev.borrow_raw(p + 4096, MIB - 4096) }.unwrap();
     assert_eq!(ok.len(), MIB - 4096);
 }

@@ -17,7 +17,8 @@
 //! - Backends: [`CudaDevice`] (cudarc, loaded at run time: without a CUDA driver every GPU entry
 //!   point returns [`StageError::NoCudaDriver`]) and [`HostDevice`] (RAM plus worker-thread
 //!   "streams"), which runs the very same pipeline in CI.
-//! - [`bench`](mod@bench): the measurements behind `stage_bench`, verified by checksum on every run.
+//! - [`bench`](mod@bench): the measurements behind `rdmakit bench` and the `stage_bench` example,
+//!   verified by checksum on every run.
 //!
 //! ## Example (host backend, runs anywhere)
 //!
@@ -66,3 +67,8 @@ pub use transport::inproc::{InProcReceiver, InProcSender, in_process_pair};
 pub use transport::rdma::{ConnectMode, RdmaConfig, RdmaReceiver, RdmaSender};
 pub use transport::tcp::{TcpReceiver, TcpSender, TcpShutdown};
 pub use transport::{Chunk, RecvTransport, SendTransport, TransferSummary};
+
+/// The README's code blocks, compiled by `cargo test --doc` so that they cannot drift from the API.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

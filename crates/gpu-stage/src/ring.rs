@@ -479,10 +479,12 @@ mod tests {
         assert_eq!(ring.slots(), 3);
         assert!(!ring.is_page_locked());
         for s in 0..3 {
+            // SAFETY: only the address and length are read; nothing goes through the pointer.
             let r = unsafe { ring.raw_region(s) }.unwrap();
             assert_eq!(r.len, MIB);
             assert_eq!(r.addr as usize % PAGE, 0);
         }
+        // SAFETY: as above (and past the end there is no region at all).
         assert!(unsafe { ring.raw_region(3) }.is_none());
         let t = ring.acquire(0).unwrap();
         assert!(t.bytes(MIB + 1).is_err());

@@ -1,13 +1,26 @@
-//! k8s-render — typed Kubernetes manifests for RDMA GPU workloads, rendered from a vendor profile.
+//! k8s-render — typed Kubernetes manifests for RDMA GPU workloads: rendered from a vendor profile, and
+//! checked wherever they come from. No I/O beyond reading and writing files.
 //!
-//! A [`Profile`] holds what differs between RDMA vendors (how a pod gets the device, NCCL settings,
-//! userspace packages, known-bad NCCL versions, counters); [`Values`] hold the per-deployment names and
-//! sizes. [`render`] turns both into a [`Bundle`] for one [`System`] (Dockerfile, BuildKit, RayCluster,
-//! RDT demo, NCCL check, DRA objects, MPIJob, RDMA test pod); [`Bundle::write_to`] writes it atomically and
-//! [`Bundle::to_stream`] prints it for `kubectl apply -f -`.
+//! # Render from a profile
 //!
-//! Module ownership while the crate is being built: `manifest`, `validate` and `lint` read and check
-//! manifests (any YAML a user hands us); everything else renders them from a vendor `Profile`.
+//! A [`Profile`] ([`profile`]) holds what differs between RDMA vendors (how a pod gets the device, NCCL
+//! settings, userspace packages, known-bad NCCL versions, counters); [`Values`] ([`values`]) hold the
+//! per-deployment names and sizes. [`render`] turns both into a [`Bundle`] ([`bundle`]) for one
+//! [`System`] ([`system`]: Dockerfile, BuildKit, RayCluster, RDT demo, NCCL check, DRA objects, MPIJob,
+//! RDMA test pod); [`Bundle::write_to`] writes it atomically and [`Bundle::to_stream`] prints it for
+//! `kubectl apply -f -`. [`crd`] holds the typed RayCluster and MPIJob objects, [`yaml`] the
+//! deterministic emitter.
+//!
+//! # Check any manifest
+//!
+//! [`manifest`] reads any YAML stream a user hands us into [`manifest::Document`]s that remember every
+//! field's line; [`validate`] checks them against the vendored CRD schemas and the Kubernetes API types;
+//! [`lint`] finds the RDMA pitfalls (and lints Dockerfiles and scripts); [`sarif`] writes either as a
+//! SARIF log. A lint [`Finding`](lint::Finding) and a validation [`Violation`](validate::Violation) say
+//! where they are with the same [`Location`] and how bad with the same [`Severity`].
+//!
+//! The two halves meet in [`DevicePattern`], the profile's device-name glob, which the linter compares
+//! `NCCL_IB_HCA` with ([`lint::LintOptions::for_profile`]).
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -66,22 +79,36 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
+// Render from a profile.
 pub mod bundle;
 pub mod crd;
-mod crossref;
-pub mod lint;
-pub mod manifest;
-mod pods;
 pub mod profile;
 mod render;
-pub mod sarif;
 pub mod system;
-pub mod validate;
 pub mod values;
 pub mod yaml;
 
+// Check any manifest.
+pub mod lint;
+pub mod manifest;
+mod pods;
+pub mod sarif;
+pub mod validate;
+
+// Shared by both halves.
+pub mod device_pattern;
+
 pub use bundle::{Bundle, BundleError, BundleFile, FileKind};
+pub use device_pattern::DevicePattern;
+pub use manifest::{Location, Severity};
 pub use profile::{ExpectationFacts, Profile, ProfileInvalid, RdmaAttachment};
 pub use render::{RenderError, render, render_all, render_systems};
 pub use system::{System, UnknownSystem};
 pub use values::{Values, ValuesError};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

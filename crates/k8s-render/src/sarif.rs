@@ -21,7 +21,7 @@
 use serde_json::{Value, json};
 
 use crate::lint::{self, Finding, Rule};
-use crate::manifest::{FieldPath, Severity};
+use crate::manifest::{Location, Severity};
 use crate::validate::{Violation, ViolationKind};
 
 /// The `$schema` every log names.
@@ -84,16 +84,13 @@ struct ResultAt<'a> {
     rule_id: &'a str,
     level: &'static str,
     message: String,
-    source: &'a str,
-    line: Option<u64>,
-    path: &'a FieldPath,
-    object: &'a str,
-    doc: usize,
+    location: &'a Location,
 }
 
 fn result_json(r: &ResultAt<'_>) -> Value {
-    let mut physical = json!({ "artifactLocation": { "uri": uri_reference(r.source) } });
-    if let Some(line) = r.line.filter(|l| *l >= 1) {
+    let at = r.location;
+    let mut physical = json!({ "artifactLocation": { "uri": uri_reference(&at.source) } });
+    if let Some(line) = at.line.filter(|l| *l >= 1) {
         physical["region"] = json!({ "startLine": line });
     }
     json!({
@@ -104,12 +101,12 @@ fn result_json(r: &ResultAt<'_>) -> Value {
         "locations": [{
             "physicalLocation": physical,
             "logicalLocations": [{
-                "fullyQualifiedName": format!("{} doc {} ({}): {}", r.source, r.doc, r.object, r.path),
-                "name": r.path.to_string(),
+                "fullyQualifiedName": format!("{} doc {} ({}): {}", at.source, at.doc, at.object, at.path),
+                "name": at.path.to_string(),
                 "kind": "member",
             }],
         }],
-        "properties": { "document": r.doc, "object": r.object, "path": r.path.to_string() },
+        "properties": { "document": at.doc, "object": at.object, "path": at.path.to_string() },
     })
 }
 
@@ -161,11 +158,7 @@ pub fn lint_log(findings: &[Finding], tool: &Tool) -> Value {
                 rule_id: f.rule,
                 level: level(f.severity),
                 message: format!("{} Fix: {}", f.message, f.fix),
-                source: &f.source,
-                line: f.line,
-                path: &f.path,
-                object: &f.object,
-                doc: f.doc,
+                location: &f.location,
             })
         })
         .collect();
@@ -242,11 +235,7 @@ pub fn validate_log(violations: &[Violation], tool: &Tool) -> Value {
                 rule_id: VALIDATE_RULES[rule_index].1,
                 level: level(v.severity),
                 message: v.message.clone(),
-                source: &v.source,
-                line: v.line,
-                path: &v.path,
-                object: &v.object,
-                doc: v.doc,
+                location: &v.location,
             })
         })
         .collect();

@@ -22,7 +22,9 @@ fn erdma() -> LintOptions {
 }
 
 fn rules(f: &[Finding]) -> Vec<(&str, Option<u64>, Severity)> {
-    f.iter().map(|f| (f.rule, f.line, f.severity)).collect()
+    f.iter()
+        .map(|f| (f.rule, f.location.line, f.severity))
+        .collect()
 }
 
 const GOOD: &str = "# syntax=docker/dockerfile:1
@@ -61,7 +63,7 @@ fn bad_nccl_pins_anywhere_in_the_dockerfile() {
     let mut bad: Vec<(Option<u64>, String)> = f
         .iter()
         .filter(|f| f.rule == "nccl-known-bad-version")
-        .map(|f| (f.line, f.path.to_string()))
+        .map(|f| (f.location.line, f.location.path.to_string()))
         .collect();
     bad.sort();
     let lines: Vec<(Option<u64>, &str)> = bad.iter().map(|(l, p)| (*l, p.as_str())).collect();
@@ -76,7 +78,7 @@ fn bad_nccl_pins_anywhere_in_the_dockerfile() {
         "{f:#?}"
     );
     assert!(f.iter().all(|f| f.severity == Severity::Error));
-    assert_eq!(f[0].object, "Dockerfile");
+    assert_eq!(f[0].location.object, "Dockerfile");
     // A base image tag that bundles a bad NCCL.
     let f = lint_dockerfile(
         "Dockerfile",

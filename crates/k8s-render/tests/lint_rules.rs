@@ -23,7 +23,7 @@ fn with_rule<'f>(findings: &'f [Finding], rule: &str) -> Vec<&'f Finding> {
 fn erdma() -> LintOptions {
     LintOptions {
         rdma_nodes: Some(2),
-        device_pattern: Some("erdma_*".to_owned()),
+        device_pattern: Some("erdma_*".into()),
         ..LintOptions::default()
     }
 }
@@ -116,7 +116,7 @@ spec:
     let hits = with_rule(&f, "ray-head-num-gpus");
     assert_eq!(hits.len(), 1, "{f:#?}");
     assert_eq!(
-        hits[0].path.to_string(),
+        hits[0].location.path.to_string(),
         "spec.headGroupSpec.rayStartParams"
     );
     assert_eq!(hits[0].severity, Severity::Error);
@@ -149,10 +149,10 @@ fn ray_start_params_not_string() {
     let hits = with_rule(&f, "ray-start-params-not-string");
     assert_eq!(hits.len(), 1);
     assert_eq!(
-        hits[0].path.to_string(),
+        hits[0].location.path.to_string(),
         "spec.headGroupSpec.rayStartParams.num-gpus"
     );
-    assert_eq!(hits[0].line, Some(6));
+    assert_eq!(hits[0].location.line, Some(6));
     assert!(hits[0].fix.contains("num-gpus: \"0\""));
     assert!(
         with_rule(
@@ -169,7 +169,7 @@ fn rdma_missing_ipc_lock() {
     let hits = with_rule(&f, "rdma-missing-ipc-lock");
     assert_eq!(hits.len(), 1, "{f:#?}");
     assert_eq!(
-        hits[0].path.to_string(),
+        hits[0].location.path.to_string(),
         "spec.containers[0].securityContext"
     );
     // Seed 001 requests shared RDMA devices without IPC_LOCK on head and workers.
@@ -212,7 +212,7 @@ fn host_network_dns_policy() {
     );
     let hits = with_rule(&f, "host-network-dns-policy");
     assert_eq!(hits.len(), 1);
-    assert_eq!(hits[0].path.to_string(), "spec.hostNetwork");
+    assert_eq!(hits[0].location.path.to_string(), "spec.hostNetwork");
     let f = run(
         &broken(
             "dnsPolicy: ClusterFirstWithHostNet",
@@ -221,7 +221,10 @@ fn host_network_dns_policy() {
         &erdma(),
     );
     assert_eq!(
-        with_rule(&f, "host-network-dns-policy")[0].path.to_string(),
+        with_rule(&f, "host-network-dns-policy")[0]
+            .location
+            .path
+            .to_string(),
         "spec.dnsPolicy"
     );
     assert!(with_rule(&run(GOOD_POD, &erdma()), "host-network-dns-policy").is_empty());
@@ -264,7 +267,7 @@ spec:
 fn host_network_replicas_exceed_nodes() {
     let f = run(&worker_group(3, 4, true), &erdma());
     let hits = with_rule(&f, "host-network-replicas-exceed-nodes");
-    let paths: Vec<String> = hits.iter().map(|h| h.path.to_string()).collect();
+    let paths: Vec<String> = hits.iter().map(|h| h.location.path.to_string()).collect();
     assert_eq!(
         paths,
         [
@@ -297,7 +300,7 @@ fn host_network_no_spread() {
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].severity, Severity::Warning);
     assert_eq!(
-        hits[0].path.to_string(),
+        hits[0].location.path.to_string(),
         "spec.workerGroupSpecs[0].template.spec.affinity"
     );
     assert!(
@@ -327,7 +330,10 @@ fn nccl_ib_hca_without_rdma() {
     );
     let hits = with_rule(&f, "nccl-ib-hca-without-rdma");
     assert_eq!(hits.len(), 1);
-    assert_eq!(hits[0].path.to_string(), "spec.containers[0].env[0].value");
+    assert_eq!(
+        hits[0].location.path.to_string(),
+        "spec.containers[0].env[0].value"
+    );
     assert!(with_rule(&run(GOOD_POD, &erdma()), "nccl-ib-hca-without-rdma").is_empty());
     // The MPIJob launcher exports NCCL_IB_HCA with -x; it is checked on the workers (which hold a claim).
     let f = lint::lint(&fixture("dranet-mpijob.yaml"), &erdma());
@@ -349,7 +355,7 @@ fn nccl_ib_hca_mismatch() {
     );
     assert!(hits[0].fix.contains("erdma_0"));
     let mlx = LintOptions {
-        device_pattern: Some("mlx5_*".to_owned()),
+        device_pattern: Some("mlx5_*".into()),
         ..LintOptions::default()
     };
     assert_eq!(
@@ -370,10 +376,10 @@ fn nccl_shm_disabled() {
     assert_eq!(hits[0].severity, Severity::Warning);
     // Attributed to the launcher's mpirun line, which exports it to the workers.
     assert_eq!(
-        hits[0].path.to_string(),
+        hits[0].location.path.to_string(),
         "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].args[0]"
     );
-    assert_eq!(hits[0].doc, 2);
+    assert_eq!(hits[0].location.doc, 2);
     assert!(
         hits[0].message.contains(
             "(Worker replicas) gets NCCL_SHM_DISABLE=1 (exported by the launcher's mpirun -x)"
@@ -427,7 +433,10 @@ fn nccl_known_bad_version() {
         let f = run(&cmd(bad), &erdma());
         let hits = with_rule(&f, "nccl-known-bad-version");
         assert_eq!(hits.len(), 1, "{bad}: {f:#?}");
-        assert_eq!(hits[0].path.to_string(), "spec.containers[0].command[2]");
+        assert_eq!(
+            hits[0].location.path.to_string(),
+            "spec.containers[0].command[2]"
+        );
     }
     assert!(
         with_rule(
@@ -449,7 +458,10 @@ fn torch_bundled_bad_nccl_and_lint_text() {
     let bad = "FROM rayproject/ray-llm:2.57.0-py312-cu130\nRUN pip install torch==2.11.0\n";
     let f = lint::lint_text("Dockerfile", bad, &erdma());
     assert_eq!(f.len(), 1, "{f:#?}");
-    assert_eq!((f[0].rule, f[0].line), ("torch-bundled-bad-nccl", Some(2)));
+    assert_eq!(
+        (f[0].rule, f[0].location.line),
+        ("torch-bundled-bad-nccl", Some(2))
+    );
     let good = "FROM x\nRUN pip install torch==2.11.0\nRUN pip install nvidia-nccl-cu13==2.30.7\n";
     assert!(lint::lint_text("Dockerfile", good, &erdma()).is_empty());
     let pinned_bad = "RUN pip install nvidia-nccl-cu13==2.28.9\n";
@@ -464,7 +476,10 @@ fn nccl_missing_dev_shm() {
     let f = run(&broken("  hostIPC: true\n", ""), &erdma());
     let hits = with_rule(&f, "nccl-missing-dev-shm");
     assert_eq!(hits.len(), 1);
-    assert_eq!(hits[0].path.to_string(), "spec.containers[0].volumeMounts");
+    assert_eq!(
+        hits[0].location.path.to_string(),
+        "spec.containers[0].volumeMounts"
+    );
     assert!(with_rule(&run(GOOD_POD, &erdma()), "nccl-missing-dev-shm").is_empty());
     // A memory-backed emptyDir at /dev/shm is the other accepted form (seeds 002 and 004).
     let f = lint::lint(&fixture("dranet-mpijob.yaml"), &erdma());
@@ -480,7 +495,7 @@ fn privileged_instead_of_ipc_lock() {
     let hits = with_rule(&f, "privileged-instead-of-ipc-lock");
     assert_eq!(hits.len(), 1);
     assert_eq!(
-        hits[0].path.to_string(),
+        hits[0].location.path.to_string(),
         "spec.containers[0].securityContext.privileged"
     );
     assert!(with_rule(&f, "rdma-missing-ipc-lock").is_empty());
@@ -502,7 +517,7 @@ fn vke_mgpu_with_rdma_and_topology_mount() {
     let mgpu = with_rule(&f, "vke-mgpu-with-rdma");
     assert_eq!(mgpu.len(), 1, "{f:#?}");
     assert_eq!(
-        mgpu[0].path.to_string(),
+        mgpu[0].location.path.to_string(),
         "spec.containers[0].resources.limits[\"vke.volcengine.com/mgpu-memory\"]"
     );
     assert_eq!(with_rule(&f, "vke-missing-topology-mount").len(), 1);
@@ -517,7 +532,7 @@ fn ucx_nixl_on_erdma() {
     assert_eq!(with_rule(&f, "ucx-nixl-on-erdma").len(), 1);
     // On mlx5 NIXL is fine.
     let mlx = LintOptions {
-        device_pattern: Some("mlx5_*".to_owned()),
+        device_pattern: Some("mlx5_*".into()),
         ..LintOptions::default()
     };
     assert!(with_rule(&run(cm, &mlx), "ucx-nixl-on-erdma").is_empty());
@@ -541,7 +556,7 @@ fn rdma_request_limit_mismatch() {
     let f = run(&yaml, &erdma());
     let paths: Vec<String> = with_rule(&f, "rdma-request-limit-mismatch")
         .iter()
-        .map(|h| h.path.to_string())
+        .map(|h| h.location.path.to_string())
         .collect();
     assert_eq!(
         paths,
@@ -576,7 +591,7 @@ fn dra_claim_mismatch() {
     );
     let paths: Vec<String> = with_rule(&f, "dra-claim-mismatch")
         .iter()
-        .map(|h| h.path.to_string())
+        .map(|h| h.location.path.to_string())
         .collect();
     assert_eq!(
         paths,
@@ -615,7 +630,9 @@ fn findings_are_sorted_displayable_and_serialisable() {
     );
     assert!(f.len() >= 4, "{f:#?}");
     let mut sorted = f.clone();
-    sorted.sort_by(|a, b| (a.doc, &a.path).cmp(&(b.doc, &b.path)));
+    sorted.sort_by(|a, b| {
+        (a.location.doc, &a.location.path).cmp(&(b.location.doc, &b.location.path))
+    });
     assert_eq!(f, sorted);
     let text = f[0].to_string();
     assert!(text.starts_with("error[rdma-missing-ipc-lock] "), "{text}");
@@ -661,7 +678,7 @@ fn rdt_receiver_missing_enable_tensor_transport() {
     let f = lint::lint_text("rdt_nccl_demo.py", &bad, &erdma());
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(
-        (f[0].rule, f[0].line),
+        (f[0].rule, f[0].location.line),
         ("rdt-receiver-missing-enable-tensor-transport", Some(6))
     );
     // The same program kept in a ConfigMap is linted as a manifest string.
@@ -672,6 +689,7 @@ fn rdt_receiver_missing_enable_tensor_transport() {
     let f = run(&cm, &erdma());
     assert_eq!(
         with_rule(&f, "rdt-receiver-missing-enable-tensor-transport")[0]
+            .location
             .path
             .to_string(),
         "data[\"rdt_nccl_demo.py\"]"
@@ -703,7 +721,7 @@ fn rdt_missing_collective_group() {
 #[test]
 fn bad_nccl_pin_is_a_warning_on_other_vendors() {
     let mlx = LintOptions {
-        device_pattern: Some("mlx5_*".to_owned()),
+        device_pattern: Some("mlx5_*".into()),
         ..LintOptions::default()
     };
     let f = lint::lint_text(
@@ -728,7 +746,7 @@ fn only(findings: &[Finding], rule: &str, path: &str, severity: Severity) {
     let hits = with_rule(findings, rule);
     assert_eq!(hits.len(), 1, "{findings:#?}");
     assert_eq!(
-        (hits[0].path.to_string().as_str(), hits[0].severity),
+        (hits[0].location.path.to_string().as_str(), hits[0].severity),
         (path, severity),
         "{}",
         hits[0]
@@ -865,7 +883,7 @@ fn gloo_tensor_transport_is_a_cpu_path() {
     let hits = with_rule(&f, "rdt-gloo-cpu-transport");
     assert_eq!(hits.len(), 1, "{f:#?}");
     assert_eq!(
-        (hits[0].line, hits[0].severity),
+        (hits[0].location.line, hits[0].severity),
         (Some(4), Severity::Warning)
     );
 }
@@ -876,7 +894,7 @@ fn ray_get_of_an_rdt_ref_copies_through_the_object_store() {
     let f = lint::lint_text("demo.py", program, &erdma());
     let mut lines: Vec<Option<u64>> = with_rule(&f, "rdt-ray-get-copies-through-object-store")
         .iter()
-        .map(|x| x.line)
+        .map(|x| x.location.line)
         .collect();
     lines.sort();
     assert_eq!(lines, [Some(8), Some(9)], "{f:#?}");

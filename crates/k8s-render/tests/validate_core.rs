@@ -93,7 +93,7 @@ spec:
     let v = strict(&docs);
     let find = |p: &str| {
         v.iter()
-            .find(|x| x.path.to_string() == p)
+            .find(|x| x.location.path.to_string() == p)
             .unwrap_or_else(|| panic!("no violation at {p}: {v:#?}"))
     };
     let host = find("spec.hostNetwork");
@@ -102,11 +102,11 @@ spec:
         host.message
             .contains("expected boolean, got string \"true\" (remove the quotes)")
     );
-    assert_eq!(host.line, Some(6));
+    assert_eq!(host.location.line, Some(6));
     let typo = find("spec.containers[0].imagePullPolcy");
     assert_eq!(typo.kind, ViolationKind::UnknownField);
     assert!(typo.message.contains("did you mean \"imagePullPolicy\""));
-    assert_eq!(typo.line, Some(9));
+    assert_eq!(typo.location.line, Some(9));
     let env = find("spec.containers[0].env[0].value");
     assert!(
         env.message
@@ -142,7 +142,7 @@ fn non_strict_mode_ignores_unknown_fields_but_not_types() {
         },
     );
     assert_eq!(lax.len(), 1, "{lax:#?}");
-    assert_eq!(lax[0].path.to_string(), "data.num");
+    assert_eq!(lax[0].location.path.to_string(), "data.num");
     assert_eq!(strict(&docs).len(), 2);
 }
 
@@ -171,7 +171,10 @@ spec:
 "#,
     );
     let v = strict(&docs);
-    let paths: Vec<String> = v.iter().map(|x| format!("{} {}", x.doc, x.path)).collect();
+    let paths: Vec<String> = v
+        .iter()
+        .map(|x| format!("{} {}", x.location.doc, x.location.path))
+        .collect();
     assert!(
         paths.contains(&"0 spec.spec.devices.requests[0].exactly.count".to_owned()),
         "{paths:?}"
@@ -198,6 +201,6 @@ fn rendered_objects_without_positions_validate_too() {
     let doc = Document::from_value("bundle/ray-head-svc.yaml", 0, value).expect("an object");
     let v = strict(std::slice::from_ref(&doc));
     assert_eq!(v.len(), 1, "{v:#?}");
-    assert_eq!(v[0].line, None);
-    assert_eq!(v[0].path.to_string(), "spec.ports[0].port");
+    assert_eq!(v[0].location.line, None);
+    assert_eq!(v[0].location.path.to_string(), "spec.ports[0].port");
 }

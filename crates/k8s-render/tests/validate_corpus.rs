@@ -32,7 +32,7 @@ fn every_broken_manifest_is_reported_as_expected() {
         let v = validate::validate(&docs, &ValidateOptions::default());
         let got: Vec<(String, String)> = v
             .iter()
-            .map(|v| (v.severity.to_string(), v.path.to_string()))
+            .map(|v| (v.severity.to_string(), v.location.path.to_string()))
             .collect();
         assert_eq!(
             got,
@@ -40,7 +40,7 @@ fn every_broken_manifest_is_reported_as_expected() {
             "{}: {v:#?}",
             path.display()
         );
-        assert!(v[0].line.is_some(), "{}: no line", path.display());
+        assert!(v[0].location.line.is_some(), "{}: no line", path.display());
         let want = if severity == "warning" {
             Severity::Warning
         } else {

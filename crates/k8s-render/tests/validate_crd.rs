@@ -17,7 +17,7 @@ fn strict(docs: &[Document]) -> Vec<Violation> {
 fn at<'v>(violations: &'v [Violation], path: &str) -> Vec<&'v Violation> {
     violations
         .iter()
-        .filter(|v| v.path.to_string() == path)
+        .filter(|v| v.location.path.to_string() == path)
         .collect()
 }
 
@@ -54,7 +54,7 @@ fn misspelt_field_is_caught_only_in_strict_mode() {
         "{}",
         typo[0].message
     );
-    assert_eq!(typo[0].line, Some(22));
+    assert_eq!(typo[0].location.line, Some(22));
 
     let lax = validate::validate(
         &docs,
@@ -262,7 +262,10 @@ spec:
     );
     let v = validator.validate_all(&docs);
     assert_eq!(v.len(), 1, "{v:#?}");
-    assert_eq!(v[0].path, FieldPath::root().key("spec").key("size"));
+    assert_eq!(
+        v[0].location.path,
+        FieldPath::root().key("spec").key("size")
+    );
     assert!(v[0].message.contains("below the minimum"));
 
     let not_a_crd = parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");
@@ -302,7 +305,7 @@ spec: {ports: "8"}
     let v = strict(&docs);
     assert_eq!(v.len(), 1, "{v:#?}");
     assert_eq!(
-        (v[0].doc, v[0].path.to_string()),
+        (v[0].location.doc, v[0].location.path.to_string()),
         (1, "spec.ports".to_owned())
     );
 }
@@ -372,7 +375,7 @@ spec:
     let v = strict(&docs);
     let got: Vec<String> = v
         .iter()
-        .map(|x| format!("{} {} {:?}", x.doc, x.path, x.kind))
+        .map(|x| format!("{} {} {:?}", x.location.doc, x.location.path, x.kind))
         .collect();
     assert_eq!(
         got,

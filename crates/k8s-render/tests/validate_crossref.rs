@@ -14,7 +14,7 @@ fn one(yaml: &str, path: &str, kind: ViolationKind, severity: Severity, needle: 
     let v = violations(yaml);
     assert_eq!(v.len(), 1, "{v:#?}");
     let v = v.into_iter().next().expect("one");
-    assert_eq!(v.path.to_string(), path, "{v}");
+    assert_eq!(v.location.path.to_string(), path, "{v}");
     assert_eq!((v.kind, v.severity), (kind, severity), "{v}");
     assert!(v.message.contains(needle), "{v}");
     v
@@ -31,7 +31,7 @@ fn container_without_image() {
         Severity::Error,
         "container \"c\" has no image",
     );
-    assert_eq!(v.line, Some(6), "reported at the container");
+    assert_eq!(v.location.line, Some(6), "reported at the container");
     // In a Deployment template and a RayCluster worker group too.
     let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec:\n      containers:\n      - {name: c, image: \"\"}\n";
     one(
@@ -55,7 +55,7 @@ fn volume_mount_naming_no_volume() {
         Severity::Error,
         "volumeMount \"dshm\" names no volume of the pod (declared: shm; did you mean \"shm\"?)",
     );
-    assert_eq!(v.line, Some(9));
+    assert_eq!(v.location.line, Some(9));
 }
 
 #[test]
@@ -101,7 +101,7 @@ fn duplicate_container_and_volume_names() {
         "{POD_HEAD}  containers:\n  - {{name: c, image: busybox}}\n  - {{name: c, image: busybox}}\n  volumes:\n  - {{name: v, emptyDir: {{}}}}\n  - {{name: v, emptyDir: {{}}}}\n"
     );
     let v = violations(&yaml);
-    let paths: Vec<String> = v.iter().map(|v| v.path.to_string()).collect();
+    let paths: Vec<String> = v.iter().map(|v| v.location.path.to_string()).collect();
     assert_eq!(
         paths,
         ["spec.containers[1].name", "spec.volumes[1].name"],
@@ -125,7 +125,7 @@ fn mpijob_replica_type_other_than_launcher_or_worker() {
         Severity::Warning,
         "did you mean \"Worker\"? the API server accepts it, but the MPI Operator acts only on Launcher and Worker",
     );
-    assert_eq!(v.line, Some(12));
+    assert_eq!(v.location.line, Some(12));
     let good = format!(
         "{MPIJOB}    Worker:\n      replicas: 2\n      template:\n        spec:\n          containers:\n          - {{name: w, image: nccl-tests}}\n"
     );
@@ -147,7 +147,7 @@ fn ray_replicas_outside_min_max_is_a_warning_and_min_above_max_an_error() {
         Severity::Warning,
         "replicas 5 is outside minReplicas..maxReplicas (1..2): KubeRay clamps it and runs 2 pods",
     );
-    assert_eq!(v.line, Some(13));
+    assert_eq!(v.location.line, Some(13));
     one(
         &raycluster("replicas: 1\n    minReplicas: 3\n    maxReplicas: 2"),
         "spec.workerGroupSpecs[0].minReplicas",
@@ -174,5 +174,8 @@ fn the_vendored_kuberay_is_the_one_the_cluster_serves() {
     let v = violations(&yaml);
     assert_eq!(v.len(), 1, "{v:#?}");
     assert_eq!(v[0].kind, ViolationKind::UnknownField);
-    assert_eq!(v[0].path.to_string(), "spec.authOptions.enableK8sTokenAuth");
+    assert_eq!(
+        v[0].location.path.to_string(),
+        "spec.authOptions.enableK8sTokenAuth"
+    );
 }

@@ -115,7 +115,7 @@ fn duplicate_keys_are_a_violation_with_both_lines_not_unreadable_input() {
     assert_eq!(v.len(), 1, "{v:#?}");
     // A warning, as the control-plane tier showed: kubectl 1.36 applies such a document.
     assert_eq!(v[0].severity, manifest::Severity::Warning);
-    assert_eq!(v[0].line, Some(5));
+    assert_eq!(v[0].location.line, Some(5));
     assert_eq!(
         v[0].to_string(),
         "d.yaml doc 0 (Pod b) line 5: metadata.name: key \"name\" appears twice in one mapping (first at line 4, again at line 5): kubectl applies the later value and drops the first without a word, other tools keep the first; delete one"

@@ -26,7 +26,7 @@ pub fn nccl_policy(profile: &Profile) -> NcclPolicy {
 pub fn counter_spec(profile: &Profile) -> CounterSpec {
     let d = &profile.devices;
     CounterSpec {
-        name_pattern: d.name_pattern.clone(),
+        name_pattern: d.name_pattern.to_string(),
         tx_counter: d.tx_counter.clone(),
         counter_multiplier: d.counter_multiplier,
     }

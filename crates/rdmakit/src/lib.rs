@@ -28,9 +28,9 @@
 //! `host::run`: the run's state; `host::api_docs`: the generated API reference), [`exec`] the executors
 //! ([`exec::dry`] records a plan, [`exec::kube`] drives a cluster, [`exec::kinds`] the kinds table),
 //! [`plan`] the plan and its `plan.sh`, [`report`] the run's report, [`bridge`] what a vendor profile
-//! means to probe's judgements and the lint, [`profiles`] and [`workflows`] the built-in scripts,
-//! [`manifests`] YAML reading, [`outdir`] the out dir's bookkeeping, [`secrets`] redaction, [`cancel`]
-//! Ctrl-C, [`error`] the error types.
+//! means to probe's judgements and the lint, [`profiles`] and [`workflows`] the built-in scripts
+//! (embedded by `builtins`), [`manifests`] YAML reading, [`outdir`] the out dir's bookkeeping,
+//! [`secrets`] redaction, [`cancel`] Ctrl-C, [`error`] the error types.
 
 #![forbid(unsafe_code)]
 
@@ -40,6 +40,7 @@
 pub struct ReadmeDoctests;
 
 pub mod bridge;
+mod builtins;
 pub mod cancel;
 pub mod error;
 pub mod exec;

@@ -2,7 +2,7 @@
 //!
 //! A profile script evaluates to one object map whose fields are those of [`k8s_render::Profile`]
 //! (snake_case). The script runs in a sandboxed engine (operation, depth and size limits; built-ins
-//! cannot `import`), its result is converted to JSON and deserialised with field paths, then checked with
+//! import only the embedded base modules `base/mlx5` and `base/erdma`, `scripts/vendors/base/`), its result is converted to JSON and deserialised with field paths, then checked with
 //! [`Profile::check`]. Every error names the script and, where it can, the line.
 //!
 //! ```
@@ -18,51 +18,9 @@ use k8s_render::Profile;
 use rhai::{Dynamic, Engine, EvalAltResult, Position};
 
 /// Built-in profile names and their embedded scripts, in listing order.
-const BUILTIN: &[(&str, &str)] = &[
-    (
-        "aliyun-erdma",
-        include_str!("../../../scripts/vendors/aliyun-erdma.rhai"),
-    ),
-    (
-        "aliyun-erdma-dra",
-        include_str!("../../../scripts/vendors/aliyun-erdma-dra.rhai"),
-    ),
-    (
-        "rdma-shared-device",
-        include_str!("../../../scripts/vendors/rdma-shared-device.rhai"),
-    ),
-    (
-        "volcengine-ib",
-        include_str!("../../../scripts/vendors/volcengine-ib.rhai"),
-    ),
-    (
-        "mellanox-ib",
-        include_str!("../../../scripts/vendors/mellanox-ib.rhai"),
-    ),
-    (
-        "aws-efa-eks",
-        include_str!("../../../scripts/vendors/aws-efa-eks.rhai"),
-    ),
-    (
-        "gke-rdma-dranet",
-        include_str!("../../../scripts/vendors/gke-rdma-dranet.rhai"),
-    ),
-    (
-        "azure-ib-aks",
-        include_str!("../../../scripts/vendors/azure-ib-aks.rhai"),
-    ),
-];
+const BUILTIN: &[(&str, &str)] = crate::builtins::PROFILES;
 
-const BUILTIN_NAMES: &[&str] = &[
-    "aliyun-erdma",
-    "aliyun-erdma-dra",
-    "rdma-shared-device",
-    "volcengine-ib",
-    "mellanox-ib",
-    "aws-efa-eks",
-    "gke-rdma-dranet",
-    "azure-ib-aks",
-];
+const BUILTIN_NAMES: &[&str] = crate::builtins::PROFILE_NAMES;
 
 /// Why a profile could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -148,7 +106,8 @@ pub fn load_builtin(name: &str) -> Result<Profile, ProfileError> {
     load_source(&format!("scripts/vendors/{name}.rhai"), source, None)
 }
 
-/// Loads a profile script from a file. The script may `import` modules next to it.
+/// Loads a profile script from a file. The script may `import` modules next to it, and the embedded
+/// bases (`import "base/mlx5" as mlx5;`) where no file of that name is next to it.
 pub fn load_file(path: &Path) -> Result<Profile, ProfileError> {
     let source = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
         path: path.to_path_buf(),
@@ -315,7 +274,7 @@ fn rhai_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Evaluates profile script text. `file` names the script in errors; `import_dir` enables `import` of
-/// modules from that directory (`None`: imports are refused).
+/// modules from that directory (`None`: only the embedded bases, `import "base/erdma" as erdma;`).
 pub fn load_source(
     file: &str,
     source: &str,
@@ -353,16 +312,55 @@ fn sandboxed_engine(import_dir: Option<&Path>) -> Engine {
     engine.set_max_array_size(10_000);
     engine.set_max_map_size(10_000);
     match import_dir {
+        // A user profile imports modules next to it first, then the embedded bases.
         Some(dir) => {
-            engine.set_module_resolver(rhai::module_resolvers::FileModuleResolver::new_with_path(
+            let mut resolvers = rhai::module_resolvers::ModuleResolversCollection::new();
+            resolvers.push(rhai::module_resolvers::FileModuleResolver::new_with_path(
                 dir,
             ));
+            resolvers.push(BaseResolver);
+            engine.set_module_resolver(resolvers);
         }
+        // A built-in imports only the embedded bases.
         None => {
-            engine.set_module_resolver(rhai::module_resolvers::DummyModuleResolver::new());
+            engine.set_module_resolver(BaseResolver);
         }
     }
     engine
+}
+
+/// Resolves `import "base/<name>"` to the embedded `scripts/vendors/base/<name>.rhai`, evaluated by the
+/// importing (sandboxed) engine; any other path is not found.
+struct BaseResolver;
+
+impl rhai::ModuleResolver for BaseResolver {
+    fn resolve(
+        &self,
+        engine: &Engine,
+        _source: Option<&str>,
+        path: &str,
+        pos: Position,
+    ) -> Result<rhai::Shared<rhai::Module>, Box<EvalAltResult>> {
+        let name = path.trim_end_matches(".rhai");
+        let Some((_, text)) = name.strip_prefix("base/").and_then(|base| {
+            crate::builtins::PROFILE_BASES
+                .iter()
+                .find(|(n, _)| *n == base)
+        }) else {
+            return Err(EvalAltResult::ErrorModuleNotFound(path.to_owned(), pos).into());
+        };
+        let source_name = format!("scripts/vendors/{name}.rhai");
+        let in_module = |e: Box<EvalAltResult>| {
+            Box::new(EvalAltResult::ErrorInModule(source_name.clone(), e, pos))
+        };
+        let mut ast = engine
+            .compile(text)
+            .map_err(|e| in_module(EvalAltResult::from(e).into()))?;
+        ast.set_source(source_name.as_str());
+        let module =
+            rhai::Module::eval_ast_as_new(rhai::Scope::new(), &ast, engine).map_err(in_module)?;
+        Ok(rhai::Shared::new(module))
+    }
 }
 
 fn script_error(file: &str, err: &EvalAltResult) -> ProfileError {
@@ -506,7 +504,11 @@ mod tests {
 
     #[test]
     fn wrong_type_is_named() {
-        let src = erdma_with("counter_multiplier: 1", "counter_multiplier: \"one\"");
+        // A field a base gives, overridden in the profile's own map.
+        let src = erdma_with(
+            "devices: erdma::devices(),",
+            "devices: erdma::devices() + #{\n        counter_multiplier: \"one\",\n    },",
+        );
         let e = load_source("t.rhai", &src, None).unwrap_err();
         assert!(
             matches!(&e, ProfileError::Field { field, line: Some(_), .. } if field == "devices.counter_multiplier"),
@@ -516,7 +518,10 @@ mod tests {
 
     #[test]
     fn bad_value_from_check_is_named() {
-        let src = erdma_with("pin: \"2.30.7\"", "pin: \"2.28.9\"");
+        let src = erdma_with(
+            "} + erdma::nccl_versions(),",
+            "} + erdma::nccl_versions() + #{\n        pin: \"2.28.9\",\n    },",
+        );
         let e = load_source("t.rhai", &src, None).unwrap_err();
         assert!(
             matches!(&e, ProfileError::Field { field, .. } if field == "nccl.pin"),
@@ -526,9 +531,31 @@ mod tests {
     }
 
     #[test]
-    fn builtins_cannot_import() {
+    fn builtins_import_only_the_embedded_bases() {
         let e = load_source("i.rhai", "import \"x\" as x;\n#{}", None).unwrap_err();
         assert!(matches!(e, ProfileError::Script { .. }), "{e:?}");
+        let e = load_source("i.rhai", "import \"base/nope\" as x;\n#{}", None).unwrap_err();
+        assert!(matches!(e, ProfileError::Script { .. }), "{e:?}");
+        // A base is there for built-ins and for user profiles alike, wherever the user's file is.
+        let mine = erdma_with("name: \"aliyun-erdma\"", "name: \"my-erdma\"");
+        assert!(mine.contains("import \"base/erdma\" as erdma;"));
+        let builtin = load_source("mine.rhai", &mine, None).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let from_file = load_source("mine.rhai", &mine, Some(dir.path())).unwrap();
+        assert_eq!(builtin, from_file);
+        assert_eq!(builtin.devices.name_pattern, "erdma_*");
+        assert_eq!(builtin.nccl.pin.as_deref(), Some("2.30.7"));
+        // A module next to a user profile wins over the embedded base of the same name.
+        std::fs::create_dir_all(dir.path().join("base")).unwrap();
+        std::fs::write(
+            dir.path().join("base/erdma.rhai"),
+            crate::builtins::PROFILE_BASES[0]
+                .1
+                .replace("\"erdma_*\"", "\"erdma_1*\""),
+        )
+        .unwrap();
+        let local = load_source("mine.rhai", &mine, Some(dir.path())).unwrap();
+        assert_eq!(local.devices.name_pattern, "erdma_1*");
     }
 
     #[test]

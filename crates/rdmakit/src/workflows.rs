@@ -5,28 +5,7 @@
 pub const BUILTIN_PREFIX: &str = "<built-in>";
 
 /// `(name, source)` of every built-in workflow.
-pub const BUILTIN: &[(&str, &str)] = &[
-    (
-        "erdma-ray-rdt",
-        include_str!("../../../scripts/workflows/erdma-ray-rdt.rhai"),
-    ),
-    (
-        "dranet-nccl-tests",
-        include_str!("../../../scripts/workflows/dranet-nccl-tests.rhai"),
-    ),
-    (
-        "nccl-tests",
-        include_str!("../../../scripts/workflows/nccl-tests.rhai"),
-    ),
-    (
-        "shared-device-raycluster",
-        include_str!("../../../scripts/workflows/shared-device-raycluster.rhai"),
-    ),
-    (
-        "vke-ib-pod",
-        include_str!("../../../scripts/workflows/vke-ib-pod.rhai"),
-    ),
-];
+pub const BUILTIN: &[(&str, &str)] = crate::builtins::WORKFLOWS;
 
 /// Looks a built-in workflow up by name (with or without `.rhai`).
 pub fn builtin(name: &str) -> Option<&'static str> {

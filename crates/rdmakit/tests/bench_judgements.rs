@@ -5,13 +5,9 @@
 
 mod common;
 
+use common::fixture;
 use rdmakit::host::RunOutcome;
 use rdmakit::report::Status;
-
-fn fixture(name: &str) -> String {
-    let dir = common::workspace().join("crates/probe/tests/fixtures");
-    std::fs::read_to_string(dir.join(name)).unwrap()
-}
 
 fn run(script: &str) -> RunOutcome {
     let out = tempfile::tempdir().unwrap();

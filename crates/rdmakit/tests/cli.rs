@@ -3,44 +3,16 @@
 
 mod common;
 
-use assert_cmd::Command;
+use common::cli::{Workflow, dry_run, fake_kubectl, rdmakit, run_plan};
 use predicates::prelude::*;
 
-fn rdmakit() -> Command {
-    let mut c = Command::cargo_bin("rdmakit").unwrap();
-    c.current_dir(common::workspace());
-    c
-}
-
-/// Writes a workflow script `name` into `dir`.
-fn workflow(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
-    let wf = dir.join(name);
-    std::fs::write(&wf, text).unwrap();
-    wf
-}
-
-/// Runs `plan` with bash, a fake `kubectl` (the bash `body`) first on PATH.
+/// Runs `plan` with bash, a fake `kubectl` (the bash `body`) in `dir` first on PATH.
 fn run_plan_with_fake_kubectl(
     dir: &std::path::Path,
     plan: &std::path::Path,
     body: &str,
 ) -> std::process::Output {
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("kubectl"), format!("#!/bin/bash\n{body}")).unwrap();
-    std::fs::set_permissions(
-        bin.join("kubectl"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    std::process::Command::new("bash")
-        .arg(plan)
-        .env(
-            "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        )
-        .output()
-        .unwrap()
+    run_plan(plan, &fake_kubectl(dir, &format!("#!/bin/bash\n{body}")))
 }
 
 #[test]
@@ -61,14 +33,7 @@ fn help_lists_commands_examples_and_exit_codes() {
 fn demo_invocation_writes_bundle_plan_and_report() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("erdma-ray-rdt");
-    rdmakit()
-        .args([
-            "run",
-            "scripts/workflows/erdma-ray-rdt.rhai",
-            "--dry-run",
-            "--out",
-        ])
-        .arg(&dir)
+    dry_run("scripts/workflows/erdma-ray-rdt.rhai", &dir)
         .assert()
         .success()
         .stdout(predicate::str::contains(
@@ -93,11 +58,7 @@ fn demo_invocation_writes_bundle_plan_and_report() {
 #[test]
 fn builtin_workflow_by_name() {
     let out = tempfile::tempdir().unwrap();
-    rdmakit()
-        .args(["run", "vke-ib-pod", "--dry-run", "--out"])
-        .arg(out.path())
-        .assert()
-        .success();
+    dry_run("vke-ib-pod", out.path()).assert().success();
     assert!(out.path().join("bundle/rdma-test-pod.yaml").is_file());
 }
 
@@ -105,11 +66,7 @@ fn builtin_workflow_by_name() {
 fn a_run_in_a_reused_out_dir_owns_only_what_it_writes() {
     let out = tempfile::tempdir().unwrap();
     let x = out.path().join("x");
-    rdmakit()
-        .args(["run", "erdma-ray-rdt", "--dry-run", "--out"])
-        .arg(&x)
-        .assert()
-        .success();
+    dry_run("erdma-ray-rdt", &x).assert().success();
     assert!(x.join("bundle/ray-cluster-erdma.yaml").is_file());
     // The user's own files beside rdmakit's, one of them a manifest the vke workflow's lint would FAIL
     // (a Ray head without num-gpus "0"), and an edit to a file the first run wrote.
@@ -121,9 +78,7 @@ fn a_run_in_a_reused_out_dir_owns_only_what_it_writes() {
     .unwrap();
     std::fs::write(x.join("bundle/Dockerfile"), "FROM mine\n").unwrap();
 
-    rdmakit()
-        .args(["run", "vke-ib-pod", "--dry-run", "--out"])
-        .arg(&x)
+    dry_run("vke-ib-pod", &x)
         .assert()
         .success()
         .stderr(predicate::str::contains("verdict: PLANNED"));
@@ -166,19 +121,12 @@ fn a_run_in_a_reused_out_dir_owns_only_what_it_writes() {
 
 #[test]
 fn a_dry_run_stopped_by_a_script_error_writes_a_plan_that_refuses_to_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let wf = workflow(
-        dir.path(),
+    let wf = Workflow::new(
         "half.rhai",
         "step(\"Deploy\");\nfs::write(\"pod.yaml\", \"apiVersion: v1\\nkind: Pod\\nmetadata: {name: p}\\n\");\nkube::apply(\"pod.yaml\");\nstep(\"Verify\");\nthrow \"the check broke\";\nstep(\"Cleanup\");\nkube::delete(\"pod.yaml\");\n",
     );
-    let out = dir.path().join("out");
-    let o = rdmakit()
-        .args(["run", "--dry-run", "--json", "--out"])
-        .arg(&out)
-        .arg(&wf)
-        .output()
-        .unwrap();
+    let out = wf.out();
+    let o = wf.dry_run().arg("--json").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(plan["complete"], false, "{plan}");
@@ -192,9 +140,9 @@ fn a_dry_run_stopped_by_a_script_error_writes_a_plan_that_refuses_to_run() {
     // plan.sh says so and exits before anything runs: a kubectl on PATH is never called.
     let sh = std::fs::read_to_string(out.join("plan.sh")).unwrap();
     assert!(sh.contains("# INCOMPLETE PLAN"), "{sh}");
-    let called = dir.path().join("kubectl-called");
+    let called = wf.dir.path().join("kubectl-called");
     let r = run_plan_with_fake_kubectl(
-        dir.path(),
+        wf.dir.path(),
         &out.join("plan.sh"),
         &format!("touch {}\n", called.display()),
     );
@@ -205,10 +153,7 @@ fn a_dry_run_stopped_by_a_script_error_writes_a_plan_that_refuses_to_run() {
     assert!(!called.exists(), "plan.sh ran kubectl");
 
     // The human plan says it too.
-    rdmakit()
-        .args(["run", "--dry-run", "--out"])
-        .arg(&out)
-        .arg(&wf)
+    wf.dry_run()
         .assert()
         .code(2)
         .stdout(predicate::str::contains("INCOMPLETE: stopped at an error"));
@@ -216,32 +161,22 @@ fn a_dry_run_stopped_by_a_script_error_writes_a_plan_that_refuses_to_run() {
 
 #[test]
 fn a_workflow_reads_its_folder_and_the_files_named_on_the_command_line_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let wf_dir = dir.path().join("wf");
-    std::fs::create_dir(&wf_dir).unwrap();
-    std::fs::write(wf_dir.join("beside.txt"), "beside").unwrap();
-    let input = dir.path().join("input.txt");
-    std::fs::write(&input, "input").unwrap();
-    let wf = wf_dir.join("r.rhai");
-    std::fs::write(
-        &wf,
+    // The script in its own folder, the input and the out dir outside it.
+    let wf = Workflow::new(
+        "wf/r.rhai",
         "let a = fs::read(\"beside.txt\");\nlet b = fs::read(params::get(\"input\", \"/etc/passwd\"));\nreport::info(\"read\", a + \" \" + b);\n",
-    )
-    .unwrap();
-    rdmakit()
-        .args(["run", "--dry-run", "--out"])
-        .arg(dir.path().join("out"))
-        .arg(&wf)
+    );
+    std::fs::write(wf.dir.path().join("wf/beside.txt"), "beside").unwrap();
+    let input = wf.dir.path().join("input.txt");
+    std::fs::write(&input, "input").unwrap();
+    wf.dry_run()
         .arg("--set")
         .arg(format!("input={}", input.display()))
         .assert()
         .success();
-    let report = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    let report = std::fs::read_to_string(wf.out().join("report.md")).unwrap();
     assert!(report.contains("beside input"), "{report}");
-    rdmakit()
-        .args(["run", "--dry-run", "--out"])
-        .arg(dir.path().join("out"))
-        .arg(&wf)
+    wf.dry_run()
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
@@ -259,8 +194,7 @@ fn a_built_in_workflow_error_cites_the_built_in_text_not_a_local_path() {
         "// mine\n",
     )
     .unwrap();
-    let o = Command::cargo_bin("rdmakit")
-        .unwrap()
+    let o = rdmakit()
         .current_dir(dir.path())
         .args([
             "run",
@@ -291,25 +225,17 @@ fn a_built_in_workflow_error_cites_the_built_in_text_not_a_local_path() {
 
 #[test]
 fn plan_sh_waits_for_each_parallel_rank_and_stops_the_others_when_one_fails() {
-    let dir = tempfile::tempdir().unwrap();
-    let wf = workflow(
-        dir.path(),
+    let wf = Workflow::new(
         "ranks.rhai",
         "step(\"Ranks\");\nkube::exec_many([#{ pod: \"w-0\", command: [\"hang\"] }, #{ pod: \"w-1\", command: [\"crash\"] }]);\nstep(\"After\");\nkube::exec(\"w-0\", [\"after\"]);\n",
     );
-    let out = dir.path().join("out");
-    rdmakit()
-        .args(["run", "--dry-run", "--out"])
-        .arg(&out)
-        .arg(&wf)
-        .assert()
-        .success();
+    wf.dry_run().assert().success();
     // A kubectl whose `exec ... crash` fails at once and `exec ... hang` never ends.
-    let log = dir.path().join("kubectl.log");
+    let log = wf.dir.path().join("kubectl.log");
     let started = std::time::Instant::now();
     let r = run_plan_with_fake_kubectl(
-        dir.path(),
-        &out.join("plan.sh"),
+        wf.dir.path(),
+        &wf.out().join("plan.sh"),
         &format!(
             "echo \"$*\" >> {log}\ncase \"$*\" in\n  *crash*) exit 3 ;;\n  *hang*) exec sleep 30 ;;\nesac\n",
             log = log.display()
@@ -335,46 +261,28 @@ fn plan_sh_waits_for_each_parallel_rank_and_stops_the_others_when_one_fails() {
 #[test]
 fn namespaces_are_validated_and_every_kubectl_flag_stays_one_word() {
     // -n that is not a namespace name is a usage error before anything runs.
-    let dir = tempfile::tempdir().unwrap();
-    rdmakit()
-        .args(["run", "vke-ib-pod", "--dry-run", "-n", "ns $(id)", "--out"])
-        .arg(dir.path())
+    let wf = Workflow::new("ns.rhai", "kube::logs(\"p\", #{ namespace: \"a;b\" });\n");
+    dry_run("vke-ib-pod", wf.dir.path())
+        .args(["-n", "ns $(id)"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
             "\"ns $(id)\": not a namespace name",
         ));
     // A script's namespace option too.
-    let wf = dir.path().join("ns.rhai");
-    std::fs::write(&wf, "kube::logs(\"p\", #{ namespace: \"a;b\" });\n").unwrap();
-    rdmakit()
-        .args(["run", "--dry-run", "--out"])
-        .arg(dir.path().join("out"))
-        .arg(&wf)
+    wf.dry_run()
         .assert()
         .code(2)
         .stderr(predicate::str::contains("\"a;b\" is not a namespace name"));
     // A context with spaces and flags in its name, and an action's own namespace: quoted, one word each.
-    std::fs::write(
-        &wf,
+    wf.rewrite(
         "kube::wait_pods(\"k8s-app=dranet\", #{ namespace: \"kube-system\" });\nkube::list(\"Node\");\n",
-    )
-    .unwrap();
-    rdmakit()
-        .args([
-            "run",
-            "--dry-run",
-            "--context",
-            "prod -n evil",
-            "-n",
-            "ray",
-            "--out",
-        ])
-        .arg(dir.path().join("out"))
-        .arg(&wf)
+    );
+    wf.dry_run()
+        .args(["--context", "prod -n evil", "-n", "ray"])
         .assert()
         .success();
-    let sh = std::fs::read_to_string(dir.path().join("out/plan.sh")).unwrap();
+    let sh = std::fs::read_to_string(wf.out().join("plan.sh")).unwrap();
     assert!(
         sh.contains("kubectl --context 'prod -n evil' -n kube-system wait --for=condition=Ready"),
         "{sh}"
@@ -387,15 +295,8 @@ fn namespaces_are_validated_and_every_kubectl_flag_stays_one_word() {
 
 #[test]
 fn a_script_error_is_printed_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let wf = dir.path().join("e.rhai");
-    std::fs::write(&wf, "step(\"One\");\nthrow \"the one error\";\n").unwrap();
-    let o = rdmakit()
-        .args(["run", "--dry-run", "--out"])
-        .arg(dir.path().join("out"))
-        .arg(&wf)
-        .output()
-        .unwrap();
+    let wf = Workflow::new("e.rhai", "step(\"One\");\nthrow \"the one error\";\n");
+    let o = wf.dry_run().output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr.matches("the one error").count(), 1, "{stderr}");
@@ -416,19 +317,14 @@ fn unknown_workflow_is_an_input_error() {
 
 #[test]
 fn script_error_exits_2_with_file_and_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let wf = dir.path().join("broken.rhai");
-    std::fs::write(&wf, "step(\"One\");\nkube::apply(\"missing.yaml\");\n").unwrap();
-    rdmakit()
-        .args(["run", "--dry-run", "--out"])
-        .arg(dir.path().join("out"))
-        .arg(&wf)
-        .assert()
-        .code(2)
-        .stderr(
-            predicate::str::contains("broken.rhai:2:7")
-                .and(predicate::str::contains("during step: One")),
-        );
+    let wf = Workflow::new(
+        "broken.rhai",
+        "step(\"One\");\nkube::apply(\"missing.yaml\");\n",
+    );
+    wf.dry_run().assert().code(2).stderr(
+        predicate::str::contains("broken.rhai:2:7")
+            .and(predicate::str::contains("during step: One")),
+    );
 }
 
 #[test]
@@ -442,7 +338,9 @@ fn malformed_set_is_a_usage_error() {
 
 #[test]
 fn unknown_set_key_is_a_usage_error_naming_the_nearest_key() {
-    let dir = tempfile::tempdir().unwrap();
+    // A workflow that computes its keys is judged by what it read.
+    let wf = Workflow::new("dyn.rhai", "let k = \"al\" + \"pha\"; params::get(k, 1);\n");
+    let dir = &wf.dir;
     // A typo of a render value, dry-run and live alike (checked before connecting: no kubeconfig needed).
     for mode in [
         &["--dry-run"][..],
@@ -459,23 +357,13 @@ fn unknown_set_key_is_a_usage_error_naming_the_nearest_key() {
             ));
     }
     // A typo of a workflow parameter, read only in a branch (`skip_build`) or by the host (`keep`).
-    rdmakit()
-        .args([
-            "run",
-            "erdma-ray-rdt",
-            "--dry-run",
-            "--set",
-            "skip_biuld=true",
-            "--out",
-        ])
-        .arg(dir.path())
+    dry_run("erdma-ray-rdt", dir.path())
+        .args(["--set", "skip_biuld=true"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("did you mean \"skip_build\""));
     // Known keys: a render value, parameters read in branches and in the workflow text, `keep`.
-    rdmakit()
-        .args(["run", "erdma-ray-rdt", "--dry-run", "--out"])
-        .arg(dir.path())
+    dry_run("erdma-ray-rdt", dir.path())
         .args([
             "--set",
             "worker_replicas=2",
@@ -486,19 +374,12 @@ fn unknown_set_key_is_a_usage_error_naming_the_nearest_key() {
         ])
         .assert()
         .success();
-    // A workflow that computes its keys is judged by what it read.
-    let wf = dir.path().join("dyn.rhai");
-    std::fs::write(&wf, "let k = \"al\" + \"pha\"; params::get(k, 1);\n").unwrap();
-    rdmakit()
-        .args(["run", "--dry-run", "--set", "alpha=2", "--out"])
-        .arg(dir.path())
-        .arg(&wf)
+    dry_run(&wf.path, dir.path())
+        .args(["--set", "alpha=2"])
         .assert()
         .success();
-    rdmakit()
-        .args(["run", "--dry-run", "--set", "alpah=2", "--out"])
-        .arg(dir.path())
-        .arg(&wf)
+    dry_run(&wf.path, dir.path())
+        .args(["--set", "alpah=2"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("\"alpah\""));
@@ -557,7 +438,7 @@ fn profiles_lists_user_profiles_marked_with_where_they_come_from() {
     let given = wd.path().join("given.rhai");
     std::fs::write(&given, named("given-erdma")).unwrap();
     let run = |json: bool| {
-        let mut c = Command::cargo_bin("rdmakit").unwrap();
+        let mut c = rdmakit();
         c.current_dir(wd.path())
             .env("XDG_CONFIG_HOME", xdg.path())
             .args(["profiles", "--path"])
@@ -627,25 +508,37 @@ fn profiles_lists_user_profiles_marked_with_where_they_come_from() {
 
 #[test]
 fn doctor_reads_stdin_and_reports_findings_with_exit_1() {
-    let log = "worker-0:41:88 [0] misc/ibvwrap.cc:130 NCCL WARN Call to ibv_create_qp failed with error Unknown error -12\n";
-    rdmakit()
-        .args(["doctor", "-"])
-        .write_stdin(log)
-        .assert()
-        .code(1)
-        .stdout(predicate::str::contains("LimitMEMLOCK"));
-    rdmakit()
-        .args(["doctor", "-"])
-        .write_stdin("all good\n")
-        .assert()
-        .success();
-    // Only positive findings (RDMA in use): reported, exit 0.
-    rdmakit()
-        .args(["doctor", "-"])
-        .write_stdin("worker-1:55:90 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("erdma_0"));
+    // (case, log on stdin, exit code, what stdout names)
+    for (case, log, code, names) in [
+        (
+            "a finding",
+            "worker-0:41:88 [0] misc/ibvwrap.cc:130 NCCL WARN Call to ibv_create_qp failed with error Unknown error -12\n",
+            1,
+            "LimitMEMLOCK",
+        ),
+        ("nothing found", "all good\n", 0, ""),
+        // Only positive findings (RDMA in use): reported, exit 0.
+        (
+            "only positive findings",
+            "worker-1:55:90 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n",
+            0,
+            "erdma_0",
+        ),
+    ] {
+        let o = rdmakit()
+            .args(["doctor", "-"])
+            .write_stdin(log)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{case}: {stdout}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(stdout.contains(names), "{case}: {names:?} not in {stdout}");
+    }
 }
 
 #[test]

@@ -9,14 +9,16 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use assert_cmd::Command;
+use common::cli::{rdmakit, rdmakit_process};
 use predicates::prelude::*;
 use serde_json::Value;
 
-fn rdmakit() -> Command {
-    let mut c = Command::cargo_bin("rdmakit").unwrap();
-    c.current_dir(common::workspace());
-    c.timeout(Duration::from_secs(120));
-    c
+/// One iteration of 2 MiB on the host backend (no GPU).
+const SMALL_HOST_RUN: [&str; 6] = ["--backend", "host", "--size", "2MiB", "--iters", "1"];
+
+/// Runs `c`, which must succeed; what it printed.
+fn stdout_of(c: &mut Command) -> Vec<u8> {
+    c.assert().success().get_output().stdout.clone()
 }
 
 fn results(stdout: &[u8]) -> Vec<Value> {
@@ -25,14 +27,11 @@ fn results(stdout: &[u8]) -> Vec<Value> {
 
 #[test]
 fn stage_in_process_reports_the_pinned_peer_beside_ours() {
-    let out = rdmakit()
-        .args(["bench", "stage", "--backend", "host", "--size", "3MiB"])
-        .args(["--chunk", "1MiB", "--slots", "2", "--iters", "2", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(
+        rdmakit()
+            .args(["bench", "stage", "--backend", "host", "--size", "3MiB"])
+            .args(["--chunk", "1MiB", "--slots", "2", "--iters", "2", "--json"]),
+    );
     let r = results(&out);
     let names: Vec<_> = r.iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["pinned_d2h", "inprocess"]);
@@ -45,24 +44,21 @@ fn stage_in_process_reports_the_pinned_peer_beside_ours() {
 
 #[test]
 fn stage_tcp_both_ends_in_one_process_verify() {
-    let out = rdmakit()
-        .args(["bench", "stage", "--transport", "tcp", "--backend", "host"])
-        .args([
-            "--size",
-            "5MiB",
-            "--chunk",
-            "1MiB",
-            "--connections",
-            "3",
-            "--iters",
-            "1",
-        ])
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(
+        rdmakit()
+            .args(["bench", "stage", "--transport", "tcp", "--backend", "host"])
+            .args([
+                "--size",
+                "5MiB",
+                "--chunk",
+                "1MiB",
+                "--connections",
+                "3",
+                "--iters",
+                "1",
+            ])
+            .arg("--json"),
+    );
     let r = results(&out);
     assert_eq!(r.len(), 2);
     assert_eq!(r[0]["name"], "tcp");
@@ -83,7 +79,7 @@ fn start_server(transport: &str) -> (std::process::Child, String) {
         .unwrap()
         .port();
     let listen = format!("127.0.0.1:{port}");
-    let mut server = std::process::Command::new(assert_cmd::cargo::cargo_bin("rdmakit"))
+    let mut server = rdmakit_process()
         .args([
             "bench",
             "stage",
@@ -92,16 +88,8 @@ fn start_server(transport: &str) -> (std::process::Child, String) {
             "--role",
             "server",
         ])
-        .args([
-            "--backend",
-            "host",
-            "--size",
-            "2MiB",
-            "--iters",
-            "1",
-            "--json",
-        ])
-        .args(["--listen", &listen])
+        .args(SMALL_HOST_RUN)
+        .args(["--json", "--listen", &listen])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -118,23 +106,12 @@ fn start_server(transport: &str) -> (std::process::Child, String) {
 #[test]
 fn stage_tcp_server_and_client_as_two_processes() {
     let (server, listen) = start_server("tcp");
-    let client = rdmakit()
-        .args(["bench", "stage", "--transport", "tcp", "--role", "client"])
-        .args([
-            "--backend",
-            "host",
-            "--size",
-            "2MiB",
-            "--iters",
-            "1",
-            "--json",
-        ])
-        .args(["--connect", &listen])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let client = stdout_of(
+        rdmakit()
+            .args(["bench", "stage", "--transport", "tcp", "--role", "client"])
+            .args(SMALL_HOST_RUN)
+            .args(["--json", "--connect", &listen]),
+    );
     let server = server.wait_with_output().unwrap();
     assert!(server.status.success());
     let (c, s) = (results(&client), results(&server.stdout));
@@ -226,23 +203,12 @@ fn stage_rdma_on_a_missing_device_fails_fast_naming_it() {
 
 #[test]
 fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
-    let out = rdmakit()
-        .args([
-            "bench",
-            "pinned",
-            "--backend",
-            "host",
-            "--size",
-            "2MiB",
-            "--iters",
-            "1",
-        ])
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(
+        rdmakit()
+            .args(["bench", "pinned"])
+            .args(SMALL_HOST_RUN)
+            .arg("--json"),
+    );
     let names: Vec<_> = results(&out)
         .iter()
         .map(|x| x["name"].as_str().unwrap().to_owned())
@@ -250,7 +216,7 @@ fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
     assert_eq!(names, ["pinned_d2h", "pinned_h2d"]);
 
     // `rdmakit ... | head -c1`: the reader leaves early; no panic message on stderr.
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("rdmakit"))
+    let mut child = rdmakit_process()
         .args([
             "bench",
             "pinned",
@@ -279,8 +245,9 @@ fn pinned_both_directions_and_a_closed_pipe_is_quiet() {
 /// `bench stage` in process on the host backend, 2 MiB in 1 MiB chunks, one iteration.
 fn small_host_stage() -> Command {
     let mut c = rdmakit();
-    c.args(["bench", "stage", "--backend", "host", "--size", "2MiB"])
-        .args(["--chunk", "1MiB", "--iters", "1"]);
+    c.args(["bench", "stage"])
+        .args(SMALL_HOST_RUN)
+        .args(["--chunk", "1MiB"]);
     c
 }
 

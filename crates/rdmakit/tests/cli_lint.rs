@@ -7,14 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use assert_cmd::Command;
+use common::cli::rdmakit;
 use serde_json::Value;
-
-fn rdmakit() -> Command {
-    let mut c = Command::cargo_bin("rdmakit").unwrap();
-    c.current_dir(common::workspace());
-    c
-}
 
 /// Runs `rdmakit args...`; returns (exit code, stdout, stderr).
 fn run(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {

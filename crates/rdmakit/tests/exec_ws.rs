@@ -5,10 +5,13 @@
 //! command that never ends.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::fake_api::{self, Reply, Seen};
 use futures::{SinkExt, StreamExt};
 use rdmakit::cancel::Cancel;
 use rdmakit::error::ExecError;
@@ -32,22 +35,6 @@ struct Node {
     ranks: Vec<(String, String)>,
     /// Kills of such ranks: (pod, token).
     killed: Vec<(String, String)>,
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
-            i += 3;
-        } else {
-            out.push(if b[i] == b'+' { b' ' } else { b[i] });
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
 }
 
 /// The argv as the workflow gave it: without exec_many's rank wrapper (`sh -c WRAPPER TOKEN`).
@@ -98,14 +85,7 @@ async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
         (n.no_status, n.cp_keep)
     };
     let success = || (!no_status).then(success);
-    let argv: Vec<String> = uri
-        .split_once('?')
-        .map(|(_, q)| q)
-        .unwrap_or("")
-        .split('&')
-        .filter_map(|kv| kv.strip_prefix("command="))
-        .map(decode)
-        .collect();
+    let argv = fake_api::query_values(&uri, "command");
     // `env K=V cmd...` as the executor sends it.
     let mut cmd: Vec<&str> = argv
         .iter()
@@ -226,31 +206,26 @@ struct Fake {
     node: Arc<Mutex<Node>>,
 }
 
+/// The fake API server on a port: exec sessions on `node`, nothing else served.
 fn fake() -> Fake {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let node = Arc::new(Mutex::new(Node::default()));
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let node2 = node.clone();
-    rt.spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(session(stream, node2.clone()));
-        }
-    });
-    let mut config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
-    config.default_namespace = "ray".into();
-    let client = {
-        let _g = rt.enter();
-        kube::Client::try_from(config).unwrap()
-    };
-    let exec = KubeExecutor::new(client, rt.handle().clone(), Cancel::new());
-    Fake { rt, exec, node }
+    let on_node = node.clone();
+    let api = fake_api::on_port_with_exec(
+        Box::new(|s: &Seen| {
+            Some(Reply::status(
+                404,
+                "NotFound",
+                &format!("fake: no {}", s.uri),
+            ))
+        }),
+        Arc::new(move |stream| Box::pin(session(stream, on_node.clone()))),
+    );
+    let exec = KubeExecutor::new(api.client("ray"), api.rt.handle().clone(), Cancel::new());
+    Fake {
+        rt: api.rt,
+        exec,
+        node,
+    }
 }
 
 fn spec(pod: &str, argv: &[&str]) -> ExecSpec {

@@ -1,28 +1,22 @@
 //! The kube executor against a tower-test mock API server (the pattern kube-rs uses in its own tests):
 //! apply, discovery, a pod turning Ready, exec's request, rejections with the server's message, timeouts,
-//! retries on transient errors and the registry-credentials merge.
+//! retries on transient errors and the registry-credentials merge; under the host, apply-if-absent and the
+//! permission pre-check. (The workflows against the same fake: workflows_mock.rs.)
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
+
+mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
-use kube::client::Body;
+use common::fake_api::{self, Seen, resource_list, status};
 use rdmakit::cancel::Cancel;
 use rdmakit::error::ExecError;
-use rdmakit::exec::kube::{KubeExecutor, RetryPolicy};
+use rdmakit::exec::kube::KubeExecutor;
 use rdmakit::exec::{ExecSpec, Executor, Manifest, MergeSecretsSpec, WaitFor, WaitSpec};
 use serde_json::{Value, json};
 
-/// One request as the mock server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    uri: String,
-    content_type: String,
-    body: String,
-}
-
+/// Answers one request with (status code, JSON body); `None` never answers (a hung server).
 type Responder = Box<dyn FnMut(&Seen) -> Option<(u16, Value)> + Send>;
 
 struct Mock {
@@ -31,80 +25,45 @@ struct Mock {
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
-/// Starts a mock API server answering with `responder`; `None` means "never answer" (a hung server).
-fn mock(mut responder: Responder) -> Mock {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    rt.spawn(async move {
-        let mut handle = Box::pin(handle);
-        let mut parked = Vec::new();
-        while let Some((req, send)) = handle.as_mut().next_request().await {
-            let (parts, body) = req.into_parts();
-            let bytes = body.collect_bytes().await.unwrap_or_default();
-            let s = Seen {
-                method: parts.method.to_string(),
-                uri: parts.uri.to_string(),
-                content_type: parts
-                    .headers
-                    .get("content-type")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned(),
-                body: String::from_utf8_lossy(&bytes).into_owned(),
-            };
-            seen2.lock().unwrap().push(s.clone());
-            match responder(&s) {
-                Some((code, v)) => {
-                    let resp = Response::builder()
-                        .status(StatusCode::from_u16(code).unwrap())
-                        .header("content-type", "application/json")
-                        .body(Body::from(serde_json::to_vec(&v).unwrap()))
-                        .unwrap();
-                    send.send_response(resp);
-                }
-                None => parked.push(send),
-            }
-        }
-    });
-    let client = {
-        let _g = rt.enter();
-        kube::Client::new(svc, "default")
-    };
-    let exec = KubeExecutor::new(client, rt.handle().clone(), Cancel::new())
-        .with_retry(RetryPolicy {
-            attempts: 3,
-            base: Duration::from_millis(5),
-        })
-        .with_poll_interval(Duration::from_millis(20));
-    Mock { rt, exec, seen }
+impl Mock {
+    /// How many requests so far match `which`.
+    fn count(&self, which: impl Fn(&Seen) -> bool) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| which(s))
+            .count()
+    }
+}
+
+/// Starts the in-process fake API server answering with `responder`, and the kube executor on it.
+fn mock(responder: Responder) -> Mock {
+    let api = fake_api::in_process(fake_api::json(responder));
+    let exec = api.executor(Cancel::new());
+    Mock {
+        rt: api.rt,
+        exec,
+        seen: api.seen,
+    }
 }
 
 fn core_v1_resources() -> Value {
-    json!({
-        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
-        "resources": [
+    resource_list(
+        "v1",
+        json!([
             {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod", "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
             {"name": "pods/exec", "singularName": "", "namespaced": true, "kind": "PodExecOptions", "verbs": ["create", "get"]},
             {"name": "secrets", "singularName": "secret", "namespaced": true, "kind": "Secret", "verbs": ["create", "delete", "get", "list", "patch"]}
-        ]
-    })
+        ]),
+    )
 }
 
 fn ray_resources() -> Value {
-    json!({
-        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "ray.io/v1",
-        "resources": [{"name": "rayclusters", "singularName": "raycluster", "namespaced": true, "kind": "RayCluster", "verbs": ["create", "delete", "get", "list", "patch", "watch"]}]
-    })
-}
-
-fn status(code: u16, reason: &str, message: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code})
+    resource_list(
+        "ray.io/v1",
+        json!([{"name": "rayclusters", "singularName": "raycluster", "namespaced": true, "kind": "RayCluster", "verbs": ["create", "delete", "get", "list", "patch", "watch"]}]),
+    )
 }
 
 /// Discovery answers; every other request is refused with 403 and `message`.
@@ -236,15 +195,7 @@ fn rejected_apply_surfaces_the_servers_message_422_and_409() {
         assert!(text.contains("RayCluster/ray-erdma-cluster"), "{text}");
         assert!(err.is_cluster_error());
         // Only one PATCH: 4xx rejections are not retried.
-        assert_eq!(
-            m.seen
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|s| s.method == "PATCH")
-                .count(),
-            1
-        );
+        assert_eq!(m.count(|s| s.method == "PATCH"), 1);
     }
 }
 
@@ -323,13 +274,7 @@ fn wait_sees_a_pod_turn_ready() {
     let out = m.exec.wait(&spec).unwrap();
     assert_eq!(out["state"], "1/1 pods Ready (want 1)");
     assert_eq!(out["names"][0], "buildkitd-0");
-    let lists = m
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.uri.contains("pods?"))
-        .count();
+    let lists = m.count(|s| s.uri.contains("pods?"));
     assert!(lists >= 3, "polled {lists} times");
 }
 
@@ -373,13 +318,7 @@ fn a_wait_fails_at_once_on_a_403_and_keeps_the_last_error_on_a_timeout() {
         matches!(&err, ExecError::Rejected { code: 403, message, .. } if message.contains("cannot list")),
         "{err:?}"
     );
-    let lists = m
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.uri.contains("pods?"))
-        .count();
+    let lists = m.count(|s| s.uri.contains("pods?"));
     assert_eq!(lists, 1, "a 403 is asked once");
     // A server that first fails (a retried 503) and then hangs: the timeout names the last error.
     let m = mock(Box::new(|s: &Seen| match s.uri.as_str() {
@@ -449,16 +388,7 @@ fn transient_errors_are_retried_with_backoff() {
             .unwrap();
         // Backoff 5 ms then 10 ms.
         assert!(started.elapsed() >= Duration::from_millis(15));
-        assert_eq!(
-            m.seen
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|s| s.method == "PATCH")
-                .count(),
-            3,
-            "{code}"
-        );
+        assert_eq!(m.count(|s| s.method == "PATCH"), 3, "{code}");
     }
 }
 
@@ -483,15 +413,7 @@ fn transient_errors_give_up_after_the_retry_budget_with_the_servers_message() {
             .contains("(503 ServiceUnavailable): etcd leader changed"),
         "{err}"
     );
-    assert_eq!(
-        m.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| s.method == "PATCH")
-            .count(),
-        3
-    );
+    assert_eq!(m.count(|s| s.method == "PATCH"), 3);
 }
 
 #[test]
@@ -720,30 +642,9 @@ fn merge_refuses_a_secret_of_the_wrong_type() {
 #[test]
 fn cancellation_stops_a_wait() {
     let cancel = Cancel::new();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    rt.spawn(async move {
-        let mut handle = Box::pin(handle);
-        while let Some((_req, send)) = handle.as_mut().next_request().await {
-            let body = serde_json::to_vec(&core_v1_resources()).unwrap();
-            send.send_response(
-                Response::builder()
-                    .status(200)
-                    .body(Body::from(body))
-                    .unwrap(),
-            );
-        }
-    });
-    let client = {
-        let _g = rt.enter();
-        kube::Client::new(svc, "default")
-    };
-    let exec = KubeExecutor::new(client, rt.handle().clone(), cancel.clone())
-        .with_poll_interval(Duration::from_millis(20));
+    // Discovery's answer to every request: the pod never shows up.
+    let api = fake_api::in_process(fake_api::json(|_: &Seen| Some((200, core_v1_resources()))));
+    let exec = api.executor(cancel.clone());
     let c2 = cancel.clone();
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
@@ -760,209 +661,6 @@ fn cancellation_stops_a_wait() {
     };
     let err = exec.wait(&spec).unwrap_err();
     assert!(matches!(err, ExecError::Cancelled { .. }), "{err:?}");
-}
-
-/// The kube executor with `exec` answered from a script of canned outputs: a tower-test mock cannot
-/// complete the websocket upgrade exec needs (its request is tested above), everything else goes to
-/// the mock API server.
-#[derive(Debug)]
-struct CannedExec {
-    inner: KubeExecutor,
-    answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput,
-}
-
-impl Executor for CannedExec {
-    fn is_dry_run(&self) -> bool {
-        false
-    }
-    fn has_api(&self, v: &str, k: &str, t: Duration) -> Result<bool, ExecError> {
-        self.inner.has_api(v, k, t)
-    }
-    fn apply(&self, m: &Manifest, t: Duration) -> Result<Vec<rdmakit::exec::ObjRef>, ExecError> {
-        self.inner.apply(m, t)
-    }
-    fn delete(&self, m: &Manifest, t: Duration) -> Result<Vec<rdmakit::exec::ObjRef>, ExecError> {
-        self.inner.delete(m, t)
-    }
-    fn wait(&self, s: &WaitSpec) -> Result<Value, ExecError> {
-        self.inner.wait(s)
-    }
-    fn exec(&self, s: &ExecSpec) -> Result<rdmakit::exec::ExecOutput, ExecError> {
-        Ok((self.answer)(s))
-    }
-    fn exec_many(&self, s: &[ExecSpec]) -> Result<Vec<rdmakit::exec::ExecOutput>, ExecError> {
-        Ok(s.iter().map(self.answer).collect())
-    }
-    fn get_field(&self, s: &rdmakit::exec::FieldSpec) -> Result<String, ExecError> {
-        self.inner.get_field(s)
-    }
-    fn copy_to(&self, s: &rdmakit::exec::CopySpec) -> Result<(), ExecError> {
-        self.inner.copy_to(s)
-    }
-    fn logs(&self, s: &rdmakit::exec::LogSpec) -> Result<String, ExecError> {
-        self.inner.logs(s)
-    }
-    fn list(&self, s: &rdmakit::exec::ListSpec) -> Result<Vec<Value>, ExecError> {
-        self.inner.list(s)
-    }
-    fn merge_registry_secrets(
-        &self,
-        s: &MergeSecretsSpec,
-    ) -> Result<rdmakit::exec::MergeSummary, ExecError> {
-        self.inner.merge_registry_secrets(s)
-    }
-}
-
-/// A VKE InfiniBand cluster as the mock API server: one labelled node with the RDMA resource, and a
-/// pod that is Ready as soon as it is applied.
-fn vke_cluster(s: &Seen) -> Option<(u16, Value)> {
-    vke_cluster_at(s, "v1.24.15-vke.12")
-}
-
-/// The same cluster with nodes on kubelet `version`.
-fn vke_cluster_at(s: &Seen, version: &str) -> Option<(u16, Value)> {
-    let path = s.uri.split('?').next().unwrap_or("");
-    let mut core = core_v1_resources();
-    core["resources"].as_array_mut().unwrap().push(json!(
-        {"name": "nodes", "singularName": "node", "namespaced": false, "kind": "Node", "verbs": ["get", "list"]}
-    ));
-    Some(match (s.method.as_str(), path) {
-        ("GET", "/api/v1") => (200, core),
-        ("GET", "/api/v1/nodes") => (
-            200,
-            json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [{
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": "vke-node-1", "labels": {"vke.node.rdma.mode": "ib-shared"}},
-                "status": {"capacity": {"nvidia.com/gpu": "8", "vke.volcengine.com/infiniband-rdma": "1"},
-                           "nodeInfo": {"kubeletVersion": version}}
-            }]}),
-        ),
-        ("PATCH", "/api/v1/namespaces/default/pods/rdma-test")
-        | ("GET", "/api/v1/namespaces/default/pods/rdma-test")
-        | ("DELETE", "/api/v1/namespaces/default/pods/rdma-test") => (200, pod("rdma-test", true)),
-        ("GET", "/api/v1/namespaces/default/pods") => (200, pod_list(vec![pod("rdma-test", true)])),
-        _ => (
-            404,
-            status(404, "NotFound", &format!("mock: no {} {}", s.method, s.uri)),
-        ),
-    })
-}
-
-fn run_vke_workflow(
-    answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput,
-) -> (rdmakit::host::RunOutcome, Vec<Seen>) {
-    run_vke_workflow_on(Box::new(vke_cluster), answer)
-}
-
-fn run_vke_workflow_on(
-    cluster: Responder,
-    answer: fn(&ExecSpec) -> rdmakit::exec::ExecOutput,
-) -> (rdmakit::host::RunOutcome, Vec<Seen>) {
-    let Mock { rt, exec, seen } = mock(cluster);
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let src = std::fs::read_to_string(root.join("scripts/workflows/vke-ib-pod.rhai")).unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let mut cfg = rdmakit::host::HostConfig::new(out.path());
-    cfg.lib_dirs = vec![root.join("scripts/lib")];
-    let exec = Arc::new(CannedExec {
-        inner: exec,
-        answer,
-    });
-    let host = rdmakit::host::Host::new(exec, cfg, Cancel::new(), "vke-ib-pod.rhai");
-    let outcome = host.run("scripts/workflows/vke-ib-pod.rhai", &src);
-    let seen = seen.lock().unwrap().clone();
-    drop(rt);
-    (outcome, seen)
-}
-
-fn output(stdout: &str) -> rdmakit::exec::ExecOutput {
-    rdmakit::exec::ExecOutput {
-        stdout: stdout.to_owned(),
-        stderr: String::new(),
-        code: 0,
-        ..Default::default()
-    }
-}
-
-#[test]
-fn vke_ib_pod_workflow_runs_against_the_mock_and_passes_on_a_healthy_pod() {
-    let (outcome, seen) = run_vke_workflow(|_| {
-        output(
-            "unlimited\nrdma_cm\nuverbs0\nmlx5_0\n\
-             shm on /dev/shm type tmpfs (rw)\n\
-             tmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n",
-        )
-    });
-    assert!(
-        outcome.error.is_none(),
-        "{}",
-        outcome.error.map(|e| e.to_string()).unwrap_or_default()
-    );
-    assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Pass);
-    // The pod went through server-side apply and was deleted at the end.
-    let apply = seen
-        .iter()
-        .find(|s| s.method == "PATCH" && s.uri.contains("/pods/rdma-test"))
-        .expect("pod applied");
-    assert!(apply.uri.contains("fieldManager=rdmakit"), "{}", apply.uri);
-    assert!(apply.body.contains("vke.volcengine.com/infiniband-rdma"));
-    assert!(
-        seen.iter()
-            .any(|s| s.method == "DELETE" && s.uri.contains("/pods/rdma-test"))
-    );
-}
-
-#[test]
-fn vke_ib_pod_workflow_fails_with_the_fix_when_memlock_is_limited() {
-    let (outcome, _) = run_vke_workflow(|_| {
-        output(
-            "64\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n",
-        )
-    });
-    assert!(outcome.error.is_none());
-    assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Fail);
-    let md = outcome.report.to_markdown();
-    assert!(md.contains("LimitMEMLOCK"), "{md}");
-}
-
-const HEALTHY_VKE_POD: &str = "unlimited\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n";
-
-#[test]
-fn vke_ib_pod_workflow_fails_on_a_kubernetes_build_without_rdma_support() {
-    for (version, ok) in [
-        ("v1.24.10-vke.30", false),
-        ("v1.24.15-vke.11", false),
-        ("v1.20.15-vke.18", true),
-        ("v1.22.3-vke.5", false),
-        ("v1.28.2-vke.1", true),
-    ] {
-        let (outcome, _) =
-            run_vke_workflow_on(Box::new(move |s: &Seen| vke_cluster_at(s, version)), |_| {
-                output(HEALTHY_VKE_POD)
-            });
-        assert!(outcome.error.is_none(), "{version}");
-        let check = outcome
-            .report
-            .checks
-            .iter()
-            .find(|c| c.name == "RDMA nodes run a VKE Kubernetes build that supports RDMA")
-            .unwrap();
-        assert_eq!(
-            check.status == rdmakit::report::Status::Pass,
-            ok,
-            "{version}: {}",
-            check.detail
-        );
-        if !ok {
-            assert!(check.detail.contains(version), "{}", check.detail);
-            assert!(
-                check.detail.contains("v1.24.15-vke.12+"),
-                "{}",
-                check.detail
-            );
-            assert_eq!(outcome.verdict(), rdmakit::report::Verdict::Fail);
-        }
-    }
 }
 
 /// A Secret that is already in the cluster (someone else's) and a Pod that is not.
@@ -992,14 +690,12 @@ fn if_absent_cluster() -> Responder {
 fn run_if_absent(script: &str) -> (rdmakit::host::RunOutcome, Vec<Seen>) {
     let Mock { rt, exec, seen } = mock(if_absent_cluster());
     let out = tempfile::tempdir().unwrap();
-    let host = rdmakit::host::Host::new(
+    let prelude = "fs::write(\"both.yaml\", \"apiVersion: v1\\nkind: Secret\\nmetadata: {name: shared}\\n---\\napiVersion: v1\\nkind: Pod\\nmetadata: {name: mine}\\nspec: {containers: [{name: c, image: busybox}]}\\n\");\n";
+    let outcome = common::run_t(
         Arc::new(exec),
         rdmakit::host::HostConfig::new(out.path()),
-        Cancel::new(),
-        "t.rhai",
+        &format!("{prelude}{script}"),
     );
-    let prelude = "fs::write(\"both.yaml\", \"apiVersion: v1\\nkind: Secret\\nmetadata: {name: shared}\\n---\\napiVersion: v1\\nkind: Pod\\nmetadata: {name: mine}\\nspec: {containers: [{name: c, image: busybox}]}\\n\");\n";
-    let outcome = host.run("t.rhai", &format!("{prelude}{script}"));
     let seen = seen.lock().unwrap().clone();
     drop(rt);
     (outcome, seen)
@@ -1067,14 +763,9 @@ fn a_permission_pre_check_names_what_the_credentials_lack_before_the_first_chang
     }));
     let seen = m.seen.clone();
     let out = tempfile::tempdir().unwrap();
-    let host = rdmakit::host::Host::new(
+    let o = common::run_t(
         Arc::new(m.exec),
         rdmakit::host::HostConfig::new(out.path()),
-        Cancel::new(),
-        "t.rhai",
-    );
-    let o = host.run(
-        "t.rhai",
         "fs::write(\"s.yaml\", \"apiVersion: v1\\nkind: Secret\\nmetadata: {name: s}\\n\");\nstep(\"Apply\");\nkube::apply(\"s.yaml\");\n",
     );
     let e = o.error.expect("refused up front");

@@ -3,11 +3,19 @@
 
 mod common;
 
-use rdmakit::host::Limits;
+use std::sync::Arc;
 
-fn run(script: &str) -> rdmakit::host::RunOutcome {
+use rdmakit::exec::dry::DryRunExecutor;
+use rdmakit::host::{HostConfig, Limits, RunOutcome};
+
+fn run(script: &str) -> RunOutcome {
+    run_limited(script, None)
+}
+
+/// Runs `script` in dry-run as scripts/workflows/t.rhai under `limits` (the defaults when `None`).
+fn run_limited(script: &str, limits: Option<Limits>) -> RunOutcome {
     let out = tempfile::tempdir().unwrap();
-    common::dry_run("t", script, out.path(), &[], None).0
+    common::dry_run("t", script, out.path(), &[], limits).0
 }
 
 #[test]
@@ -84,21 +92,13 @@ fn missing_module_is_an_error() {
 
 #[test]
 fn infinite_loop_hits_the_operation_limit() {
-    let out = tempfile::tempdir().unwrap();
     let limits = Limits {
         max_operations: 10_000,
         ..Limits::default()
     };
-    let e = common::dry_run(
-        "t",
-        "let i = 0; loop { i += 1; }",
-        out.path(),
-        &[],
-        Some(limits),
-    )
-    .0
-    .error
-    .expect("stopped");
+    let e = run_limited("let i = 0; loop { i += 1; }", Some(limits))
+        .error
+        .expect("stopped");
     assert!(e.limit, "{e:?}");
     assert!(
         e.message.to_lowercase().contains("too many operations"),
@@ -118,21 +118,13 @@ fn runaway_recursion_hits_the_call_depth_limit() {
 
 #[test]
 fn huge_strings_hit_the_size_limit() {
-    let out = tempfile::tempdir().unwrap();
     let limits = Limits {
         max_string_size: 1024,
         ..Limits::default()
     };
-    let e = common::dry_run(
-        "t",
-        "let s = \"x\"; loop { s += s; }",
-        out.path(),
-        &[],
-        Some(limits),
-    )
-    .0
-    .error
-    .expect("stopped");
+    let e = run_limited("let s = \"x\"; loop { s += s; }", Some(limits))
+        .error
+        .expect("stopped");
     assert!(e.limit, "{e:?}");
 }
 
@@ -195,7 +187,7 @@ fn params_convert_to_the_default_type() {
 
 /// The dry-run executor, except that every wait times out (a cluster error).
 #[derive(Debug)]
-struct WaitsTimeOut(rdmakit::exec::dry::DryRunExecutor);
+struct WaitsTimeOut(DryRunExecutor);
 
 mod waits_time_out {
     use super::WaitsTimeOut;
@@ -248,18 +240,25 @@ mod waits_time_out {
     }
 }
 
-fn run_live(script: &str) -> rdmakit::host::RunOutcome {
+/// Runs `script` as `t.rhai` on the dry-run executor, writing into a fresh out dir.
+fn run_t_dry(script: &str, cfg: impl FnOnce(&mut HostConfig)) -> RunOutcome {
     let out = tempfile::tempdir().unwrap();
-    let exec = std::sync::Arc::new(WaitsTimeOut(rdmakit::exec::dry::DryRunExecutor::new(
-        "t.rhai", None, None,
-    )));
-    let host = rdmakit::host::Host::new(
-        exec,
-        rdmakit::host::HostConfig::new(out.path()),
-        rdmakit::cancel::Cancel::new(),
-        "t.rhai",
-    );
-    host.run("t.rhai", script)
+    let mut config = HostConfig::new(out.path());
+    cfg(&mut config);
+    common::run_t(Arc::new(dry()), config, script)
+}
+
+fn dry() -> DryRunExecutor {
+    DryRunExecutor::new("t.rhai", None, None)
+}
+
+fn run_live(script: &str) -> RunOutcome {
+    let out = tempfile::tempdir().unwrap();
+    common::run_t(
+        Arc::new(WaitsTimeOut(dry())),
+        HostConfig::new(out.path()),
+        script,
+    )
 }
 
 #[test]
@@ -290,20 +289,6 @@ fn cluster_errors_are_told_apart_by_type_not_by_a_message_prefix() {
     assert!(e.cluster, "{e:?}");
 }
 
-fn run_reading(
-    script: &str,
-    cfg: impl FnOnce(&mut rdmakit::host::HostConfig),
-) -> rdmakit::host::RunOutcome {
-    let out = tempfile::tempdir().unwrap();
-    let dry = std::sync::Arc::new(rdmakit::exec::dry::DryRunExecutor::new(
-        "t.rhai", None, None,
-    ));
-    let mut config = rdmakit::host::HostConfig::new(out.path());
-    cfg(&mut config);
-    let host = rdmakit::host::Host::new(dry, config, rdmakit::cancel::Cancel::new(), "t.rhai");
-    host.run("t.rhai", script)
-}
-
 #[test]
 fn fs_read_is_confined_to_the_out_dir_the_workflow_folder_and_named_files() {
     let wf = tempfile::tempdir().unwrap();
@@ -313,7 +298,7 @@ fn fs_read_is_confined_to_the_out_dir_the_workflow_folder_and_named_files() {
     let elsewhere = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(elsewhere.path(), "not yours").unwrap();
     let (wf_dir, named_path) = (wf.path().to_owned(), named.path().to_owned());
-    let allow = move |c: &mut rdmakit::host::HostConfig| {
+    let allow = move |c: &mut HostConfig| {
         c.read_dirs = vec![wf_dir.clone()];
         c.read_files = vec![named_path.clone()];
     };
@@ -328,7 +313,7 @@ fn fs_read_is_confined_to_the_out_dir_the_workflow_folder_and_named_files() {
         wf.path().join("data.txt").display().to_string(),
         named.path().display().to_string(),
     );
-    let o = run_reading(&script, allow.clone());
+    let o = run_t_dry(&script, allow.clone());
     assert!(o.error.is_none(), "{:?}", o.error);
 
     // Refused, naming the path and what is allowed: /etc/passwd, another file, `..` out of the out dir,
@@ -357,7 +342,7 @@ fn fs_read_is_confined_to_the_out_dir_the_workflow_folder_and_named_files() {
             "/etc/passwd".to_owned(),
         ),
     ] {
-        let e = run_reading(&script, allow.clone()).error.expect("refused");
+        let e = run_t_dry(&script, allow.clone()).error.expect("refused");
         assert!(
             e.message
                 .contains(&format!("{path:?} is outside what a workflow may read")),
@@ -375,19 +360,13 @@ fn fs_read_is_confined_to_the_out_dir_the_workflow_folder_and_named_files() {
     }
     let out = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink("/etc/passwd", out.path().join("link")).unwrap();
-    let dry = std::sync::Arc::new(rdmakit::exec::dry::DryRunExecutor::new(
-        "t.rhai", None, None,
-    ));
-    let host = rdmakit::host::Host::new(
-        dry,
-        rdmakit::host::HostConfig::new(out.path()),
-        rdmakit::cancel::Cancel::new(),
-        "t.rhai",
-    );
-    let e = host
-        .run("t.rhai", "fs::read(\"link\");")
-        .error
-        .expect("refused");
+    let e = common::run_t(
+        Arc::new(dry()),
+        HostConfig::new(out.path()),
+        "fs::read(\"link\");",
+    )
+    .error
+    .expect("refused");
     assert!(e.message.contains("\"link\" is outside"), "{}", e.message);
 }
 
@@ -429,43 +408,21 @@ fn a_failed_mpijob_ends_the_plans_wait_at_once() {
     );
     assert!(o.error.is_none(), "{:?}", o.error);
     let sh = plan.to_shell();
-    let bin = out.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    // The API server says the MPIJob Failed: the plan stops within one poll, not after 3600 s.
-    std::fs::write(
-        bin.join("kubectl"),
-        "#!/bin/bash\necho 'Created Running Failed'\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        bin.join("kubectl"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
     std::fs::write(out.path().join("plan.sh"), &sh).unwrap();
-    let run = || {
+    // A kubectl that reports the MPIJob's conditions as `said`.
+    let run = |said: &str| {
+        let bin = common::cli::fake_kubectl(out.path(), &format!("#!/bin/bash\necho '{said}'\n"));
         let started = std::time::Instant::now();
-        let r = std::process::Command::new("bash")
-            .arg(out.path().join("plan.sh"))
-            .env(
-                "PATH",
-                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-            )
-            .output()
-            .unwrap();
+        let r = common::cli::run_plan(&out.path().join("plan.sh"), &bin);
         (r, started.elapsed())
     };
-    let (r, took) = run();
+    // The API server says the MPIJob Failed: the plan stops within one poll, not after 3600 s.
+    let (r, took) = run("Created Running Failed");
     assert_eq!(r.status.code(), Some(1), "{sh}");
     assert!(String::from_utf8_lossy(&r.stderr).contains("mpijob/nccl Failed"));
     assert!(took < std::time::Duration::from_secs(5), "{took:?}");
     // Succeeded passes.
-    std::fs::write(
-        bin.join("kubectl"),
-        "#!/bin/bash\necho 'Created Running Succeeded'\n",
-    )
-    .unwrap();
-    let (r, _) = run();
+    let (r, _) = run("Created Running Succeeded");
     assert_eq!(
         r.status.code(),
         Some(0),

@@ -9,13 +9,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdmakit::cancel::Cancel;
+use common::fixture;
 use rdmakit::error::ExecError;
 use rdmakit::exec::{
     CopySpec, ExecOutput, ExecSpec, Executor, FieldSpec, ListSpec, LogSpec, Manifest,
     MergeSecretsSpec, MergeSummary, ObjRef, WaitSpec,
 };
-use rdmakit::host::{Host, HostConfig, RunOutcome};
+use rdmakit::host::RunOutcome;
 use rdmakit::report::Status;
 use serde_json::Value;
 
@@ -80,11 +80,9 @@ impl Executor for NoCluster {
 
 fn live(script: &str, allow_shell: bool) -> (RunOutcome, tempfile::TempDir) {
     let out = tempfile::tempdir().unwrap();
-    let mut cfg = HostConfig::new(out.path());
+    let mut cfg = common::host_config(out.path(), &[]);
     cfg.allow_shell = allow_shell;
-    cfg.lib_dirs = vec![common::workspace().join("scripts/lib")];
-    let host = Host::new(Arc::new(NoCluster), cfg, Cancel::new(), "t.rhai");
-    (host.run("t.rhai", script), out)
+    (common::run_t(Arc::new(NoCluster), cfg, script), out)
 }
 
 fn ok(r: &RunOutcome) {
@@ -101,15 +99,6 @@ fn check<'a>(r: &'a RunOutcome, name: &str) -> &'a rdmakit::report::Check {
         .iter()
         .find(|c| c.name == name)
         .unwrap_or_else(|| panic!("no check {name:?} in {:?}", r.report.checks))
-}
-
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(
-        common::workspace()
-            .join("crates/probe/tests/fixtures/logs")
-            .join(name),
-    )
-    .unwrap()
 }
 
 #[test]
@@ -204,8 +193,8 @@ fn bench_stage_is_planned_in_dry_run_and_rejects_bad_options() {
 
 #[test]
 fn bench_parses_nccl_tests_and_rdt_output_into_tables() {
-    let nccl = fixture("nccl-tests-erdma.log");
-    let rdt = fixture("rdt-demo-ok.log");
+    let nccl = fixture("logs/nccl-tests-erdma.log");
+    let rdt = fixture("logs/rdt-demo-ok.log");
     let out = tempfile::tempdir().unwrap();
     let (r, _) = common::dry_run(
         "b",
@@ -236,7 +225,7 @@ fn probe_judgements_for_scripts() {
         let f = probe::HostFacts::gather(&probe::ProbeOptions::new(&root)).unwrap();
         serde_json::to_string(&f).unwrap()
     };
-    let nccl_log = fixture("nccl-tcp-fallback.log");
+    let nccl_log = fixture("logs/nccl-tcp-fallback.log");
     let out = tempfile::tempdir().unwrap();
     let (r, _) = common::dry_run(
         "p",

@@ -7,12 +7,11 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use assert_cmd::Command;
-use rdmakit::cancel::Cancel;
+use common::cli::Workflow;
 use rdmakit::error::ExecError;
 use rdmakit::exec::dry::DryRunExecutor;
 use rdmakit::exec::*;
-use rdmakit::host::{Host, HostConfig};
+use rdmakit::host::HostConfig;
 use rdmakit::secrets::SecretText;
 use serde_json::{Value, json};
 
@@ -48,15 +47,10 @@ kube::apply_secret("registry-login", #{ password: pw, user: "me" });
 
 #[test]
 fn a_dry_run_plans_secrets_through_the_environment_and_writes_them_nowhere() {
-    let dir = tempfile::tempdir().unwrap();
-    let wf = dir.path().join("s.rhai");
-    std::fs::write(&wf, WORKFLOW).unwrap();
-    let out = dir.path().join("out");
-    let o = Command::cargo_bin("rdmakit")
-        .unwrap()
-        .args(["run", "--dry-run", "--out"])
-        .arg(&out)
-        .arg(&wf)
+    let wf = Workflow::new("s.rhai", WORKFLOW);
+    let out = wf.out();
+    let o = wf
+        .dry_run()
         .arg("--set-secret")
         .arg(format!("registry_password={PW}"))
         .output()
@@ -98,43 +92,22 @@ fn a_dry_run_plans_secrets_through_the_environment_and_writes_them_nowhere() {
     );
 
     // KEY alone reads RDMAKIT_SECRET_KEY; a dry-run needs no value.
-    Command::cargo_bin("rdmakit")
-        .unwrap()
-        .args([
-            "run",
-            "--dry-run",
-            "--set-secret",
-            "registry_password",
-            "--out",
-        ])
-        .arg(&out)
-        .arg(&wf)
+    wf.dry_run()
+        .args(["--set-secret", "registry_password"])
         .env_remove("RDMAKIT_SECRET_REGISTRY_PASSWORD")
         .assert()
         .success();
     // A live run does, and an unknown secret key is an error like an unknown --set key.
-    Command::cargo_bin("rdmakit")
-        .unwrap()
-        .args(["run", "--set-secret", "registry_password", "--out"])
-        .arg(&out)
-        .arg(&wf)
+    wf.live()
+        .args(["--set-secret", "registry_password"])
         .env_remove("RDMAKIT_SECRET_REGISTRY_PASSWORD")
         .assert()
         .code(2)
         .stderr(predicates::str::contains(
             "RDMAKIT_SECRET_REGISTRY_PASSWORD is not set",
         ));
-    Command::cargo_bin("rdmakit")
-        .unwrap()
-        .args([
-            "run",
-            "--dry-run",
-            "--set-secret",
-            "registry_pasword=x",
-            "--out",
-        ])
-        .arg(&out)
-        .arg(&wf)
+    wf.dry_run()
+        .args(["--set-secret", "registry_pasword=x"])
         .assert()
         .code(2)
         .stderr(predicates::str::contains("registry_pasword"));
@@ -178,6 +151,16 @@ struct Leaky {
     dry: DryRunExecutor,
     stdin_seen: Mutex<Vec<Vec<u8>>>,
     secrets_applied: Mutex<Vec<SecretSpec>>,
+}
+
+impl Leaky {
+    fn new() -> Self {
+        Self {
+            dry: DryRunExecutor::new("t.rhai", None, None),
+            stdin_seen: Mutex::new(Vec::new()),
+            secrets_applied: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl Executor for Leaky {
@@ -264,17 +247,13 @@ impl Executor for Leaky {
 #[test]
 fn what_comes_back_from_the_cluster_is_redacted_and_secrets_reach_only_stdin_and_secret_data() {
     let out = tempfile::tempdir().unwrap();
-    let exec = Arc::new(Leaky {
-        dry: DryRunExecutor::new("t.rhai", None, None),
-        stdin_seen: Mutex::new(Vec::new()),
-        secrets_applied: Mutex::new(Vec::new()),
-    });
+    let exec = Arc::new(Leaky::new());
     let mut cfg = HostConfig::new(out.path());
     cfg.secrets
         .insert("registry_password".into(), SecretText::new(PW));
-    let host = Host::new(exec.clone(), cfg, Cancel::new(), "t.rhai");
-    let o = host.run(
-        "t.rhai",
+    let o = common::run_t(
+        exec.clone(),
+        cfg,
         r#"
         step("Secrets");
         kube::list("Secret");
@@ -324,15 +303,11 @@ fn what_comes_back_from_the_cluster_is_redacted_and_secrets_reach_only_stdin_and
 #[test]
 fn an_exec_cannot_print_a_secret_its_pod_mounts() {
     let out = tempfile::tempdir().unwrap();
-    let exec = Arc::new(Leaky {
-        dry: DryRunExecutor::new("t.rhai", None, None),
-        stdin_seen: Mutex::new(Vec::new()),
-        secrets_applied: Mutex::new(Vec::new()),
-    });
-    let host = Host::new(exec, HostConfig::new(out.path()), Cancel::new(), "t.rhai");
+    let exec = Arc::new(Leaky::new());
     // The script never lists the Secret: the pod's spec says it is mounted, so its value is redacted.
-    let o = host.run(
-        "t.rhai",
+    let o = common::run_t(
+        exec,
+        HostConfig::new(out.path()),
         "let r = kube::exec(\"app-0\", [\"cat\", \"/var/run/secrets/app/token\"]);\nreport::info(\"token\", r.stdout);\n",
     );
     assert!(o.error.is_none(), "{:?}", o.error);

@@ -4,12 +4,74 @@
 
 mod common;
 
+use std::path::Path;
+
 use rdmakit::report::Verdict;
 
+/// The shipped workflows, each with the bundle files its dry run renders (nccl-tests with its default
+/// profile, mellanox-ib; its other profiles are in [`nccl_tests`]).
+const WORKFLOWS: &[(&str, &[&str])] = &[
+    (
+        "erdma-ray-rdt",
+        &[
+            "Dockerfile",
+            "buildkitd.yaml",
+            "ray-cluster-erdma.yaml",
+            "rdt_nccl_demo.py",
+            "nccl_allreduce_check.py",
+        ],
+    ),
+    ("dranet-nccl-tests", &["mpi-job.yaml"]),
+    ("shared-device-raycluster", &[]),
+    ("vke-ib-pod", &["rdma-test-pod.yaml"]),
+    ("nccl-tests", &["mpi-job.yaml"]),
+];
+
+/// Runs `check` on plan.sh, which must pass: the failure names `case`, what failed and what it printed.
+fn assert_passes(case: &str, what: &str, check: &mut std::process::Command) {
+    let r = check.output().unwrap();
+    assert!(
+        r.status.success(),
+        "{case}: {what}: {}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
+/// Writes `sh` as `dir/plan.sh` and checks that bash parses it; returns the path.
+fn assert_bash_parses(case: &str, sh: &str, dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("plan.sh");
+    std::fs::write(&path, sh).unwrap();
+    assert_passes(
+        case,
+        "plan.sh is not valid bash",
+        std::process::Command::new("bash").arg("-n").arg(&path),
+    );
+    path
+}
+
+/// Whether shellcheck is installed.
+fn have_shellcheck() -> bool {
+    std::process::Command::new("shellcheck")
+        .arg("--version")
+        .output()
+        .is_ok()
+}
+
+/// shellcheck's warnings and errors on `plan` fail `case`; notes (SC2016: `$1` meant for the remote
+/// shell's awk) are intended.
+fn assert_shellcheck_clean(case: &str, plan: &Path) {
+    assert_passes(
+        case,
+        "shellcheck",
+        std::process::Command::new("shellcheck")
+            .args(["-S", "warning", "-f", "gcc"])
+            .arg(plan),
+    );
+}
+
 fn check_workflow(name: &str, bundle_files: &[&str]) {
-    let src =
-        std::fs::read_to_string(common::workspace().join(format!("scripts/workflows/{name}.rhai")))
-            .unwrap();
+    let src = common::workflow_source(name);
     assert_eq!(
         rdmakit::workflows::builtin(name),
         Some(src.as_str()),
@@ -22,9 +84,9 @@ fn check_workflow(name: &str, bundle_files: &[&str]) {
         "{name}: {}",
         outcome.error.map(|e| e.to_string()).unwrap_or_default()
     );
-    assert_eq!(outcome.verdict(), Verdict::Planned);
+    assert_eq!(outcome.verdict(), Verdict::Planned, "{name}");
     // Dry-run never claims a measurement.
-    assert!(outcome.report.measurements.is_empty());
+    assert!(outcome.report.measurements.is_empty(), "{name}");
     assert!(
         outcome
             .report
@@ -39,52 +101,27 @@ fn check_workflow(name: &str, bundle_files: &[&str]) {
             "{name}: bundle/{f} missing"
         );
     }
-    assert!(out.path().join("report.md").is_file() && out.path().join("report.json").is_file());
-    let sh = plan.to_shell();
-    let sh_path = out.path().join("plan.sh");
-    std::fs::write(&sh_path, &sh).unwrap();
-    let syntax = std::process::Command::new("bash")
-        .arg("-n")
-        .arg(&sh_path)
-        .output()
-        .unwrap();
     assert!(
-        syntax.status.success(),
-        "{name}: plan.sh is not valid bash: {}",
-        String::from_utf8_lossy(&syntax.stderr)
+        out.path().join("report.md").is_file() && out.path().join("report.json").is_file(),
+        "{name}: no report"
     );
+    let sh = plan.to_shell();
+    assert_bash_parses(name, &sh, out.path());
     insta::assert_snapshot!(format!("{name}__plan"), plan.to_text());
     insta::assert_snapshot!(format!("{name}__plan_sh"), sh);
     insta::assert_snapshot!(format!("{name}__report"), outcome.report.to_markdown());
 }
 
+/// Each of [`WORKFLOWS`]: every case runs, and the failure names each one that failed (its own message,
+/// with its name, is printed above it).
 #[test]
-fn erdma_ray_rdt() {
-    check_workflow(
-        "erdma-ray-rdt",
-        &[
-            "Dockerfile",
-            "buildkitd.yaml",
-            "ray-cluster-erdma.yaml",
-            "rdt_nccl_demo.py",
-            "nccl_allreduce_check.py",
-        ],
-    );
-}
-
-#[test]
-fn dranet_nccl_tests() {
-    check_workflow("dranet-nccl-tests", &["mpi-job.yaml"]);
-}
-
-#[test]
-fn shared_device_raycluster() {
-    check_workflow("shared-device-raycluster", &[]);
-}
-
-#[test]
-fn vke_ib_pod() {
-    check_workflow("vke-ib-pod", &["rdma-test-pod.yaml"]);
+fn every_shipped_workflow_dry_runs_to_its_snapshots() {
+    let failed: Vec<&str> = WORKFLOWS
+        .iter()
+        .filter(|(name, bundle)| std::panic::catch_unwind(|| check_workflow(name, bundle)).is_err())
+        .map(|(name, _)| *name)
+        .collect();
+    assert!(failed.is_empty(), "failed: {failed:?}");
 }
 
 #[test]
@@ -210,11 +247,7 @@ fn dranet_nccl_tests_install_puts_the_seed_installers_before_the_checks() {
 
 #[test]
 fn every_seed_plan_is_shellcheck_clean() {
-    if std::process::Command::new("shellcheck")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
+    if !have_shellcheck() {
         // make test installs it (test-deps) and sets RDMAKIT_NO_SKIP: there a missing shellcheck fails.
         assert!(
             std::env::var_os("RDMAKIT_NO_SKIP").is_none(),
@@ -223,42 +256,23 @@ fn every_seed_plan_is_shellcheck_clean() {
         eprintln!("SKIPPED: shellcheck is not installed (apt-get install shellcheck)");
         return;
     }
-    for name in [
-        "erdma-ray-rdt",
-        "dranet-nccl-tests",
-        "shared-device-raycluster",
-        "vke-ib-pod",
-    ] {
+    for (name, _) in WORKFLOWS {
         let out = tempfile::tempdir().unwrap();
         let src = rdmakit::workflows::builtin(name).unwrap();
         let (_, plan) = common::dry_run(name, src, out.path(), &[], None);
         let sh = out.path().join("plan.sh");
         std::fs::write(&sh, plan.to_shell()).unwrap();
-        // Warnings and errors; notes (SC2016: `$1` meant for the remote shell's awk) are intended.
-        let r = std::process::Command::new("shellcheck")
-            .args(["-S", "warning", "-f", "gcc"])
-            .arg(&sh)
-            .output()
-            .unwrap();
-        assert!(
-            r.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&r.stdout)
-        );
+        assert_shellcheck_clean(name, &sh);
     }
 }
 
-/// The vendor-neutral nccl-tests workflow (issue 18): its default (mellanox-ib) snapshotted like the seeds,
-/// and a clean plan for each cloud profile — a valid, shellcheck-clean plan.sh that checks the profile's
+/// The vendor-neutral nccl-tests workflow (issue 18): its default (mellanox-ib) is snapshotted with the
+/// seeds ([`WORKFLOWS`]); here a clean plan for each cloud profile — a valid, shellcheck-clean plan.sh that checks the profile's
 /// own RDMA resource or DRA objects, greps the launcher log for the profile's transport marker, reads the
 /// profile's counter files and deletes what it applied.
 #[test]
 fn nccl_tests() {
-    check_workflow("nccl-tests", &["mpi-job.yaml"]);
-    let shellcheck = std::process::Command::new("shellcheck")
-        .arg("--version")
-        .output()
-        .is_ok();
+    let shellcheck = have_shellcheck();
     for (profile, needles) in [
         (
             "mellanox-ib",
@@ -325,29 +339,9 @@ fn nccl_tests() {
         for n in needles {
             assert!(sh.contains(n), "{profile}: plan.sh lacks {n:?}:\n{sh}");
         }
-        let path = out.path().join("plan.sh");
-        std::fs::write(&path, &sh).unwrap();
-        let syntax = std::process::Command::new("bash")
-            .arg("-n")
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            syntax.status.success(),
-            "{profile}: plan.sh is not valid bash: {}",
-            String::from_utf8_lossy(&syntax.stderr)
-        );
+        let path = assert_bash_parses(profile, &sh, out.path());
         if shellcheck {
-            let r = std::process::Command::new("shellcheck")
-                .args(["-S", "warning", "-f", "gcc"])
-                .arg(&path)
-                .output()
-                .unwrap();
-            assert!(
-                r.status.success(),
-                "{profile}: {}",
-                String::from_utf8_lossy(&r.stdout)
-            );
+            assert_shellcheck_clean(profile, &path);
         }
     }
 }
@@ -617,30 +611,14 @@ fn plan_sh_kills_the_rank_still_running_when_another_fails() {
     let dir = tempfile::tempdir().unwrap();
     // `kubectl exec POD [-c C] -- ARGV...` runs ARGV here as a process of its own, as in a pod: killing this
     // kubectl leaves it running (what happens to a real exec's process when its stream closes).
-    let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    let kubectl = bin.join("kubectl");
-    std::fs::write(
-        &kubectl,
+    let bin = common::cli::fake_kubectl(
+        dir.path(),
         "#!/bin/sh\n[ \"$1\" = exec ] || exit 64\nwhile [ \"$1\" != -- ]; do shift; done\nshift\n\"$@\" &\nwait $!\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &kubectl,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    );
     let script = dir.path().join("plan.sh");
     std::fs::write(&script, &sh).unwrap();
     let t0 = std::time::Instant::now();
-    let o = std::process::Command::new("bash")
-        .arg(&script)
-        .env(
-            "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        )
-        .output()
-        .unwrap();
+    let o = common::cli::run_plan(&script, &bin);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}\n{sh}");
     assert!(

@@ -1,38 +1,26 @@
-//! The seed workflows against a fake Kubernetes API server behind kube-rs (tower-test mock), for what a real
-//! cluster cannot stage on demand: a cluster that does not serve an operator's API (KubeRay, the MPI
-//! Operator), where the workflow must stop and name what to install. Everything a real cluster can stage
-//! (healthy runs, the seeds' figures, NCCL and device faults, a node without its RDMA resource) runs live on
-//! the control-plane tier (tests/tests/cluster/workflows.rs in the rdmakit-tests crate).
+//! The seed workflows against a fake Kubernetes API server behind kube-rs (tower-test mock, a [`Cluster`]
+//! of objects answering it), for what a real cluster cannot stage on demand: a cluster that does not serve
+//! an operator's API (KubeRay, the MPI Operator), where the workflow must stop and name what to install,
+//! and vke-ib-pod on a VKE node (its RDMA mode label, InfiniBand resource and kubelet build). Everything a
+//! real cluster can stage (healthy runs, the seeds' figures, NCCL and device faults, a node without its
+//! RDMA resource) runs live on the control-plane tier (tests/tests/cluster/workflows.rs in the
+//! rdmakit-tests crate).
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too: a failure is a test failure
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod common;
 
-use http::{Request, Response, StatusCode};
-use kube::client::Body;
-use rdmakit::cancel::Cancel;
-use rdmakit::error::ExecError;
-use rdmakit::exec::kube::{KubeExecutor, RetryPolicy};
-use rdmakit::exec::{
-    CopySpec, ExecOutput, ExecSpec, Executor, FieldSpec, ListSpec, LogSpec, Manifest,
-    MergeSecretsSpec, MergeSummary, ObjRef, WaitSpec,
-};
-use rdmakit::host::{Host, HostConfig, RunOutcome};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use common::fake_api::{self, Answer, Reply, Seen, WorkflowRun, resource_list};
+use common::{fixture, output as out};
+use rdmakit::exec::{ExecOutput, ExecSpec};
+use rdmakit::host::RunOutcome;
 use rdmakit::report::Verdict;
 use serde_json::{Value, json};
 
 // ------------------------------------------------------------------------------------------------------
-// The fake API server.
-
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    uri: String,
-    body: String,
-}
+// The cluster behind the fake API server.
 
 /// A kind the server serves.
 struct Kind {
@@ -125,33 +113,6 @@ struct Cluster {
     missing_groups: Vec<&'static str>,
     /// What the MPIJob's launcher logs when the job runs.
     launcher_log: String,
-}
-
-fn status(code: u16, reason: &str, message: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code})
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).unwrap()
 }
 
 fn labels_match(obj: &Value, selector: &str) -> bool {
@@ -266,47 +227,32 @@ impl Cluster {
             .filter(|k| k.group_version == gv)
             .map(|k| json!({"name": k.plural, "singularName": k.kind.to_lowercase(), "namespaced": k.namespaced, "kind": k.kind, "verbs": ["create", "delete", "get", "list", "patch", "watch"]}))
             .collect();
-        (!resources.is_empty()).then(|| json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+        (!resources.is_empty()).then(|| resource_list(gv, Value::Array(resources)))
     }
 
-    /// Answers one request: (status, body, content type).
-    fn handle(&mut self, s: &Seen) -> (u16, Vec<u8>, &'static str) {
-        let js = |code: u16, v: Value| (code, serde_json::to_vec(&v).unwrap(), "application/json");
-        let (path, query) = s.uri.split_once('?').unwrap_or((&s.uri, ""));
-        let selector = query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("labelSelector="))
-            .map(decode)
+    /// Answers one request.
+    fn handle(&mut self, s: &Seen) -> Reply {
+        let js = |code: u16, v: Value| Reply::json(code, &v);
+        let not_found = |what: &str| Reply::status(404, "NotFound", what);
+        let not_served = || not_found("the server could not find the requested resource");
+        let selector = fake_api::query_values(&s.uri, "labelSelector")
+            .pop()
             .unwrap_or_default();
-        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let parts: Vec<&str> = s.path().trim_start_matches('/').split('/').collect();
         // /api/v1/... or /apis/GROUP/VERSION/...
         let (gv, rest) = match parts.as_slice() {
             ["api", v, rest @ ..] => ((*v).to_owned(), rest),
             ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest),
-            _ => return js(404, status(404, "NotFound", &format!("fake: no {}", s.uri))),
+            _ => return not_found(&format!("fake: no {}", s.uri)),
         };
         if rest.is_empty() {
             return match self.discovery(&gv) {
                 Some(d) => js(200, d),
-                None => js(
-                    404,
-                    status(
-                        404,
-                        "NotFound",
-                        "the server could not find the requested resource",
-                    ),
-                ),
+                None => not_served(),
             };
         }
         if self.missing_groups.iter().any(|g| gv.starts_with(g)) {
-            return js(
-                404,
-                status(
-                    404,
-                    "NotFound",
-                    "the server could not find the requested resource",
-                ),
-            );
+            return not_served();
         }
         let (ns, rest) = match rest {
             ["namespaces", ns, rest @ ..] => ((*ns).to_owned(), rest),
@@ -316,28 +262,19 @@ impl Cluster {
             .iter()
             .find(|k| k.group_version == gv && Some(&k.plural) == rest.first())
         else {
-            return js(404, status(404, "NotFound", &format!("fake: no {}", s.uri)));
+            return not_found(&format!("fake: no {}", s.uri));
         };
         let name = rest.get(1).map(|n| (*n).to_owned());
         let key = |n: &str| (kind.plural.to_owned(), ns.clone(), n.to_owned());
+        let missing = |n: &str| not_found(&format!("{} \"{n}\" not found", kind.plural));
         match (s.method.as_str(), name, rest.get(2)) {
             ("GET", Some(n), Some(&"log")) => match self.logs.get(&n) {
-                Some(l) => (200, l.clone().into_bytes(), "text/plain"),
-                None => js(
-                    404,
-                    status(404, "NotFound", &format!("pods \"{n}\" not found")),
-                ),
+                Some(l) => Reply::text(200, l.clone()),
+                None => missing(&n),
             },
             ("GET", Some(n), None) => match self.objects.get(&key(&n)) {
                 Some(o) => js(200, o.clone()),
-                None => js(
-                    404,
-                    status(
-                        404,
-                        "NotFound",
-                        &format!("{} \"{n}\" not found", kind.plural),
-                    ),
-                ),
+                None => missing(&n),
             },
             ("GET", None, None) => {
                 let items: Vec<Value> = self
@@ -366,186 +303,27 @@ impl Cluster {
             }
             ("DELETE", Some(n), None) => match self.objects.remove(&key(&n)) {
                 Some(o) => js(200, o),
-                None => js(
-                    404,
-                    status(
-                        404,
-                        "NotFound",
-                        &format!("{} \"{n}\" not found", kind.plural),
-                    ),
-                ),
+                None => missing(&n),
             },
-            _ => js(
+            _ => Reply::status(
                 405,
-                status(
-                    405,
-                    "MethodNotAllowed",
-                    &format!("fake: {} {}", s.method, s.uri),
-                ),
+                "MethodNotAllowed",
+                &format!("fake: {} {}", s.method, s.uri),
             ),
         }
     }
 }
 
-// ------------------------------------------------------------------------------------------------------
-// The executor: kube-rs against the fake server, exec and cp answered from canned output.
-
-type Answer = Box<dyn Fn(&ExecSpec) -> ExecOutput + Send + Sync>;
-
-struct Canned {
-    inner: KubeExecutor,
-    answer: Answer,
-    copies: Mutex<Vec<String>>,
-}
-
-impl std::fmt::Debug for Canned {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Canned")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Executor for Canned {
-    fn is_dry_run(&self) -> bool {
-        false
-    }
-    fn has_api(&self, v: &str, k: &str, t: Duration) -> Result<bool, ExecError> {
-        self.inner.has_api(v, k, t)
-    }
-    fn apply(&self, m: &Manifest, t: Duration) -> Result<Vec<ObjRef>, ExecError> {
-        self.inner.apply(m, t)
-    }
-    fn delete(&self, m: &Manifest, t: Duration) -> Result<Vec<ObjRef>, ExecError> {
-        self.inner.delete(m, t)
-    }
-    fn wait(&self, s: &WaitSpec) -> Result<Value, ExecError> {
-        self.inner.wait(s)
-    }
-    fn exec(&self, s: &ExecSpec) -> Result<ExecOutput, ExecError> {
-        Ok((self.answer)(s))
-    }
-    fn exec_many(&self, s: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
-        Ok(s.iter().map(|x| (self.answer)(x)).collect())
-    }
-    fn get_field(&self, s: &FieldSpec) -> Result<String, ExecError> {
-        self.inner.get_field(s)
-    }
-    fn copy_to(&self, s: &CopySpec) -> Result<(), ExecError> {
-        // The file must exist (the workflow rendered it); record what went where.
-        assert!(
-            s.local.is_file(),
-            "cp of a missing file {}",
-            s.local.display()
-        );
-        self.copies
-            .lock()
-            .unwrap()
-            .push(format!("{} -> {}:{}", s.local_display, s.pod, s.remote));
-        Ok(())
-    }
-    fn logs(&self, s: &LogSpec) -> Result<String, ExecError> {
-        self.inner.logs(s)
-    }
-    fn list(&self, s: &ListSpec) -> Result<Vec<Value>, ExecError> {
-        self.inner.list(s)
-    }
-    fn merge_registry_secrets(&self, s: &MergeSecretsSpec) -> Result<MergeSummary, ExecError> {
-        self.inner.merge_registry_secrets(s)
-    }
-}
-
-fn out(stdout: &str) -> ExecOutput {
-    ExecOutput {
-        stdout: stdout.to_owned(),
-        stderr: String::new(),
-        code: 0,
-        ..Default::default()
-    }
-}
-
-struct Run {
-    outcome: RunOutcome,
-    seen: Vec<Seen>,
-    /// What the script printed (report::finish's line) is not captured; the file is.
-    report_md: String,
-}
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(root().join("crates/probe/tests/fixtures/logs").join(name)).unwrap()
-}
-
 /// Runs `scripts/workflows/<name>.rhai` against `cluster`, answering exec with `answer`.
-fn run_workflow(name: &str, cluster: Cluster, answer: Answer, params: &[(&str, &str)]) -> Run {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    let cluster = Arc::new(Mutex::new(cluster));
-    rt.spawn(async move {
-        let mut handle = Box::pin(handle);
-        while let Some((req, send)) = handle.as_mut().next_request().await {
-            let (parts, body) = req.into_parts();
-            let bytes = body.collect_bytes().await.unwrap_or_default();
-            let s = Seen {
-                method: parts.method.to_string(),
-                uri: parts.uri.to_string(),
-                body: String::from_utf8_lossy(&bytes).into_owned(),
-            };
-            seen2.lock().unwrap().push(s.clone());
-            let (code, body, ct) = cluster.lock().unwrap().handle(&s);
-            send.send_response(
-                Response::builder()
-                    .status(StatusCode::from_u16(code).unwrap())
-                    .header("content-type", ct)
-                    .body(Body::from(body))
-                    .unwrap(),
-            );
-        }
-    });
-    let client = {
-        let _g = rt.enter();
-        kube::Client::new(svc, "default")
-    };
-    let inner = KubeExecutor::new(client, rt.handle().clone(), Cancel::new())
-        .with_retry(RetryPolicy {
-            attempts: 3,
-            base: Duration::from_millis(5),
-        })
-        .with_poll_interval(Duration::from_millis(20));
-    let exec = Arc::new(Canned {
-        inner,
-        answer,
-        copies: Mutex::new(Vec::new()),
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = HostConfig::new(dir.path());
-    cfg.lib_dirs = vec![root().join("scripts/lib")];
-    cfg.params = params
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let src =
-        std::fs::read_to_string(root().join(format!("scripts/workflows/{name}.rhai"))).unwrap();
-    let host = Host::new(exec.clone(), cfg, Cancel::new(), &format!("{name}.rhai"));
-    let outcome = host.run(&format!("scripts/workflows/{name}.rhai"), &src);
-    let seen = seen.lock().unwrap().clone();
-    drop(host);
-    drop(rt);
-    let report_md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
-    Run {
-        outcome,
-        seen,
-        report_md,
-    }
+fn run_workflow(
+    name: &str,
+    cluster: Cluster,
+    answer: Answer,
+    params: &[(&str, &str)],
+) -> WorkflowRun {
+    let mut cluster = cluster;
+    let handler = Box::new(move |s: &Seen| Some(cluster.handle(s)));
+    fake_api::run_workflow(name, handler, answer, params)
 }
 
 fn failed_checks(r: &RunOutcome) -> Vec<String> {
@@ -671,9 +449,9 @@ fn erdma_answer(pods: ErdmaPods) -> Answer {
                 let mut c = counters.lock().unwrap();
                 let producer = c.keys().find(|k| k.ends_with("worker-0")).cloned().unwrap();
                 *c.get_mut(&producer).unwrap() += 1_642_000_000;
-                out(&fixture("rdt-demo-ok.log"))
+                out(&fixture("logs/rdt-demo-ok.log"))
             } else {
-                out(&fixture("rdt-demo-ok.log")
+                out(&fixture("logs/rdt-demo-ok.log")
                     .replace(
                         "NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>",
                         "NET/Socket : Using [0]eth0:10.0.5.76<0>",
@@ -781,7 +559,7 @@ fn no_exec() -> Answer {
 
 #[test]
 fn dranet_nccl_tests_stops_when_the_mpi_operator_is_missing() {
-    let mut c = dranet_cluster(fixture("nccl-tests-erdma.log"));
+    let mut c = dranet_cluster(fixture("logs/nccl-tests-erdma.log"));
     c.missing_groups = vec!["kubeflow.org"];
     let r = run_workflow("dranet-nccl-tests", c, no_exec(), &[]);
     let e = r.outcome.error.as_ref().expect("the workflow stops");
@@ -800,4 +578,96 @@ fn dranet_nccl_tests_stops_when_the_mpi_operator_is_missing() {
 }
 
 // ------------------------------------------------------------------------------------------------------
-// shared-device-raycluster (seed 001)
+// vke-ib-pod
+
+/// The first VKE build with RDMA support.
+const VKE_WITH_RDMA: &str = "v1.24.15-vke.12";
+
+/// What a healthy VKE pod prints for the workflow's checks (memlock, the RDMA devices, the mounts).
+const HEALTHY_VKE_POD: &str = "unlimited\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n";
+
+/// Runs vke-ib-pod on a VKE cluster of one InfiniBand node whose kubelet is `version`; every exec in the
+/// test pod prints `prints`.
+fn run_vke(version: &str, prints: String) -> WorkflowRun {
+    let mut c = Cluster::default();
+    c.put(
+        "nodes",
+        "",
+        json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "vke-node-1", "labels": {"vke.node.rdma.mode": "ib-shared"}},
+            "status": {"capacity": {"nvidia.com/gpu": "8", "vke.volcengine.com/infiniband-rdma": "1"},
+                       "nodeInfo": {"kubeletVersion": version}}
+        }),
+    );
+    run_workflow("vke-ib-pod", c, Box::new(move |_| out(&prints)), &[])
+}
+
+#[test]
+fn vke_ib_pod_workflow_runs_against_the_mock_and_passes_on_a_healthy_pod() {
+    let WorkflowRun { outcome, seen, .. } = run_vke(VKE_WITH_RDMA, HEALTHY_VKE_POD.into());
+    assert!(
+        outcome.error.is_none(),
+        "{}",
+        outcome.error.map(|e| e.to_string()).unwrap_or_default()
+    );
+    assert_eq!(outcome.verdict(), Verdict::Pass);
+    // The pod went through server-side apply and was deleted at the end.
+    let apply = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.uri.contains("/pods/rdma-test"))
+        .expect("pod applied");
+    assert!(apply.uri.contains("fieldManager=rdmakit"), "{}", apply.uri);
+    assert!(apply.body.contains("vke.volcengine.com/infiniband-rdma"));
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "DELETE" && s.uri.contains("/pods/rdma-test"))
+    );
+}
+
+#[test]
+fn vke_ib_pod_workflow_fails_with_the_fix_when_memlock_is_limited() {
+    let WorkflowRun { outcome, .. } = run_vke(
+        VKE_WITH_RDMA,
+        HEALTHY_VKE_POD.replacen("unlimited", "64", 1),
+    );
+    assert!(outcome.error.is_none());
+    assert_eq!(outcome.verdict(), Verdict::Fail);
+    let md = outcome.report.to_markdown();
+    assert!(md.contains("LimitMEMLOCK"), "{md}");
+}
+
+#[test]
+fn vke_ib_pod_workflow_fails_on_a_kubernetes_build_without_rdma_support() {
+    for (version, ok) in [
+        ("v1.24.10-vke.30", false),
+        ("v1.24.15-vke.11", false),
+        ("v1.20.15-vke.18", true),
+        ("v1.22.3-vke.5", false),
+        ("v1.28.2-vke.1", true),
+    ] {
+        let WorkflowRun { outcome, .. } = run_vke(version, HEALTHY_VKE_POD.into());
+        assert!(outcome.error.is_none(), "{version}");
+        let check = outcome
+            .report
+            .checks
+            .iter()
+            .find(|c| c.name == "RDMA nodes run a VKE Kubernetes build that supports RDMA")
+            .unwrap();
+        assert_eq!(
+            check.status == rdmakit::report::Status::Pass,
+            ok,
+            "{version}: {}",
+            check.detail
+        );
+        if !ok {
+            assert!(check.detail.contains(version), "{}", check.detail);
+            assert!(
+                check.detail.contains("v1.24.15-vke.12+"),
+                "{}",
+                check.detail
+            );
+            assert_eq!(outcome.verdict(), Verdict::Fail);
+        }
+    }
+}

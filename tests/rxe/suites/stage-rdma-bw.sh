@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark suite (runs INSIDE the soft-RoCE VM, started by tests/rxe/run.sh): gpu-stage's staged transfer over
-# RDMA (stage_bench rdma: two processes, host-memory backend standing in for the GPUs, pipeline + ring + credits +
+# RDMA (`rdmakit bench stage --transport rdma --role server|client`: two processes, host-memory backend standing in
+# for the GPUs, pipeline + ring + credits +
 # WRITE_WITH_IMM, every iteration checked by the receiver against the source checksum) against perftest's ib_write_bw on the same rxe device, with
 # ib_write_bw's message size equal to our chunk size, in alternating rounds whose order flips each round (perftest
 # first in odd rounds), with the same number of QPs on both sides (perftest -q). The JSON in $RDMAKIT_RXE_OUT/stage-rdma-bw.json keeps every round; `ratio` = best(ours) /
@@ -10,15 +11,15 @@
 # Environment: RDMAKIT_ROOT, RDMAKIT_RXE_OUT, RDMAKIT_RXE_DEVICE (rxe0), RDMAKIT_RXE_GID_INDEX (1); optional
 # STAGE_BW_SIZE (64MiB), STAGE_BW_CHUNK (4MiB), STAGE_BW_CONFIGS ("2:8 1:8": QPS:SLOTS pairs, the first is
 # the headline), STAGE_BW_ITERS (2), STAGE_BW_ROUNDS (2 per config), STAGE_BW_BUDGET_S (220: no new round after
-# this many seconds), STAGE_BENCH (the binary). Rounds of all configs are kept under "configs".
-# The binary is the release stage_bench built with `--features rdma` in the target directory the rxe_* tests were
+# this many seconds), STAGE_BENCH (the rdmakit binary). Rounds of all configs are kept under "configs".
+# The binary is the release rdmakit (`make vm-test` builds it) in the target directory the rxe_* tests were
 # built in (read from tests.list next to $RDMAKIT_RXE_OUT), else $RDMAKIT_ROOT/target.
 # `verified` in the JSON is what the bench reported, not a constant: true only when every round of ours that
-# completed came back with `verified` from stage_bench (the receiver's checksum count equals warmup + timed
+# completed came back with `verified` from rdmakit bench (the receiver's checksum count equals warmup + timed
 # iterations); `verified_iterations` / `expected_iterations` sum those counts over the rounds. A round that
 # completes unverified is kept under `unverified_runs` (its rate is not used) and fails the suite.
 # Exit: 0 measured and verified (the 0.9x target is reported, not enforced); 1 a run failed or did not verify;
-# 77 (skip) when the binary is missing or lacks RDMA support.
+# 77 (skip) when the binary is missing.
 set -uo pipefail
 
 ROOT=${RDMAKIT_ROOT:?RDMAKIT_ROOT must be set}
@@ -41,19 +42,13 @@ find_bench() {
   if [ -r "$list" ]; then
     exe=$(cut -f3 "$list" | grep '/debug/deps/' | head -n1)
     target=${exe%%/debug/deps/*}
-    [ -n "$exe" ] && [ -x "$target/release/examples/stage_bench" ] && { echo "$target/release/examples/stage_bench"; return; }
+    [ -n "$exe" ] && [ -x "$target/release/rdmakit" ] && { echo "$target/release/rdmakit"; return; }
   fi
-  echo "$ROOT/target/release/examples/stage_bench"
+  echo "$ROOT/target/release/rdmakit"
 }
 BENCH=$(find_bench)
 if [ ! -x "$BENCH" ]; then
-  echo "SKIP stage-rdma-bw: $BENCH not built; run 'cargo build --release -p gpu-stage --features rdma --example stage_bench' first"
-  exit 77
-fi
-if ! "$BENCH" rdma --help >/dev/null 2>&1 ||
-  "$BENCH" rdma --role client --device "$DEV" --addr 127.0.0.1:1 --backend host --size 1 --chunk 1MiB --timeout 1 2>&1 |
-  grep -q 'without RDMA support'; then
-  echo "SKIP stage-rdma-bw: $BENCH has no RDMA support (older build, or built without the rdma feature); run 'cargo build --release -p gpu-stage --features rdma --example stage_bench'"
+  echo "SKIP stage-rdma-bw: $BENCH not built; run 'cargo build --release -p rdmakit' first"
   exit 77
 fi
 command -v ib_write_bw >/dev/null || { echo "FAIL stage-rdma-bw: perftest's ib_write_bw is not installed"; exit 1; }
@@ -94,26 +89,28 @@ perftest_round() {
 
 ours_round() {
   local srv=$tmp/ours-srv.log cli=$tmp/ours-cli.json common
-  common=(--device "$DEV" --gid-index "$GID" --qps "$QPS" --backend host --size "$SIZE" --chunk "$CHUNK"
-    --slots "$SLOTS" --iters "$ITERS" --warmup "$WARMUP" --timeout 120)
+  common=(--transport rdma --device "$DEV" --gid-index "$GID" --qps "$QPS" --backend host --size "$SIZE"
+    --chunk "$CHUNK" --slots "$SLOTS" --iters "$ITERS" --warmup "$WARMUP" --timeout 120)
   rm -f "$cli"
-  timeout 200 "$BENCH" rdma --role server --addr 127.0.0.1:18520 "${common[@]}" >"$srv" 2>&1 &
+  timeout 200 "$BENCH" bench stage --role server --listen 127.0.0.1:18520 "${common[@]}" >"$srv" 2>&1 &
   local spid=$!
-  for _ in $(seq 1 50); do grep -q '^LISTEN' "$srv" && break; sleep 0.2; done
-  timeout 200 "$BENCH" rdma --role client --addr 127.0.0.1:18520 "${common[@]}" --json "$cli" >"$tmp/ours-cli.log" 2>&1
+  for _ in $(seq 1 50); do grep -q 'waiting for a client' "$srv" && break; sleep 0.2; done
+  timeout 200 "$BENCH" bench stage --role client --connect 127.0.0.1:18520 "${common[@]}" --json >"$cli" 2>"$tmp/ours-cli.log"
   local crc=$?
   wait "$spid"
   local src=$?
-  if [ "$crc" -ne 0 ] || [ "$src" -ne 0 ] || [ ! -s "$cli" ]; then
-    echo "stage_bench rdma round failed (client $crc, server $src)" >&2
+  # rdmakit bench exits 1 when a result did not verify (its JSON says so), 2 when the run failed.
+  if [ "$crc" -gt 1 ] || [ "$src" -gt 1 ] || [ ! -s "$cli" ]; then
+    echo "rdmakit bench stage round failed (client $crc, server $src)" >&2
     cat "$tmp/ours-cli.log" "$srv" >&2
     return 1
   fi
-  cp "$cli" "$tmp/last-ours.json"
-  # "<Gb/s> <verified iterations> <verified 1|0>", all three as stage_bench reported them.
+  # The client's JSON is an array of one result (the sender's, carrying the receiver's verification).
+  python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' "$cli" "$tmp/last-ours.json" || return 1
+  # "<Gb/s> <verified iterations> <verified 1|0>", all three as rdmakit bench reported them.
   python3 -c 'import json,sys
 r=json.load(open(sys.argv[1]))
-print(r["bytes"]*len(r["seconds"])*8/sum(r["seconds"])/1e9, int(r.get("verified_iterations", 0)), int(bool(r["verified"])))' "$cli"
+print(r["bytes"]*len(r["seconds"])*8/sum(r["seconds"])/1e9, int(r.get("verified_iterations", 0)), int(bool(r["verified"])))' "$tmp/last-ours.json"
 }
 
 write_json() {
@@ -194,7 +191,7 @@ PY
 # The host backend stands in for the GPU with CPU copies (a GPU's copy engine costs no CPU). In this VM the
 # "NIC" (rxe) is CPU work too, so measure what those copies cost here: one copy of SIZE each way, for the JSON.
 COPY_JSON=$tmp/copy.json
-"$BENCH" pinned --backend host --size "$SIZE" --iters 3 --warmup 1 --json "$COPY_JSON" >/dev/null 2>&1 || rm -f "$COPY_JSON"
+"$BENCH" bench pinned --backend host --size "$SIZE" --iters 3 --warmup 1 --json >"$COPY_JSON" 2>/dev/null || rm -f "$COPY_JSON"
 
 echo "stage-rdma-bw: $BENCH; $SIZE in $CHUNK chunks; configs (QPs:slots) $CONFIGS; $ROUNDS rounds each"
 : >"$tmp/rounds.jsonl"
@@ -214,7 +211,7 @@ for cfg in $CONFIGS; do
       o=$(ours_round) || o=
       p=$(perftest_round) || p=
     fi
-    # o = "<Gb/s> <verified iterations> <verified 1|0>" from stage_bench, or empty when the run failed.
+    # o = "<Gb/s> <verified iterations> <verified 1|0>" from rdmakit bench, or empty when the run failed.
     read -r o_gbps o_vi o_ok <<<"$o"
     o_note=
     [ -n "$o" ] && [ "$o_ok" != 1 ] && o_note=" (NOT VERIFIED: receiver matched $o_vi of $((WARMUP + ITERS)) iterations)"
@@ -226,7 +223,7 @@ print(json.dumps({"qps":int(q),"slots":int(s),"perftest":float(p) if p else None
  "ours_verified":vok=="1" if o else None,"ours_verified_iterations":int(vi) if o else None,
  "perftest_cmd":pc,"ours_cmd":oc}))' "$QPS" "$SLOTS" "$p" "$o_gbps" "$o_vi" "$o_ok" \
       "ib_write_bw -d $DEV -x $GID -s $CHUNK_B -n $PT_N -t $PT_DEPTH -q $QPS --report_gbits" \
-      "stage_bench rdma --role server|client --device $DEV --gid-index $GID --qps $QPS --backend host --size $SIZE_B --chunk $CHUNK_B --slots $SLOTS --iters $ITERS --warmup $WARMUP" \
+      "rdmakit bench stage --transport rdma --role server|client --device $DEV --gid-index $GID --qps $QPS --backend host --size $SIZE_B --chunk $CHUNK_B --slots $SLOTS --iters $ITERS --warmup $WARMUP" \
       >>"$tmp/rounds.jsonl"
     write_json || { rm -rf "$tmp"; exit 1; }
   done
@@ -234,10 +231,10 @@ done
 rm -rf "$tmp"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("last_stage_bench_result",None); print(json.dumps(d,indent=2))' "$JSON"
 if [ "$ok" -eq 0 ]; then
-  echo "FAIL stage-rdma-bw: no round where both perftest and stage_bench rdma succeeded and verified"
+  echo "FAIL stage-rdma-bw: no round where both perftest and rdmakit bench stage succeeded and verified"
   exit 1
 fi
 if ! python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["verified"] else 1)' "$JSON"; then
-  echo "FAIL stage-rdma-bw: a stage_bench round completed without verifying (see unverified_runs in $JSON)"
+  echo "FAIL stage-rdma-bw: a round of ours completed without verifying (see unverified_runs in $JSON)"
   exit 1
 fi

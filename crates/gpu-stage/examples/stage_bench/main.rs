@@ -1,19 +1,19 @@
-//! `stage_bench`: gpu-stage benchmarks (until `rdmakit bench stage` exists).
+//! `stage_bench`: the GPU benchmark session behind the crate README's tables
+//! (`bench/gpu-stage/run_gpu.sh` runs it), i.e. what `rdmakit bench` does not do: the full run with
+//! its sweeps, the small-transfer sweep, the report against the peers, and TCP between two processes
+//! that this one starts. One measurement at a time is `rdmakit bench stage` (in-process, TCP or
+//! RDMA, one end per node with `--role server|client`) and `rdmakit bench pinned`.
 //!
 //! ```text
-//! stage_bench inprocess --size 512MiB            # GPU0 → host ring → GPU1
-//! stage_bench pinned --size 512MiB               # one pinned D2H and H2D copy (the ceiling)
-//! stage_bench tcp --size 512MiB --connections 4  # two processes over TCP loopback
+//! stage_bench tcp --size 512MiB --connections 4  # two processes over loopback (a child receives)
 //! stage_bench all --out DIR [--peers peers.json] # everything, JSON written after every part
 //! stage_bench small --out DIR --iters 20         # 4 KiB..64 MiB: ours vs pinned D2H + H2D
 //! stage_bench report --out DIR --peers peers.json
-//! # two processes over RDMA (build with --features rdma), e.g. soft-RoCE:
-//! stage_bench rdma --role server --addr 0.0.0.0:18520 --device rxe0 --qps 2 --backend host
-//! stage_bench rdma --role client --addr 127.0.0.1:18520 --device rxe0 --qps 2 --backend host
 //! ```
-//! Add `--backend host` to run without a GPU (measures the pipeline logic on RAM only).
+//! The flags it shares with `rdmakit bench stage` (`--size`, `--chunk`, `--slots`, `--iters`,
+//! `--warmup`, `--src`, `--dst`, `--connections`, `--backend`, `--json`) have the same names and
+//! meanings. Add `--backend host` to run without a GPU (measures the pipeline logic on RAM only).
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -22,17 +22,17 @@ use std::process::{Command, Stdio};
 use clap::{Parser, Subcommand, ValueEnum};
 use gpu_stage::bench::{self, Backend, BenchConfig, BenchResult, Direction};
 use gpu_stage::{MIB, RingConfig, StageError, parse_size};
-use plot::{Series, line_chart_svg};
 use serde::{Deserialize, Serialize};
 
 mod plot;
+mod report;
 mod small;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 #[derive(Parser, Debug)]
 #[command(
-    about = "gpu-stage benchmarks: staging pipeline vs pinned copies, naive staging and NCCL"
+    about = "gpu-stage benchmark session: staging pipeline vs pinned copies, naive staging and NCCL"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,42 +41,42 @@ struct Cli {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum BackendArg {
+    /// GPUs through the CUDA driver.
     Cuda,
+    /// Host memory only (no GPU needed; measures the pipeline and the transport).
     Host,
 }
 
+/// What to measure; names, meanings and defaults as in `rdmakit bench stage`.
 #[derive(clap::Args, Debug, Clone)]
 struct Common {
     /// Bytes per transfer (B, KiB, MiB, GiB).
     #[arg(long, default_value = "512MiB")]
     size: String,
-    /// Chunk (ring buffer) size.
+    /// Ring chunk size (e.g. 4MiB; never below 1MiB).
     #[arg(long, default_value = "4MiB")]
     chunk: String,
     /// Ring buffers per direction.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = gpu_stage::DEFAULT_SLOTS)]
     slots: usize,
     /// Timed iterations.
     #[arg(long, default_value_t = 5)]
     iters: usize,
-    /// Untimed, verified iterations first.
+    /// Untimed (but verified) iterations first.
     #[arg(long, default_value_t = 1)]
     warmup: usize,
-    /// Source GPU.
+    /// Source GPU ordinal.
     #[arg(long, default_value_t = 0)]
     src: usize,
-    /// Destination GPU.
+    /// Destination GPU ordinal.
     #[arg(long, default_value_t = 1)]
     dst: usize,
-    /// Parallel TCP connections.
-    #[arg(long, default_value_t = 4)]
+    /// Parallel TCP connections (tcp).
+    #[arg(long, default_value_t = gpu_stage::transport::tcp::DEFAULT_CONNECTIONS)]
     connections: usize,
     /// Backend.
     #[arg(long, value_enum, default_value = "cuda")]
     backend: BackendArg,
-    /// Also write the result(s) as JSON here.
-    #[arg(long)]
-    json: Option<PathBuf>,
 }
 
 impl Common {
@@ -98,96 +98,52 @@ impl Common {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Role {
-    /// Receives (listens on --addr).
-    Server,
-    /// Sends (connects to --addr) and reports.
-    Client,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ConnectArg {
-    /// rdma_cm where the device needs it (iWARP, eRDMA), endpoint exchange elsewhere.
-    Auto,
-    /// Endpoint exchange over the side channel (RoCE, IB).
-    Manual,
-    /// librdmacm.
-    RdmaCm,
-}
-
-#[derive(clap::Args, Debug, Clone)]
-struct RdmaArgs {
+/// `stage_bench all`: every figure of the README's tables and the sweeps behind its defaults.
+#[derive(clap::Args, Debug)]
+struct AllArgs {
     #[command(flatten)]
     common: Common,
-    /// Which end this process is.
-    #[arg(long, value_enum)]
-    role: Role,
-    /// TCP side channel: where the server listens and the client connects.
-    #[arg(long, default_value = "127.0.0.1:18520")]
-    addr: String,
-    /// RDMA device(s); repeat or comma-separate to stripe over several NICs.
-    #[arg(long = "device", value_delimiter = ',', required = true)]
-    devices: Vec<String>,
-    /// GID index (manual connect).
-    #[arg(long, default_value_t = 1)]
-    gid_index: u32,
-    /// Queue pairs in total (chunks are striped over them, and they over the devices).
-    #[arg(long, default_value_t = 2)]
-    qps: usize,
-    /// How queue pairs are connected.
-    #[arg(long, value_enum, default_value = "auto")]
-    connect: ConnectArg,
-    /// rdma_cm server: the IP address to listen on, one per device (default: from the GID).
-    #[arg(long = "cm-addr", value_delimiter = ',')]
-    cm_addrs: Vec<std::net::IpAddr>,
-    /// Seconds any wait for the peer may take.
-    #[arg(long, default_value_t = 60)]
-    timeout: u64,
+    /// Output folder.
+    #[arg(long)]
+    out: PathBuf,
+    /// Peer figures from bench/gpu-stage/peers.py.
+    #[arg(long)]
+    peers: Option<PathBuf>,
+    /// Chunk sizes of the sweep.
+    #[arg(long, default_value = "1MiB,2MiB,4MiB,8MiB,16MiB,32MiB")]
+    sweep_chunks: String,
+    /// Buffer counts of the sweep.
+    #[arg(long, default_value = "2,4,8,16")]
+    sweep_slots: String,
+    /// Connection counts of the TCP sweep.
+    #[arg(long, default_value = "1,2,4,8")]
+    sweep_connections: String,
+    /// Iterations of each sweep point.
+    #[arg(long, default_value_t = 3)]
+    sweep_iters: usize,
 }
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// GPU src → host ring → GPU dst in one process.
-    Inprocess(Common),
-    /// One pinned D2H and one pinned H2D copy of the whole size (the copy engine alone).
-    Pinned(Common),
-    /// Two processes over TCP loopback (this process sends, a child receives).
-    Tcp(Common),
-    /// Two processes over RDMA (feature `rdma`): run `--role server` on the receiving node and
-    /// `--role client` on the sending one; the client prints (and writes with --json) the result.
-    Rdma(RdmaArgs),
+    /// Two processes over TCP loopback: this process sends, a child it starts receives.
+    Tcp {
+        #[command(flatten)]
+        common: Common,
+        /// Print results as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: the receiving child of `tcp`.
     #[command(hide = true)]
     TcpRecv {
         #[command(flatten)]
         common: Common,
+        /// Address to listen on (the child prints the one it got as `LISTEN addr`).
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
     },
     /// Everything, writing JSON after every part; then `report` if --peers is given.
-    All {
-        #[command(flatten)]
-        common: Common,
-        /// Output folder.
-        #[arg(long)]
-        out: PathBuf,
-        /// Peer figures from bench/gpu-stage/peers.py.
-        #[arg(long)]
-        peers: Option<PathBuf>,
-        /// Chunk sizes of the sweep.
-        #[arg(long, default_value = "1MiB,2MiB,4MiB,8MiB,16MiB,32MiB")]
-        sweep_chunks: String,
-        /// Buffer counts of the sweep.
-        #[arg(long, default_value = "2,4,8,16")]
-        sweep_slots: String,
-        /// Connection counts of the TCP sweep.
-        #[arg(long, default_value = "1,2,4,8")]
-        sweep_connections: String,
-        /// Iterations of each sweep point.
-        #[arg(long, default_value_t = 3)]
-        sweep_iters: usize,
-    },
+    All(AllArgs),
     /// Small transfers through the in-process stage, each size beside one pinned D2H + one pinned
     /// H2D of the same size back to back (the floor), in the same run; writes
     /// OUT/gpu-stage-small.json. `--size` is ignored; use `--iters 20` or more for stable medians.
@@ -316,42 +272,16 @@ fn tcp_recv(common: &Common, listen: &str) -> AnyResult<()> {
     Ok(())
 }
 
-#[cfg(feature = "rdma")]
-fn rdma(args: &RdmaArgs) -> AnyResult<()> {
-    use gpu_stage::{ConnectMode, RdmaConfig};
-    let cfg = args.common.config()?;
-    let rdma = RdmaConfig {
-        devices: args.devices.clone(),
-        qps: args.qps,
-        gid_index: args.gid_index,
-        connect: match args.connect {
-            ConnectArg::Auto => ConnectMode::Auto,
-            ConnectArg::Manual => ConnectMode::Manual,
-            ConnectArg::RdmaCm => ConnectMode::RdmaCm,
-        },
-        cm_addrs: args.cm_addrs.clone(),
-        timeout: std::time::Duration::from_secs(args.timeout),
-        ..RdmaConfig::default()
-    };
-    let r = match args.role {
-        Role::Server => {
-            let listener = TcpListener::bind(args.addr.as_str())?;
-            println!("LISTEN {}", listener.local_addr()?);
-            std::io::stdout().flush()?;
-            bench::run_rdma_receiver(&cfg, &rdma, &listener)?
-        }
-        Role::Client => bench::run_rdma_sender(&cfg, &rdma, args.addr.as_str())?,
-    };
-    print_result(&r);
-    if let Some(path) = &args.common.json {
-        write_json(path, &r)?;
+/// `stage_bench tcp`: one two-process run, printed as a line or (`--json`) as a JSON array on
+/// stdout, as `rdmakit bench stage --json` prints its results.
+fn tcp(common: &Common, json: bool) -> AnyResult<()> {
+    let results = vec![run_tcp_pair(&common.config()?)?];
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        results.iter().for_each(print_result);
     }
     Ok(())
-}
-
-#[cfg(not(feature = "rdma"))]
-fn rdma(_args: &RdmaArgs) -> AnyResult<()> {
-    Err("stage_bench was built without RDMA support: build it with `--features rdma`".into())
 }
 
 fn parse_list(text: &str, sizes: bool) -> AnyResult<Vec<usize>> {
@@ -399,16 +329,16 @@ impl Recorder {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn all(
-    common: &Common,
-    out: &Path,
-    peers: Option<&Path>,
-    sweep_chunks: &str,
-    sweep_slots: &str,
-    sweep_connections: &str,
-    sweep_iters: usize,
-) -> AnyResult<()> {
+fn all(args: &AllArgs) -> AnyResult<()> {
+    let AllArgs {
+        common,
+        out,
+        peers,
+        sweep_chunks,
+        sweep_slots,
+        sweep_connections,
+        sweep_iters,
+    } = args;
     std::fs::create_dir_all(out)?;
     let base = common.config()?;
     let mut rec = Recorder {
@@ -429,7 +359,7 @@ fn all(
     );
     rec.push("tcp".into(), run_tcp_pair(&base));
     let mut sweep = base.clone();
-    sweep.iterations = sweep_iters;
+    sweep.iterations = *sweep_iters;
     for chunk in parse_list(sweep_chunks, true)? {
         for slots in parse_list(sweep_slots, false)? {
             let part = format!("sweep chunk={}MiB slots={slots}", chunk / MIB);
@@ -460,275 +390,20 @@ fn all(
             });
         rec.push(part, outcome);
     }
-    report(out, peers)
-}
-
-/// A peer figure from peers.py.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Peer {
-    #[serde(default)]
-    gib_s_best: Option<f64>,
-    #[serde(default)]
-    gib_s_median: Option<f64>,
-    #[serde(default)]
-    verified: Option<bool>,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-struct Ratio {
-    what: String,
-    ours: String,
-    peer: String,
-    ours_gib_s_median: Option<f64>,
-    peer_gib_s_median: Option<f64>,
-    ratio_median: Option<f64>,
-    ours_gib_s_best: Option<f64>,
-    peer_gib_s_best: Option<f64>,
-    ratio_best: Option<f64>,
-    target: f64,
-    met_median: Option<bool>,
-}
-
-fn report(out: &Path, peers: Option<&Path>) -> AnyResult<()> {
-    let records: Vec<Record> =
-        serde_json::from_slice(&std::fs::read(out.join("gpu-stage-results.json"))?)?;
-    let ours: BTreeMap<String, BenchResult> = records
-        .iter()
-        .filter_map(|r| r.result.clone().map(|res| (r.part.clone(), res)))
-        .collect();
-    let peer_map: BTreeMap<String, serde_json::Value> = match peers {
-        Some(p) if p.exists() => serde_json::from_slice(&std::fs::read(p)?)?,
-        _ => BTreeMap::new(),
-    };
-    let peer = |k: &str| -> Option<Peer> {
-        peer_map
-            .get(k)
-            .and_then(|v| serde_json::from_value::<Peer>(v.clone()).ok())
-            .filter(|p| p.error.is_none() && p.verified != Some(false))
-    };
-    let mut ratios = Vec::new();
-    let mut add = |what: &str,
-                   ours_key: &str,
-                   ours_r: Option<&BenchResult>,
-                   peer_key: &str,
-                   p: Option<(f64, f64)>,
-                   target: f64| {
-        let om = ours_r.map(|r| r.gib_s_median);
-        let ob = ours_r.map(|r| r.gib_s_best);
-        let (pm, pb) = (p.map(|x| x.0), p.map(|x| x.1));
-        let rm = om.zip(pm).map(|(a, b)| a / b);
-        let rb = ob.zip(pb).map(|(a, b)| a / b);
-        ratios.push(Ratio {
-            what: what.into(),
-            ours: ours_key.into(),
-            peer: peer_key.into(),
-            ours_gib_s_median: om,
-            peer_gib_s_median: pm,
-            ratio_median: rm,
-            ours_gib_s_best: ob,
-            peer_gib_s_best: pb,
-            ratio_best: rb,
-            target,
-            met_median: rm.map(|r| r >= target),
-        });
-    };
-    let pinned = ours
-        .get("pinned_d2h")
-        .map(|r| (r.gib_s_median, r.gib_s_best));
-    let naive = peer("naive_cpu_to_cuda1").and_then(|p| p.gib_s_median.zip(p.gib_s_best));
-    let nccl = peer("nccl_socket_sendrecv").and_then(|p| p.gib_s_median.zip(p.gib_s_best));
-    add(
-        "in-process GPU0->host->GPU1 vs pinned D2H alone",
-        "inprocess",
-        ours.get("inprocess"),
-        "pinned_d2h (ours, cudarc)",
-        pinned,
-        0.90,
-    );
-    add(
-        "in-process GPU0->host->GPU1 vs tensor.cpu().to('cuda:1')",
-        "inprocess",
-        ours.get("inprocess"),
-        "naive_cpu_to_cuda1 (torch)",
-        naive,
-        30.0,
-    );
-    add(
-        "two processes over TCP loopback vs NCCL sockets",
-        "tcp",
-        ours.get("tcp"),
-        "nccl_socket_sendrecv (torch.distributed)",
-        nccl,
-        2.0,
-    );
-    // The fair NCCL peer: as many sockets as our connections (peers.py --only ...,nccl-sockets).
-    // Target 1.5× at equal sockets, and not behind at one.
-    for conns in [1usize, 4, 8] {
-        let key = format!("nccl_socket_sendrecv_s{conns}");
-        let p = peer(&key).and_then(|p| p.gib_s_median.zip(p.gib_s_best));
-        add(
-            &format!("TCP loopback, {conns} connections vs NCCL with {conns} sockets"),
-            &format!("tcp-sweep connections={conns}"),
-            ours.get(&format!("tcp-sweep connections={conns}")),
-            &key,
-            p,
-            if conns == 1 { 1.0 } else { 1.5 },
-        );
-    }
-
-    println!();
-    println!(
-        "{:<60} {:>10} {:>10} {:>8} {:>8} {:>7}",
-        "comparison (GiB/s, median of runs)", "ours", "peer", "ratio", "target", "met"
-    );
-    for r in &ratios {
-        let f = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
-        println!(
-            "{:<60} {:>10} {:>10} {:>8} {:>8} {:>7}",
-            r.what,
-            f(r.ours_gib_s_median),
-            f(r.peer_gib_s_median),
-            f(r.ratio_median),
-            format!("{:.2}", r.target),
-            r.met_median.map_or("n/a".into(), |m| if m {
-                "yes".into()
-            } else {
-                "NO".to_string()
-            })
-        );
-    }
-    for (k, _) in peer_map.iter() {
-        if let Some(p) = peer(k).filter(|p| p.gib_s_median.is_some()) {
-            println!(
-                "peer {k:<40} median {:>8.2} GiB/s",
-                p.gib_s_median.unwrap_or(0.0)
-            );
-        }
-    }
-
-    // Sweep plot: throughput by chunk size, one line per buffer count.
-    let mut by_slots: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
-    for (k, r) in &ours {
-        if k.starts_with("sweep ")
-            && let (Some(c), Some(s)) = (r.chunk_bytes, r.slots)
-        {
-            by_slots.entry(s).or_default().push((c, r.gib_s_median));
-        }
-    }
-    if !by_slots.is_empty() {
-        let series: Vec<Series> = by_slots
-            .into_iter()
-            .map(|(s, mut pts)| {
-                pts.sort_by_key(|p| p.0);
-                Series {
-                    label: format!("{s} buffers"),
-                    points: pts
-                        .into_iter()
-                        .map(|(c, v)| (format!("{} MiB", c / MIB), v))
-                        .collect(),
-                }
-            })
-            .collect();
-        let mut refs = Vec::new();
-        if let Some((m, _)) = pinned {
-            refs.push(("pinned D2H alone".to_string(), m));
-            refs.push(("0.90 x pinned D2H".to_string(), 0.9 * m));
-        }
-        let svg = line_chart_svg(
-            "gpu-stage in-process GPU0 -> host -> GPU1, 512 MiB (median GiB/s)",
-            "chunk size",
-            "GiB/s",
-            &series,
-            &refs,
-        );
-        std::fs::write(out.join("gpu-stage-sweep.svg"), svg)?;
-    }
-    let mut tcp_pts: Vec<(usize, f64)> = ours
-        .iter()
-        .filter(|(k, _)| k.starts_with("tcp-sweep "))
-        .filter_map(|(_, r)| r.connections.map(|c| (c, r.gib_s_median)))
-        .collect();
-    if !tcp_pts.is_empty() {
-        tcp_pts.sort_by_key(|p| p.0);
-        let mut refs = Vec::new();
-        if let Some((m, _)) = nccl {
-            refs.push(("NCCL sockets".to_string(), m));
-            refs.push(("2 x NCCL sockets".to_string(), 2.0 * m));
-        }
-        let svg = line_chart_svg(
-            "gpu-stage TCP loopback, two processes, 512 MiB (median GiB/s)",
-            "parallel connections",
-            "GiB/s",
-            &[Series {
-                label: "gpu-stage TCP".into(),
-                points: tcp_pts
-                    .into_iter()
-                    .map(|(c, v)| (c.to_string(), v))
-                    .collect(),
-            }],
-            &refs,
-        );
-        std::fs::write(out.join("gpu-stage-tcp-sweep.svg"), svg)?;
-    }
-    write_json(
-        &out.join("gpu-stage-summary.json"),
-        &serde_json::json!({ "ratios": ratios, "peers": peer_map }),
-    )?;
-    Ok(())
-}
-
-fn single(
-    common: &Common,
-    f: impl FnOnce(&BenchConfig) -> AnyResult<Vec<BenchResult>>,
-) -> AnyResult<()> {
-    let cfg = common.config()?;
-    let results = f(&cfg)?;
-    for r in &results {
-        print_result(r);
-    }
-    if let Some(path) = &common.json {
-        write_json(path, &results)?;
-    }
-    Ok(())
+    report::report(out, peers.as_deref())
 }
 
 fn main() {
     let cli = Cli::parse();
     let outcome = match &cli.cmd {
-        Cmd::Inprocess(c) => single(c, |cfg| Ok(vec![bench::run_inprocess(cfg)?])),
-        Cmd::Pinned(c) => single(c, |cfg| {
-            Ok(vec![
-                bench::run_pinned_copy(cfg, Direction::D2h)?,
-                bench::run_pinned_copy(cfg, Direction::H2d)?,
-            ])
-        }),
-        Cmd::Tcp(c) => single(c, |cfg| Ok(vec![run_tcp_pair(cfg)?])),
-        Cmd::Rdma(args) => rdma(args),
+        Cmd::Tcp { common, json } => tcp(common, *json),
         Cmd::TcpRecv { common, listen } => tcp_recv(common, listen),
-        Cmd::All {
-            common,
-            out,
-            peers,
-            sweep_chunks,
-            sweep_slots,
-            sweep_connections,
-            sweep_iters,
-        } => all(
-            common,
-            out,
-            peers.as_deref(),
-            sweep_chunks,
-            sweep_slots,
-            sweep_connections,
-            *sweep_iters,
-        ),
+        Cmd::All(args) => all(args),
         Cmd::Small { common, out, sizes } => common
             .config()
             .map_err(Into::into)
             .and_then(|cfg| small::run(&cfg, &parse_list(sizes, true)?, out)),
-        Cmd::Report { out, peers } => report(out, peers.as_deref()),
+        Cmd::Report { out, peers } => report::report(out, peers.as_deref()),
     };
     if let Err(e) = outcome {
         eprintln!("stage_bench: {e}");

@@ -411,6 +411,8 @@ mod tests {
         let stream = dev.new_stream().unwrap();
         let ev = dev.new_event().unwrap();
         let mut tmp = [0u8; 8];
+        // SAFETY: `tmp` outlives both copies and the CPU does not touch it before `wait_event`
+        // below; on one stream the H2D reads it only after the D2H wrote it.
         unsafe {
             dev.copy_d2h(&stream, &src, 2, tmp.as_mut_ptr(), 6).unwrap();
             dev.copy_h2d(&stream, tmp.as_ptr(), 6, &mut dst, 1).unwrap();
@@ -431,15 +433,21 @@ mod tests {
         let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
         let filled = dev.new_event().unwrap();
         let mut tmp = [0u8; 64];
+        // SAFETY: `tmp` lives to the end of the test, which drains both streams first; the CPU
+        // never touches it.
         unsafe { dev.copy_d2h(&a, &src, 0, tmp.as_mut_ptr(), 64).unwrap() };
         dev.record(&filled, &a).unwrap();
         // B must not read `tmp` before A's slow copy wrote it.
         dev.stream_wait(&b, &filled).unwrap();
+        // SAFETY: B reads `tmp` only once `filled` (A's copy into it) completed, and nothing
+        // writes `tmp` again.
         unsafe { dev.copy_h2d(&b, tmp.as_ptr(), 64, &mut dst, 0).unwrap() };
         // Recording `filled` again after the wait was queued must not extend it: A has six
         // more slow copies (≥ 120 ms) before that record, B only its one copy.
         let mut scratch = [0u8; 64];
         for _ in 0..6 {
+            // SAFETY: `scratch` lives to the end of the test, which drains stream A first; the
+            // CPU never reads it.
             unsafe { dev.copy_d2h(&a, &src, 0, scratch.as_mut_ptr(), 64).unwrap() };
         }
         dev.record(&filled, &a).unwrap();
@@ -461,9 +469,13 @@ mod tests {
         let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
         let ev = dev.new_event().unwrap();
         let mut tmp = [0u8; 8];
+        // SAFETY: `tmp` outlives the copy (the test drains B, which waits for A) and the CPU
+        // never touches it.
         unsafe { dev.copy_d2h(&a, &src, 0, tmp.as_mut_ptr(), 8).unwrap() };
         dev.record(&ev, &a).unwrap();
         dev.stream_wait(&b, &ev).unwrap();
+        // SAFETY: B reads `tmp` only after `ev` (A's copy), and `wait_stream(&b)` below drains
+        // it before `tmp` goes away.
         unsafe { dev.copy_h2d(&b, tmp.as_ptr(), 8, &mut dst, 0).unwrap() };
         let err = dev.wait_stream(&b).unwrap_err();
         assert!(err.to_string().contains("injected fault"), "{err}");
@@ -480,6 +492,8 @@ mod tests {
         let src = dev.upload(&[0; 16]).unwrap();
         let stream = dev.new_stream().unwrap();
         let mut tmp = [0u8; 16];
+        // SAFETY: the range check refuses this copy before anything is queued (asserted below),
+        // so nothing ever writes `tmp`.
         let err = unsafe { dev.copy_d2h(&stream, &src, 8, tmp.as_mut_ptr(), 9) }.unwrap_err();
         assert!(
             matches!(
@@ -504,9 +518,12 @@ mod tests {
         let stream = dev.new_stream().unwrap();
         let ev = dev.new_event().unwrap();
         let mut tmp = [0u8; 4];
+        // SAFETY: `wait_event` below returns only once the stream has passed this copy; the CPU
+        // does not touch `tmp` meanwhile.
         unsafe { dev.copy_d2h(&stream, &src, 0, tmp.as_mut_ptr(), 4).unwrap() };
         dev.record(&ev, &stream).unwrap();
         dev.wait_event(&ev).unwrap();
+        // SAFETY: as above: the second `wait_event` covers this copy.
         unsafe { dev.copy_d2h(&stream, &src, 0, tmp.as_mut_ptr(), 4).unwrap() };
         dev.record(&ev, &stream).unwrap();
         assert!(

@@ -8,7 +8,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(docs) = k8s_render::manifest::read_from("fuzz.yaml", data) {
         let options = k8s_render::validate::ValidateOptions::default();
         for v in k8s_render::validate::validate(&docs, &options) {
-            assert!(v.doc < docs.len());
+            assert!(v.location.doc < docs.len());
         }
     }
 });

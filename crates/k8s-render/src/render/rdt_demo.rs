@@ -46,7 +46,7 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
             ("SIZE_MIB", v.size_mib.to_string()),
             ("ITERATIONS", v.iterations.to_string()),
             ("TX_COUNTER", p.devices.tx_counter.clone()),
-            ("DEVICE_GLOB", p.devices.name_pattern.clone()),
+            ("DEVICE_GLOB", p.devices.name_pattern.to_string()),
             ("TCP_KEY", tcp.0.to_owned()),
             ("TCP_VALUE", tcp.1.to_owned()),
         ],

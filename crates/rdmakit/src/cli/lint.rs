@@ -142,9 +142,10 @@ pub fn lint(a: LintArgs) -> CmdResult {
         Format::Plain => {
             let mut t = table(&["severity", "rule", "where", "what", "fix"]);
             for f in &findings {
-                let at = match f.line {
-                    Some(l) => format!("{}:{l} {} {}", f.source, f.object, f.path),
-                    None => format!("{} {} {}", f.source, f.object, f.path),
+                let l = &f.location;
+                let at = match l.line {
+                    Some(n) => format!("{}:{n} {} {}", l.source, l.object, l.path),
+                    None => format!("{} {} {}", l.source, l.object, l.path),
                 };
                 t.add_row(vec![
                     f.severity.to_string(),

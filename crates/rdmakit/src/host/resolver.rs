@@ -6,22 +6,7 @@ use std::path::PathBuf;
 use rhai::{Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, Shared};
 
 /// Library modules shipped with rdmakit (`scripts/lib/`).
-pub const EMBEDDED_LIBS: &[(&str, &str)] = &[
-    (
-        "verify",
-        include_str!("../../../../scripts/lib/verify.rhai"),
-    ),
-    ("ray", include_str!("../../../../scripts/lib/ray.rhai")),
-    (
-        "profile",
-        include_str!("../../../../scripts/lib/profile.rhai"),
-    ),
-    (
-        "mpijob",
-        include_str!("../../../../scripts/lib/mpijob.rhai"),
-    ),
-    ("dra", include_str!("../../../../scripts/lib/dra.rhai")),
-];
+pub const EMBEDDED_LIBS: &[(&str, &str)] = crate::builtins::LIBS;
 
 /// File-first module resolver with an embedded fallback.
 #[derive(Debug, Clone, Default)]

@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let docs = k8s_render::manifest::parse_str("demo.yaml", yaml)?;
     let found = k8s_render::validate::validate(&docs, &k8s_render::validate::ValidateOptions::default());
     assert!(
-        found.iter().any(|v| v.path.to_string() == "spec.headGroupSpec.templat"),
+        found.iter().any(|v| v.location.path.to_string() == "spec.headGroupSpec.templat"),
         "{found:#?}"
     );
     println!("user of the packaged crates: ok ({} violation(s) in the misspelt RayCluster)", found.len());

@@ -6,7 +6,10 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::*;
+use super::catalog::*;
+use super::{Finding, LintOptions, PluginLint, Rule, sort};
+use crate::DevicePattern;
+use crate::manifest::{FieldPath, Location, Severity};
 
 /// Lints plain text that is not a manifest (a Dockerfile, a shell or Python script) for the
 /// rules that apply to text: known-bad NCCL pins, torch's bundled NCCL, NIXL on eRDMA, and the
@@ -16,8 +19,8 @@ pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding
     let mut out = Vec::new();
     let erdma = options
         .device_pattern
-        .as_deref()
-        .is_some_and(|p| p.contains("erdma"));
+        .as_ref()
+        .is_some_and(DevicePattern::names_erdma);
     let has_good_pin = good_nccl_pin(text);
     for ((rule, severity, message, fix), at) in text_rules(
         text,
@@ -30,11 +33,7 @@ pub fn lint_text(source: &str, text: &str, options: &LintOptions) -> Vec<Finding
         out.push(Finding {
             rule: rule.id,
             severity,
-            source: source.to_owned(),
-            doc: 0,
-            object: "text".to_owned(),
-            path: FieldPath::root(),
-            line: Some(line),
+            location: Location::in_file(source, "text", FieldPath::root(), line),
             message,
             why: rule.why,
             fix,
@@ -49,8 +48,8 @@ pub(super) type TextHit = (&'static Rule, Severity, String, String);
 pub(super) fn other_vendor(options: &LintOptions) -> bool {
     options
         .device_pattern
-        .as_deref()
-        .is_some_and(|p| !p.contains("erdma"))
+        .as_ref()
+        .is_some_and(|p| !p.names_erdma())
 }
 
 pub(super) fn bad_nccl_re() -> Option<&'static Regex> {
@@ -300,4 +299,22 @@ fn rdt_ray_get(text: &str) -> Vec<(TextHit, usize)> {
         }
     }
     hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_nccl_regex() {
+        let re = bad_nccl_re().expect("regex compiles");
+        assert!(re.is_match("pip install nvidia-nccl-cu13==2.28.9"));
+        assert!(re.is_match("nvidia-nccl-cu12==2.28.7 torch"));
+        assert!(re.is_match("apt-get install libnccl2=2.28.9-1+cuda13.0"));
+        assert!(re.is_match("NCCL_VERSION=2.28.7"));
+        assert!(!re.is_match("nvidia-nccl-cu13==2.30.7"));
+        assert!(!re.is_match("nvidia-nccl-cu13==2.28.3"));
+        assert!(!re.is_match("nccl-tests:12.2.2-cudnn8-devel-ubuntu22.04-nccl2.19.3-1-85f9143"));
+        assert!(!re.is_match("nvidia-nccl-cu13==2.28.90"));
+    }
 }

@@ -1,11 +1,11 @@
 //! Dockerfile rules: NCCL pins and base images against the known-bad versions, the RDMA userspace
 //! packages the profile needs, and the vendor APT source they must come from.
 
-use super::{
-    DOCKERFILE_APT_SOURCE, DOCKERFILE_USERSPACE, Finding, LintOptions, PLUGIN_MISSING, Severity,
-    TORCH_NCCL, good_nccl_pin, other_vendor, sort, text_rules,
-};
-use crate::manifest::FieldPath;
+use super::catalog::{DOCKERFILE_APT_SOURCE, DOCKERFILE_USERSPACE, PLUGIN_MISSING, TORCH_NCCL};
+use super::text::{good_nccl_pin, other_vendor, text_rules};
+use super::{Finding, LintOptions, sort};
+use crate::DevicePattern;
+use crate::manifest::{FieldPath, Location, Severity};
 
 /// Packages every RDMA image needs when the profile names none.
 const DEFAULT_USERSPACE: &[&str] = &["libibverbs1", "ibverbs-providers"];
@@ -111,14 +111,14 @@ fn installed_packages(run: &str) -> Vec<(String, bool)> {
 /// use k8s_render::lint::{self, LintOptions};
 /// let text = "FROM rayproject/ray-llm:2.57.0-py312-cu130\nRUN pip install nvidia-nccl-cu13==2.28.9\n";
 /// let findings = lint::lint_dockerfile("Dockerfile", text, &LintOptions::default());
-/// assert!(findings.iter().any(|f| f.rule == "nccl-known-bad-version" && f.line == Some(2)));
+/// assert!(findings.iter().any(|f| f.rule == "nccl-known-bad-version" && f.location.line == Some(2)));
 /// assert!(findings.iter().any(|f| f.rule == "dockerfile-missing-rdma-userspace"));
 /// ```
 pub fn lint_dockerfile(source: &str, text: &str, options: &LintOptions) -> Vec<Finding> {
     let erdma = options
         .device_pattern
-        .as_deref()
-        .is_some_and(|p| p.contains("erdma"));
+        .as_ref()
+        .is_some_and(DevicePattern::names_erdma);
     let mut out = Vec::new();
     let finding = |rule: &'static super::Rule,
                    severity: Severity,
@@ -128,11 +128,7 @@ pub fn lint_dockerfile(source: &str, text: &str, options: &LintOptions) -> Vec<F
                    fix: String| Finding {
         rule: rule.id,
         severity,
-        source: source.to_owned(),
-        doc: 0,
-        object: "Dockerfile".to_owned(),
-        path: FieldPath::root().key(keyword),
-        line: Some(line),
+        location: Location::in_file(source, "Dockerfile", FieldPath::root().key(keyword), line),
         message,
         why: rule.why,
         fix,
