@@ -23,7 +23,23 @@
 //! assert_eq!(plan.action_count(), 2);
 //! assert!(plan.to_shell().contains("kubectl exec \"${WORKERS[0]}\" -c ray-worker -- bash -lc 'ulimit -l'"));
 //! ```
+//!
+//! Where things live: [`host`] is the Rhai host (`host::modules`: one file per script module;
+//! `host::run`: the run's state; `host::api_docs`: the generated API reference), [`exec`] the executors
+//! ([`exec::dry`] records a plan, [`exec::kube`] drives a cluster, [`exec::kinds`] the kinds table),
+//! [`plan`] the plan and its `plan.sh`, [`report`] the run's report, [`bridge`] what a vendor profile
+//! means to probe's judgements and the lint, [`profiles`] and [`workflows`] the built-in scripts
+//! (embedded by `builtins`), [`manifests`] YAML reading, [`outdir`] the out dir's bookkeeping,
+//! [`secrets`] redaction, [`cancel`] Ctrl-C, [`error`] the error types.
 
+#![forbid(unsafe_code)]
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+pub mod bridge;
 mod builtins;
 pub mod cancel;
 pub mod error;

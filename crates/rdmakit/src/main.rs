@@ -1,5 +1,7 @@
 //! rdmakit command-line interface. See `rdmakit --help` and the crate README.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 
 fn main() -> std::process::ExitCode {

@@ -58,6 +58,28 @@ pub fn read_yaml_file(path: &Path) -> Result<Vec<Value>, ExecError> {
     parse_yaml_stream(&text, &path.display().to_string())
 }
 
+/// Every manifest document under `path` (a file or a bundle directory), each named by `shown(file)`.
+pub fn read_docs(
+    path: &Path,
+    shown: &dyn Fn(&Path) -> String,
+) -> Result<Vec<k8s_render::manifest::Document>, String> {
+    let files = yaml_files(path).map_err(|e| e.to_string())?;
+    parse_docs(&files, shown)
+}
+
+/// The manifest documents in `files`, each named by `shown(file)`.
+pub(crate) fn parse_docs(
+    files: &[PathBuf],
+    shown: &dyn Fn(&Path) -> String,
+) -> Result<Vec<k8s_render::manifest::Document>, String> {
+    let mut docs = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        docs.extend(k8s_render::manifest::parse_str(&shown(f), &text).map_err(|e| e.to_string())?);
+    }
+    Ok(docs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

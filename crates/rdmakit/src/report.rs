@@ -1,5 +1,10 @@
-//! The report every workflow ends with: steps with their checks and measurements, a verdict, written as
-//! `report.md` and `report.json` into the out dir.
+//! The report every workflow run ends with ([`RunReport`]): steps with their checks and measurements, a
+//! verdict, written as `report.md` and `report.json` into the out dir.
+//!
+//! One outcome vocabulary: a check judged by probe (a [`probe::Verdict`]: ok, info, warn, fail) is
+//! recorded as that verdict's [`Status`] (`From<probe::Verdict>`), so a warning stays a warning; the two
+//! statuses probe has no word for are a dry-run's `planned` and a `skip`. probe's own `Report` is the
+//! host-facts report of `rdmakit probe`; this one is a workflow run's.
 
 use std::path::Path;
 
@@ -7,26 +12,52 @@ use serde::Serialize;
 
 use crate::error::ExecError;
 
-/// Outcome of one check.
+/// Outcome of one check: a judged one is a [`probe::Verdict`] (`Pass` is its `Ok`), or not judged yet.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
-    /// Checked and fine.
+    /// Checked and fine ([`probe::Verdict::Ok`]).
     Pass,
-    /// Checked and wrong.
+    /// Checked and likely to hurt (a slow path, a rate below the ok fraction): not a failure, never
+    /// mistaken for information ([`probe::Verdict::Warn`]).
+    Warn,
+    /// Checked and wrong ([`probe::Verdict::Fail`]).
     Fail,
     /// Would be checked against a cluster (dry-run).
     Planned,
     /// Not run (with a reason).
     Skip,
-    /// Informational.
+    /// Informational ([`probe::Verdict::Info`]).
     Info,
 }
 
+impl From<probe::Verdict> for Status {
+    fn from(v: probe::Verdict) -> Self {
+        match v {
+            probe::Verdict::Ok => Self::Pass,
+            probe::Verdict::Info => Self::Info,
+            probe::Verdict::Warn => Self::Warn,
+            probe::Verdict::Fail => Self::Fail,
+        }
+    }
+}
+
 impl Status {
+    /// The judged verdict; `None` for a check not run (`Planned`, `Skip`).
+    pub fn verdict(self) -> Option<probe::Verdict> {
+        match self {
+            Self::Pass => Some(probe::Verdict::Ok),
+            Self::Info => Some(probe::Verdict::Info),
+            Self::Warn => Some(probe::Verdict::Warn),
+            Self::Fail => Some(probe::Verdict::Fail),
+            Self::Planned | Self::Skip => None,
+        }
+    }
+
     fn mark(self) -> &'static str {
         match self {
             Self::Pass => "PASS",
+            Self::Warn => "WARN",
             Self::Fail => "FAIL",
             Self::Planned => "PLANNED",
             Self::Skip => "SKIP",
@@ -73,10 +104,10 @@ pub struct Table {
     pub text: String,
 }
 
-/// The overall result.
+/// The overall result of a workflow run (a check's outcome is a [`Status`]).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum RunVerdict {
     /// Every check passed against a cluster.
     Pass,
     /// At least one check failed.
@@ -89,7 +120,11 @@ pub enum Verdict {
     Interrupted,
 }
 
-impl Verdict {
+/// The name [`RunVerdict`] had before probe's [`probe::Verdict`] became the one word for a check's
+/// outcome; kept so callers can move at their pace.
+pub type Verdict = RunVerdict;
+
+impl RunVerdict {
     /// Upper-case word for humans.
     pub fn word(self) -> &'static str {
         match self {
@@ -104,7 +139,7 @@ impl Verdict {
 
 /// The report being built while a workflow runs.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Report {
+pub struct RunReport {
     /// Workflow title.
     pub title: String,
     /// Workflow file name.
@@ -120,13 +155,13 @@ pub struct Report {
     /// Tables in order (absent from the JSON when there are none, e.g. in dry-run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<Table>,
-    /// Final verdict (set by [`Report::finish`]).
-    pub verdict: Option<Verdict>,
+    /// Final verdict (set by [`RunReport::finish`]).
+    pub verdict: Option<RunVerdict>,
     /// Why the verdict is what it is.
     pub summary: String,
 }
 
-impl Report {
+impl RunReport {
     /// A new report.
     pub fn new(workflow: &str, dry_run: bool) -> Self {
         Self {
@@ -206,7 +241,7 @@ impl Report {
     }
 
     /// Computes the verdict from the checks.
-    pub fn finish(&mut self) -> Verdict {
+    pub fn finish(&mut self) -> RunVerdict {
         let fails = self
             .checks
             .iter()
@@ -217,36 +252,46 @@ impl Report {
             .iter()
             .filter(|c| c.status == Status::Pass)
             .count();
+        let warns = self
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Warn)
+            .count();
         let planned = self
             .checks
             .iter()
             .filter(|c| c.status == Status::Planned)
             .count();
         let v = if fails > 0 {
-            Verdict::Fail
+            RunVerdict::Fail
         } else if self.dry_run {
-            Verdict::Planned
+            RunVerdict::Planned
         } else {
-            Verdict::Pass
+            RunVerdict::Pass
+        };
+        let warned = if warns > 0 {
+            format!(", {warns} warned")
+        } else {
+            String::new()
         };
         self.summary = match v {
-            Verdict::Fail => format!("{fails} check(s) failed, {passes} passed"),
-            Verdict::Planned => format!("dry-run: {planned} check(s) planned, nothing measured"),
-            _ => format!("{passes} check(s) passed"),
+            RunVerdict::Fail => format!("{fails} check(s) failed, {passes} passed{warned}"),
+            RunVerdict::Planned => format!("dry-run: {planned} check(s) planned, nothing measured"),
+            _ => format!("{passes} check(s) passed{warned}"),
         };
         self.verdict = Some(v);
         v
     }
 
     /// Ends the report with an error or interruption.
-    pub fn abort(&mut self, verdict: Verdict, why: &str) {
+    pub fn abort(&mut self, verdict: RunVerdict, why: &str) {
         self.verdict = Some(verdict);
         self.summary = why.to_owned();
     }
 
     /// Markdown rendering.
     pub fn to_markdown(&self) -> String {
-        let verdict = self.verdict.map(Verdict::word).unwrap_or("UNFINISHED");
+        let verdict = self.verdict.map(RunVerdict::word).unwrap_or("UNFINISHED");
         let mut md = format!("# {}\n\n", self.title);
         md.push_str(&format!("- workflow: `{}`\n", self.workflow));
         md.push_str(&format!(
@@ -328,24 +373,55 @@ mod tests {
 
     #[test]
     fn verdicts() {
-        let mut r = Report::new("w.rhai", false);
+        let mut r = RunReport::new("w.rhai", false);
         r.begin_step("a");
         r.check("x", Status::Pass, "");
-        assert_eq!(r.finish(), Verdict::Pass);
+        assert_eq!(r.finish(), RunVerdict::Pass);
         r.check("y", Status::Fail, "bad");
-        assert_eq!(r.finish(), Verdict::Fail);
+        assert_eq!(r.finish(), RunVerdict::Fail);
         let md = r.to_markdown();
         assert!(md.contains("- FAIL y: bad"), "{md}");
-        let mut early = Report::new("w.rhai", false);
+        let mut early = RunReport::new("w.rhai", false);
         early.check("before any step", Status::Info, "still reported");
         assert!(
             early
                 .to_markdown()
                 .contains("## (before the first step)\n\n- INFO before any step: still reported")
         );
-        let mut d = Report::new("w.rhai", true);
+        let mut d = RunReport::new("w.rhai", true);
         d.begin_step("a");
         d.check("x", Status::Planned, "");
-        assert_eq!(d.finish(), Verdict::Planned);
+        assert_eq!(d.finish(), RunVerdict::Planned);
+    }
+
+    #[test]
+    fn a_warning_is_recorded_as_a_warning_and_does_not_fail_the_run() {
+        // probe's verdicts map one to one: a warn used to be recorded as info (issue 23).
+        for v in [
+            probe::Verdict::Ok,
+            probe::Verdict::Info,
+            probe::Verdict::Warn,
+            probe::Verdict::Fail,
+        ] {
+            assert_eq!(Status::from(v).verdict(), Some(v));
+        }
+        assert_eq!(Status::from(probe::Verdict::Warn), Status::Warn);
+        assert_eq!(Status::Planned.verdict(), None);
+        let mut r = RunReport::new("w.rhai", false);
+        r.begin_step("bench");
+        r.check("busbw vs expected", Status::Warn, "42 % of one NIC");
+        r.check("wrong values", Status::Pass, "");
+        assert_eq!(r.finish(), RunVerdict::Pass);
+        assert_eq!(r.summary, "1 check(s) passed, 1 warned");
+        assert!(
+            r.to_markdown()
+                .contains("- WARN busbw vs expected: 42 % of one NIC"),
+            "{}",
+            r.to_markdown()
+        );
+        assert_eq!(
+            serde_json::to_value(&r.checks[0]).unwrap()["status"],
+            "warn"
+        );
     }
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use clap::{Args, Subcommand, ValueEnum};
-use gpu_stage::bench::{self, Backend, BenchConfig, BenchResult, Direction};
+// `gpu_bench`: gpu-stage's benchmarks, apart from probe's `bench` judgements of their results.
+use gpu_stage::bench::{self as gpu_bench, Backend, BenchConfig, BenchResult, Direction};
 use gpu_stage::transport::rdma::{ConnectMode, RdmaConfig};
 use probe::bench::BenchVerdict;
 use probe::expect::{Expectation, ExpectationInputs};
@@ -262,8 +263,8 @@ fn stage(a: &StageArgs) -> Result<Vec<BenchResult>, Failure> {
         }
         // The copy engine alone, measured in the same run, is the figure to hold ours against.
         return Ok(vec![
-            ran(bench::run_pinned_copy(&cfg, Direction::D2h))?,
-            ran(bench::run_inprocess(&cfg))?,
+            ran(gpu_bench::run_pinned_copy(&cfg, Direction::D2h))?,
+            ran(gpu_bench::run_inprocess(&cfg))?,
         ]);
     }
     let rdma = match a.transport {
@@ -271,12 +272,12 @@ fn stage(a: &StageArgs) -> Result<Vec<BenchResult>, Failure> {
         _ => None,
     };
     let receive = |cfg: &BenchConfig, l: &TcpListener| match &rdma {
-        Some(r) => bench::run_rdma_receiver(cfg, r, l),
-        None => bench::run_tcp_receiver(cfg, l),
+        Some(r) => gpu_bench::run_rdma_receiver(cfg, r, l),
+        None => gpu_bench::run_tcp_receiver(cfg, l),
     };
     let send = |cfg: &BenchConfig, addr: &str| match &rdma {
-        Some(r) => bench::run_rdma_sender(cfg, r, addr),
-        None => bench::run_tcp_sender(cfg, addr),
+        Some(r) => gpu_bench::run_rdma_sender(cfg, r, addr),
+        None => gpu_bench::run_tcp_sender(cfg, addr),
     };
     match a.role {
         Role::Server => {
@@ -341,7 +342,7 @@ fn pinned(a: &PinnedArgs) -> Result<Vec<BenchResult>, Failure> {
         DirectionArg::Both => &[Direction::D2h, Direction::H2d],
     };
     dirs.iter()
-        .map(|d| ran(bench::run_pinned_copy(&cfg, *d)))
+        .map(|d| ran(gpu_bench::run_pinned_copy(&cfg, *d)))
         .collect()
 }
 
@@ -352,15 +353,10 @@ fn expectation_inputs(a: &StageArgs) -> Result<Option<ExpectationInputs>, Failur
         return Ok(None);
     };
     let p = rdmakit::profiles::load(name).map_err(|e| Failure::input(anyhow!("{e}")))?;
-    let facts = p
-        .expectation_facts(a.instance_type.as_deref())
+    let mut inputs = rdmakit::bridge::expectation_inputs(&p, a.instance_type.as_deref())
         .map_err(|e| Failure::input(anyhow!("--profile {name}: {e}")))?;
-    let mut inputs: ExpectationInputs = serde_json::to_value(&facts)
-        .and_then(serde_json::from_value)
-        .context("the profile's expectation facts do not fit probe's model inputs")
-        .map_err(Failure::input)?;
     if let Some(w) = a.nic_write {
-        if !(w.is_finite() && w > 0.0) {
+        if !rdmakit::bridge::is_nic_write_rate(w) {
             return Err(Failure::input(anyhow!(
                 "--nic-write {w}: must be a positive rate in GiB/s (ib_write_bw's BW average, GB/s x 0.931)"
             )));
@@ -462,7 +458,7 @@ pub fn bench(a: BenchArgs) -> CmdResult {
 }
 
 fn render(results: &[BenchResult]) -> comfy_table::Table {
-    let mut t = super::tools::table(&[
+    let mut t = super::io::table(&[
         "benchmark",
         "backend",
         "bytes",

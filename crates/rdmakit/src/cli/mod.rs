@@ -1,9 +1,18 @@
-//! Argument parsing, logging setup, exit codes and the subcommands.
+//! Argument parsing, logging setup, exit codes and the subcommands, one file each (`run`, `render`,
+//! `validate`, `lint`, `host_probe` for `rdmakit probe`, `preflight`, `doctor`, `bench`, `profiles`, the hidden `rhai_api`); `io`
+//! holds what they share for reading input and printing tables, JSON and SARIF.
 
 mod bench;
+mod doctor;
+mod host_probe;
+mod io;
+mod lint;
 mod preflight;
+mod profiles;
+mod render;
+mod rhai_api;
 mod run;
-mod tools;
+mod validate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,7 +89,7 @@ pub enum Command {
   rdmakit render image --profile ./my-vendor.rhai --out out/my-vendor
 
 Exit codes: 0 rendered, 2 bad input (unknown system or profile, bad --set value)")]
-    Render(tools::RenderArgs),
+    Render(render::RenderArgs),
     /// Validate manifests against the Kubernetes and CRD schemas.
     #[command(after_help = "Examples:
   rdmakit validate --strict out/erdma-ray-rdt/bundle
@@ -88,7 +97,7 @@ Exit codes: 0 rendered, 2 bad input (unknown system or profile, bad --set value)
   rdmakit validate --strict --format sarif manifests/ > validate.sarif   # CI code scanning
 
 Exit codes: 0 valid, 1 schema errors (each names file, line and field path), 2 unreadable input")]
-    Validate(tools::ValidateArgs),
+    Validate(validate::ValidateArgs),
     /// Lint manifests and Dockerfiles for RDMA pitfalls (each finding: file and line, field path, why it
     /// breaks, the fix).
     ///
@@ -105,14 +114,14 @@ Exit codes: 0 valid, 1 schema errors (each names file, line and field path), 2 u
 
 Exit codes: 0 no errors (warnings are printed), 1 errors, 2 unreadable input, unknown profile or
 unknown --explain rule")]
-    Lint(tools::LintArgs),
+    Lint(lint::LintArgs),
     /// Probe this host (inside a pod or on a node): RDMA devices, memlock, NCCL, GPUs.
     #[command(after_help = "Examples:
   kubectl exec \"$WORKER\" -c ray-worker -- rdmakit probe
   rdmakit probe --json > facts.json      # a workflow reads it with probe::facts(text)
 
 Exit codes: 0 nothing fails, 1 a check fails (each with its fix)")]
-    Probe(tools::ProbeArgs),
+    Probe(host_probe::HostProbeArgs),
     /// Check a cluster before a run: nodes with GPU and RDMA capacity for a profile (device-plugin
     /// resources or DRANET's ResourceSlices), the DRANET pods, and the APIs the workflows need.
     #[command(after_help = "Examples:
@@ -129,7 +138,7 @@ profile), 3 the cluster cannot be reached")]
 
 Exit codes: 0 no problem found (positive findings such as NET/IB in use are shown), 1 warn/fail findings,
 2 unreadable input")]
-    Doctor(tools::DoctorArgs),
+    Doctor(doctor::DoctorArgs),
     /// Benchmark gpu-stage: staged GPU -> host -> transport -> host -> GPU transfers (in-process, TCP,
     /// RDMA; server and client roles across two nodes) and the pinned-copy ceiling.
     Bench(bench::BenchArgs),
@@ -145,7 +154,10 @@ Exit codes: 0 no problem found (positive findings such as NET/IB in use are show
   rdmakit profiles --path ./vendors        # also list every .rhai in ./vendors
   rdmakit profiles aliyun-erdma --json
   rdmakit profiles ./my-vendor.rhai       # check a new vendor's profile file")]
-    Profiles(tools::ProfilesArgs),
+    Profiles(profiles::ProfilesArgs),
+    /// Print the Rhai API reference (docs/rhai-api.md) generated from the engine's registrations.
+    #[command(hide = true)]
+    RhaiApi,
 }
 
 fn init_logging(verbose: u8) {
@@ -214,14 +226,15 @@ pub fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Run(a) => run::run(&cli.global, a),
-        Command::Render(a) => tools::render(&cli.global, a),
-        Command::Validate(a) => tools::validate(a),
-        Command::Lint(a) => tools::lint(a),
-        Command::Probe(a) => tools::probe(&cli.global, a),
+        Command::Render(a) => render::render(&cli.global, a),
+        Command::Validate(a) => validate::validate(a),
+        Command::Lint(a) => lint::lint(a),
+        Command::Probe(a) => host_probe::host_probe(&cli.global, a),
         Command::Preflight(a) => preflight::preflight(&cli.global, a),
-        Command::Doctor(a) => tools::doctor(a),
+        Command::Doctor(a) => doctor::doctor(a),
         Command::Bench(a) => bench::bench(a),
-        Command::Profiles(a) => tools::profiles(a),
+        Command::Profiles(a) => profiles::profiles(a),
+        Command::RhaiApi => rhai_api::rhai_api(),
     };
     match result {
         Ok(c) => ExitCode::from(c),

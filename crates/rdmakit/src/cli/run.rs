@@ -11,7 +11,7 @@ use rdmakit::exec::Executor;
 use rdmakit::exec::dry::DryRunExecutor;
 use rdmakit::exec::kube::KubeExecutor;
 use rdmakit::host::{Host, HostConfig, ParamUse};
-use rdmakit::report::Verdict;
+use rdmakit::report::RunVerdict;
 
 use super::{CmdResult, Failure, Global, code, parse_set};
 
@@ -280,7 +280,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         );
     }
     eprintln!();
-    let word = report.verdict.map(Verdict::word).unwrap_or("ERROR");
+    let word = report.verdict.map(RunVerdict::word).unwrap_or("ERROR");
     if outcome.error.is_some() {
         // The error itself is printed once, below, with its location and trace.
         eprintln!("verdict: {word}");
@@ -322,10 +322,10 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         });
     }
     Ok(match outcome.verdict() {
-        Verdict::Pass | Verdict::Planned => code::OK,
-        Verdict::Fail => code::FINDINGS,
-        Verdict::Interrupted => code::INTERRUPTED,
-        Verdict::Error => code::INPUT,
+        RunVerdict::Pass | RunVerdict::Planned => code::OK,
+        RunVerdict::Fail => code::FINDINGS,
+        RunVerdict::Interrupted => code::INTERRUPTED,
+        RunVerdict::Error => code::INPUT,
     })
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::kinds::plural_lower;
 use super::{
     CopySpec, ExecOutput, ExecSpec, Executor, FIELD_MANAGER, FieldSpec, KUBECTL_APPLY, ListSpec,
     LogSpec, Manifest, MergeSecretsSpec, MergeSummary, ObjRef, SecretSpec, WaitFor, WaitSpec,
@@ -635,18 +636,5 @@ fn shell_quote_pod_path(pod: &str, remote: &str) -> String {
         format!("\"{pod}\":{}", shell_quote(remote))
     } else {
         shell_quote(&format!("{pod}:{remote}"))
-    }
-}
-
-/// kubectl's lowercase plural for the kinds workflows use.
-pub fn plural_lower(kind: &str) -> String {
-    let lower = kind.to_lowercase();
-    match lower.as_str() {
-        "mpijob" => "mpijobs".into(),
-        "raycluster" => "rayclusters".into(),
-        "deviceclass" => "deviceclasses".into(),
-        "ingress" => "ingresses".into(),
-        _ if lower.ends_with('s') => format!("{lower}es"),
-        _ => format!("{lower}s"),
     }
 }

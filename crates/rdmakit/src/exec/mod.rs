@@ -5,8 +5,11 @@
 //! synchronous because Rhai functions are; the live executor drives its async client on a tokio runtime handle.
 
 pub mod dry;
+pub mod kinds;
 pub mod kube;
 pub mod wait;
+
+pub use kinds::{api_version_for_kind, missing_api_fix};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -412,40 +415,5 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
             "secret/{}: this executor cannot create Secrets",
             spec.name
         )))
-    }
-}
-
-/// The apiVersion workflows mean by a bare kind name.
-pub fn api_version_for_kind(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "Pod"
-        | "Node"
-        | "Secret"
-        | "Service"
-        | "ConfigMap"
-        | "PersistentVolumeClaim"
-        | "Namespace"
-        | "ServiceAccount"
-        | "Event" => "v1",
-        "Deployment" | "DaemonSet" | "StatefulSet" => "apps/v1",
-        "Job" => "batch/v1",
-        "RayCluster" | "RayJob" => "ray.io/v1",
-        "MPIJob" => "kubeflow.org/v2beta1",
-        "ResourceClaim" | "ResourceClaimTemplate" | "ResourceSlice" | "DeviceClass" => {
-            "resource.k8s.io/v1"
-        }
-        _ => return None,
-    })
-}
-
-/// How to get an API the cluster does not serve.
-pub fn missing_api_fix(kind: &str) -> String {
-    match kind {
-        "RayCluster" | "RayJob" => "install the KubeRay operator (it serves ray.io/v1)".into(),
-        "MPIJob" => "install the MPI Operator: kubectl apply --server-side -k \"https://github.com/kubeflow/mpi-operator/manifests/overlays/standalone?ref=v0.7.0\"".into(),
-        "ResourceClaim" | "ResourceClaimTemplate" | "ResourceSlice" | "DeviceClass" => {
-            "use Kubernetes 1.34+ with DynamicResourceAllocation enabled (resource.k8s.io/v1), then install DRANET".into()
-        }
-        _ => format!("install the CRD or operator that provides {kind}"),
     }
 }

@@ -1,60 +1,76 @@
 //! The Rhai host: a sandboxed engine with rdmakit's modules (`kube::`, `render::`, `report::`...), module
 //! imports from `scripts/lib/`, Ctrl-C handling and script errors that name file, line and step.
+//!
+//! Layout: `modules/` holds one file per script module, all registered from `modules/mod.rs`; `run/` the
+//! run's state ([`Ctx`]: out dir, ledger, object ownership, pods seen, redactor, permission pre-check,
+//! path sandbox, secret walk); `api_docs` the API reference generated from the registrations;
+//! `param_scan` which `--set` keys a workflow reads (from its text); `convert` Rhai <-> JSON; `resolver`
+//! imports.
 
-// Registration helpers shared by `integrations` and `modules` (defined before them so both see them).
+// Registration helpers of the modules (defined before them so they see them).
 // Functions are volatile: they talk to the cluster or the file system, so Rhai must never constant-fold them.
+// Each registration carries its doc text, parameter names and types into Rhai's metadata, from which
+// `docs/rhai-api.md` is generated (`api_docs`).
 /// Registers a fallible function; its error gets the script position of the call (Rhai leaves it empty
 /// for native functions called through a module path).
 macro_rules! regp {
-    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+    ($m:expr, $name:expr, $doc:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
         let f = $f;
+        let wrapper = move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| $crate::host::located(&ctx, f($($a),*));
+        let ret = $crate::host::api_docs::return_type_of(&wrapper);
         rhai::FuncRegistration::new($name)
             .with_volatility(true)
-            .set_into_module($m, move |ctx: rhai::NativeCallContext<'_>, $($a: $t),*| $crate::host::located(&ctx, f($($a),*)));
+            .with_comments([$crate::host::api_docs::doc_comment(&$doc)])
+            .with_params_info($crate::host::api_docs::params_info(&[$(concat!(stringify!($a), ": ", stringify!($t))),*], ret))
+            .set_into_module($m, wrapper);
     }};
 }
 
 /// Registers a fallible function that takes an options map last, twice from one definition: with the
 /// map, and without it (empty options): `kube::apply(path)` and `kube::apply(path, #{timeout: 60})`.
 macro_rules! regp_opts {
-    ($m:expr, $name:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+    ($m:expr, $name:expr, $doc:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
         let f = std::sync::Arc::new($f);
         let without = f.clone();
-        regp!($m, $name, move |$($a: $t),*| (*without)($($a,)* rhai::Map::new()), $($a: $t),*);
-        regp!($m, $name, move |$($a: $t,)* opts: rhai::Map| (*f)($($a,)* opts), $($a: $t,)* opts: rhai::Map);
+        regp!($m, $name, $doc, move |$($a: $t),*| (*without)($($a,)* rhai::Map::new()), $($a: $t),*);
+        regp!($m, $name, $doc, move |$($a: $t,)* opts: rhai::Map| (*f)($($a,)* opts), $($a: $t,)* opts: rhai::Map);
     }};
 }
 
-/// Registers an infallible (or already position-aware) function.
+/// Registers an infallible (or already position-aware) function; the parameters after the closure name
+/// its arguments for the API docs.
 macro_rules! reg {
-    ($m:expr, $name:expr, $f:expr) => {
+    ($m:expr, $name:expr, $doc:expr, $f:expr, $($a:ident : $t:ty),* $(,)?) => {{
+        let f = $f;
+        let ret = $crate::host::api_docs::return_type_of(&f);
         rhai::FuncRegistration::new($name)
             .with_volatility(true)
-            .set_into_module($m, $f);
-    };
+            .with_comments([$crate::host::api_docs::doc_comment(&$doc)])
+            .with_params_info($crate::host::api_docs::params_info(&[$(concat!(stringify!($a), ": ", stringify!($t))),*], ret))
+            .set_into_module($m, f);
+    }};
 }
 
-mod analysis;
-pub use analysis::{counter_spec, nccl_policy};
+pub mod api_docs;
 mod convert;
 pub use convert::is_namespace_name;
-mod integrations;
-mod ledger;
-pub use integrations::{is_value_key, lint_options, read_docs};
 mod modules;
-mod params;
-pub use params::ParamUse;
+pub use modules::is_value_key;
+mod param_scan;
+pub use param_scan::ParamUse;
 pub mod resolver;
+mod run;
+pub use run::Ctx;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use rhai::{Dynamic, Engine, EvalAltResult, Position, Scope};
 
 use crate::cancel::Cancel;
 use crate::exec::Executor;
-use crate::report::{Report, Status, Verdict};
+use crate::report::{RunReport, RunVerdict, Status};
 
 /// Sandbox limits for workflow scripts.
 #[derive(Debug, Clone, Copy)]
@@ -134,234 +150,6 @@ impl HostConfig {
     }
 }
 
-/// State shared by the registered functions.
-#[derive(Debug)]
-pub struct Ctx {
-    /// The executor (dry-run or live).
-    pub exec: Arc<dyn Executor>,
-    /// Run configuration.
-    pub config: HostConfig,
-    /// The report under construction.
-    pub report: Mutex<Report>,
-    /// Cancellation (Ctrl-C).
-    pub cancel: Cancel,
-    /// The out dir and the files this run wrote in it (`render::`, `fs::`, reports, plan.sh).
-    pub out: crate::outdir::OutDir,
-    /// Manifests this run applied and has not deleted (deleted on a script error or Ctrl-C).
-    pub ledger: ledger::Ledger,
-    /// The `--set` keys the script read (`params::get`, every key after `params::all()`).
-    pub params_read: Mutex<std::collections::BTreeSet<String>>,
-    /// Objects `kube::apply(.., #{if_absent: true})` found already in the cluster: someone else's, so
-    /// `kube::delete` and the cleanup leave them alone.
-    pub not_ours: Mutex<Vec<crate::exec::ObjRef>>,
-    /// Pods whose Secrets (mounted, in the environment, image pulls) the redactor knows: an exec in them
-    /// cannot print those values back.
-    pub pods_seen: Mutex<std::collections::BTreeSet<(String, Option<String>)>>,
-    /// Whether the permission pre-check ran (once, before the first change of a live run).
-    pub prechecked: std::sync::atomic::AtomicBool,
-    /// Every secret text the run has seen (secret parameters, merged registry credentials, listed
-    /// Secrets' data): redacted from exec output, logs, reports, plans and errors.
-    pub redactor: crate::secrets::Redactor,
-}
-
-impl Ctx {
-    pub(crate) fn report(&self) -> MutexGuard<'_, Report> {
-        self.report.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Turns a path into what plans show: relative to the out dir when inside it.
-    pub(crate) fn display_path(&self, p: &Path) -> String {
-        p.strip_prefix(&self.config.out_dir)
-            .map(|r| r.display().to_string())
-            .unwrap_or_else(|_| p.display().to_string())
-    }
-
-    /// Before a live run's first change: are the credentials allowed to create, patch and delete every
-    /// object in the manifests the run has rendered so far, to exec into pods, to read and write Secrets?
-    /// Namespace-scoped credentials then fail here, naming each missing permission, instead of half-way.
-    pub(crate) fn precheck(&self) -> Result<(), Box<EvalAltResult>> {
-        use std::sync::atomic::Ordering;
-        if self.exec.is_dry_run() || self.prechecked.swap(true, Ordering::SeqCst) {
-            return Ok(());
-        }
-        let access =
-            |verb: &str, api_version: &str, kind: &str, sub: Option<&str>, ns: Option<String>| {
-                crate::exec::Access {
-                    verb: verb.into(),
-                    api_version: api_version.into(),
-                    kind: kind.into(),
-                    subresource: sub.map(str::to_owned),
-                    namespace: ns,
-                }
-            };
-        let mut needed = std::collections::BTreeSet::new();
-        for verb in ["get", "list"] {
-            needed.insert(access(verb, "v1", "Pod", None, None));
-        }
-        needed.insert(access("create", "v1", "Pod", Some("exec"), None));
-        needed.insert(access("get", "v1", "Pod", Some("log"), None));
-        for rel in self.out.files() {
-            if !(rel.ends_with(".yaml") || rel.ends_with(".yml")) {
-                continue;
-            }
-            let Ok(objects) = crate::manifests::read_yaml_file(&self.config.out_dir.join(&rel))
-            else {
-                continue;
-            };
-            for o in &objects {
-                let Ok(r) = crate::exec::ObjRef::from_object(o, &rel) else {
-                    continue;
-                };
-                for verb in ["create", "patch", "delete"] {
-                    needed.insert(access(
-                        verb,
-                        &r.api_version,
-                        &r.kind,
-                        None,
-                        r.namespace.clone(),
-                    ));
-                }
-            }
-        }
-        let needed: Vec<_> = needed.into_iter().collect();
-        let denied = self
-            .exec
-            .denied(&needed, std::time::Duration::from_secs(60))
-            .map_err(|e| cluster_error(e.to_string()))?;
-        if denied.is_empty() {
-            return Ok(());
-        }
-        Err(cluster_error(format!(
-            "permission pre-check: these credentials may not {}; nothing was changed. Ask for a Role (or \
-             ClusterRole) that grants them; `kubectl auth can-i VERB RESOURCE` checks one",
-            denied
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        )))
-    }
-
-    /// Writes report.md and report.json into the out dir and records them.
-    pub(crate) fn write_report(&self, report: &Report) -> Result<(), crate::error::ExecError> {
-        let mut report = report.clone();
-        report.map_text(&|t| self.redactor.redact(t));
-        report.write_to(&self.config.out_dir)?;
-        self.out.record("report.md")?;
-        self.out.record("report.json")
-    }
-
-    /// Records a file this run wrote (relative to the out dir), so the next run here can remove it.
-    pub(crate) fn wrote(&self, rel: &str) -> Result<(), Box<EvalAltResult>> {
-        self.out
-            .record(rel)
-            .map_err(|e| runtime_error(e.to_string()))
-    }
-
-    /// The YAML files `path` stands for (a file, or a directory's `*.yaml`), where a directory inside the
-    /// out dir means the files this run wrote there: what an earlier run or the user left beside them is
-    /// not this run's to apply, validate or lint.
-    pub(crate) fn yaml_files(&self, path: &Path) -> Result<Vec<PathBuf>, crate::error::ExecError> {
-        let files = crate::manifests::yaml_files(path)?;
-        if !path.is_dir() || !self.out.contains(path) {
-            return Ok(files);
-        }
-        let (own, other): (Vec<PathBuf>, Vec<PathBuf>) =
-            files.into_iter().partition(|f| self.out.wrote(f));
-        if !other.is_empty() {
-            tracing::info!(
-                "{}: not written by this run, left out: {}",
-                path.display(),
-                other
-                    .iter()
-                    .map(|f| self.display_path(f))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        if own.is_empty() {
-            return Err(crate::error::ExecError::Input(format!(
-                "{}: this run wrote no .yaml files in this directory (render:: or fs::write them first)",
-                path.display()
-            )));
-        }
-        Ok(own)
-    }
-
-    /// Resolves a path a script reads (`fs::read`, `kube::cp`, `kube::apply`, `lint::bundle`...): a relative
-    /// path is looked up in the out dir, then the readable folders, then the working directory. What a
-    /// script may read is confined to the out dir, [`HostConfig::read_dirs`] (the workflow's folder, its
-    /// libraries) and [`HostConfig::read_files`] (files named on the command line), symlinks resolved; any
-    /// other path is refused, naming what is allowed. `what` names the caller in the error.
-    pub(crate) fn resolve_path(&self, p: &str, what: &str) -> Result<PathBuf, Box<EvalAltResult>> {
-        let path = Path::new(p);
-        let resolved = if path.is_absolute() {
-            path.to_owned()
-        } else {
-            std::iter::once(&self.config.out_dir)
-                .chain(&self.config.read_dirs)
-                .map(|d| d.join(path))
-                .chain(std::iter::once(path.to_owned()))
-                .find(|c| c.exists())
-                // Found nowhere: the out dir's path, so the caller reports it missing there.
-                .unwrap_or_else(|| self.config.out_dir.join(path))
-        };
-        let real = |q: &Path| q.canonicalize().unwrap_or_else(|_| lexical(q));
-        let target = real(&resolved);
-        let allowed = std::iter::once(&self.config.out_dir)
-            .chain(&self.config.read_dirs)
-            .any(|d| target.starts_with(real(d)))
-            || self.config.read_files.iter().any(|f| real(f) == target);
-        if allowed {
-            return Ok(resolved);
-        }
-        let mut places = vec![format!("the out dir ({})", self.config.out_dir.display())];
-        places.extend(
-            self.config
-                .read_dirs
-                .iter()
-                .map(|d| format!("{}/", d.display())),
-        );
-        if !self.config.read_files.is_empty() {
-            places.push(format!(
-                "the files named on the command line ({})",
-                self.config
-                    .read_files
-                    .iter()
-                    .map(|f| f.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        Err(runtime_error(format!(
-            "{what}: {p:?} is outside what a workflow may read: {} (name the file on the command line with \
-             --set KEY=PATH, or copy it into one of these)",
-            places.join(", ")
-        )))
-    }
-}
-
-/// `path` made absolute against the working directory with `.` and `..` folded (for paths that do not
-/// exist, which cannot be canonicalized).
-fn lexical(path: &Path) -> PathBuf {
-    let abs = if path.is_absolute() {
-        path.to_owned()
-    } else {
-        std::env::current_dir().unwrap_or_default().join(path)
-    };
-    let mut out = PathBuf::new();
-    for c in abs.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 /// A script failure, located.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{location}: {message}{}", .step.as_ref().map(|s| format!("\n  during step: {s}")).unwrap_or_default())]
@@ -386,15 +174,15 @@ pub struct ScriptError {
 #[derive(Debug)]
 pub struct RunOutcome {
     /// The finished report.
-    pub report: Report,
+    pub report: RunReport,
     /// The error that stopped the workflow, if any.
     pub error: Option<ScriptError>,
 }
 
 impl RunOutcome {
     /// The verdict.
-    pub fn verdict(&self) -> Verdict {
-        self.report.verdict.unwrap_or(Verdict::Error)
+    pub fn verdict(&self) -> RunVerdict {
+        self.report.verdict.unwrap_or(RunVerdict::Error)
     }
 }
 
@@ -413,7 +201,7 @@ impl Host {
         cancel: Cancel,
         workflow_name: &str,
     ) -> Self {
-        let report = Report::new(workflow_name, exec.is_dry_run());
+        let report = RunReport::new(workflow_name, exec.is_dry_run());
         let out = crate::outdir::OutDir::new(&config.out_dir);
         let ctx = Arc::new(Ctx {
             exec,
@@ -421,7 +209,7 @@ impl Host {
             report: Mutex::new(report),
             cancel,
             out,
-            ledger: ledger::Ledger::default(),
+            ledger: run::Ledger::default(),
             params_read: Mutex::new(Default::default()),
             redactor: crate::secrets::Redactor::default(),
             not_ours: Mutex::new(Vec::new()),
@@ -476,7 +264,6 @@ impl Host {
             .register_fn("to_string", |f: &mut ClusterFault| f.0.clone())
             .register_fn("to_debug", |f: &mut ClusterFault| format!("{:?}", f.0));
         modules::register(&mut engine, &ctx);
-        integrations::register(&mut engine, &ctx);
         Self { engine, ctx }
     }
 
@@ -532,8 +319,10 @@ impl Host {
                 report.finish();
             }
             None => {}
-            Some(e) if e.interrupted => report.abort(Verdict::Interrupted, "interrupted by Ctrl-C"),
-            Some(e) => report.abort(Verdict::Error, &e.to_string()),
+            Some(e) if e.interrupted => {
+                report.abort(RunVerdict::Interrupted, "interrupted by Ctrl-C")
+            }
+            Some(e) => report.abort(RunVerdict::Error, &e.to_string()),
         }
         report.map_text(&|t| self.ctx.redactor.redact(t));
         if let Err(e) = self.ctx.write_report(&report) {

@@ -24,7 +24,10 @@ fn confined(ctx: &Ctx, rel: &str) -> RResult<std::path::PathBuf> {
 pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     let c = ctx.clone();
-    regp!(&mut m, "write", move |rel: &str,
+    regp!(&mut m, "write",
+        "write(rel, text) -> rel: writes a file inside the out dir only (relative, no `..`), recorded \
+        as the run's own (the next run in this out dir removes it).",
+        move |rel: &str,
                                 text: &str|
           -> RResult<String> {
         let p = confined(&c, rel)?;
@@ -37,19 +40,27 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
         Ok(rel.to_owned())
     }, rel: &str, text: &str);
     let c = ctx.clone();
-    regp!(&mut m, "read", move |path: &str| -> RResult<String> {
+    regp!(&mut m, "read",
+        "read(path) -> text: reads a file. Reads (fs::read/exists, and the files \
+        kube::cp/apply/delete and validate::/lint::bundle open) are confined to the out dir, the \
+        workflow's folder, its library and vendor folders, and files named on the command line \
+        (`--set KEY=PATH`), symlinks resolved; any other path is an error naming it and what is \
+        allowed.",
+        move |path: &str| -> RResult<String> {
         let p = c.resolve_path(path, "fs::read")?;
         std::fs::read_to_string(&p).map_err(|e| runtime_error(format!("{}: {e}", p.display())))
     }, path: &str);
     let c = ctx.clone();
-    regp!(&mut m, "exists", move |path: &str| -> RResult<bool> {
+    regp!(&mut m, "exists",
+        "exists(path) -> bool: whether a file exists, confined as fs::read.",
+        move |path: &str| -> RResult<bool> {
         Ok(c.resolve_path(path, "fs::exists")?.exists())
     }, path: &str);
     let c = ctx.clone();
-    reg!(&mut m, "out_dir", move || c
+    reg!(&mut m, "out_dir", "The out dir's path.", move || c
         .config
         .out_dir
         .display()
-        .to_string());
+        .to_string(),);
     m
 }

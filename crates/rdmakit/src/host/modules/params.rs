@@ -11,9 +11,11 @@ use super::RResult;
 /// The `params::` module.
 pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
-    // get(key, default): --set value converted to the default's type.
     let c = ctx.clone();
-    regp!(&mut m, "get", move |key: &str,
+    regp!(&mut m, "get",
+        "get(key, default): the `--set` value of `key` converted to the default's type, else the \
+        default; a `--set-secret` key gives the opaque secret.",
+        move |key: &str,
                               default: Dynamic|
           -> RResult<Dynamic> {
         c.params_read
@@ -47,11 +49,13 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
             Ok(v.clone().into())
         }
     }, key: &str, default: Dynamic);
-    // secret(key): a parameter the workflow declares secret, from --set-secret (or --set, still kept out of
-    // everything the run writes); an opaque value that prints as `<secret KEY>`. A live run needs a value;
-    // a dry-run's plan.sh reads it from RDMAKIT_SECRET_KEY.
     let c = ctx.clone();
-    regp!(&mut m, "secret", move |key: &str| -> RResult<Dynamic> {
+    regp!(&mut m, "secret",
+        "secret(key) -> Secret: a parameter the workflow declares secret, from `--set-secret` (or \
+        `--set`, still kept out of everything the run writes); an opaque value that prints as \
+        `<secret KEY>` and only `kube::exec`'s `stdin` and `kube::apply_secret` take. A live run \
+        needs a value; a dry run's plan.sh reads it from RDMAKIT_SECRET_KEY.",
+        move |key: &str| -> RResult<Dynamic> {
         c.params_read
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -73,25 +77,30 @@ pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
         Ok(Dynamic::from(SecretParam { key: key.to_owned(), value }))
     }, key: &str);
     let c = ctx.clone();
-    reg!(&mut m, "all", move || -> Map {
-        c.params_read
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(c.config.params.keys().cloned());
-        c.config
-            .params
-            .iter()
-            .map(|(k, v)| (k.as_str().into(), Dynamic::from(v.clone())))
-            .chain(c.config.secrets.iter().map(|(k, v)| {
-                (
-                    k.as_str().into(),
-                    Dynamic::from(SecretParam {
-                        key: k.clone(),
-                        value: v.clone(),
-                    }),
-                )
-            }))
-            .collect()
-    });
+    reg!(
+        &mut m,
+        "all",
+        "all() -> map: every `--set` value (secrets as opaque values).",
+        move || -> Map {
+            c.params_read
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(c.config.params.keys().cloned());
+            c.config
+                .params
+                .iter()
+                .map(|(k, v)| (k.as_str().into(), Dynamic::from(v.clone())))
+                .chain(c.config.secrets.iter().map(|(k, v)| {
+                    (
+                        k.as_str().into(),
+                        Dynamic::from(SecretParam {
+                            key: k.clone(),
+                            value: v.clone(),
+                        }),
+                    )
+                }))
+                .collect()
+        },
+    );
     m
 }

@@ -11,7 +11,10 @@ use super::RResult;
 pub(crate) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
     let c = ctx.clone();
-    regp!(&mut m, "run", move |cmd: &str| -> RResult<Map> {
+    regp!(&mut m, "run",
+        "run(cmd) -> #{stdout, stderr, code, dry_run}: a local shell command, refused unless the run \
+        was started with `--allow-shell`; planned, not run, in a dry run.",
+        move |cmd: &str| -> RResult<Map> {
         if !c.config.allow_shell {
             return Err(runtime_error(format!(
                 "shell::run refused: this workflow wants to run `{cmd}` on your machine; re-run with --allow-shell if you trust it"

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use k8s_render::Values;
 use rhai::Position;
 
-use super::integrations::is_value_key;
+use super::modules::is_value_key;
 use super::resolver::LibResolver;
 
 /// The parameters a workflow reads, from its text.

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::exec::{Executor, Manifest};
-use crate::report::{Report, Status};
+use crate::report::{RunReport, Status};
 
 /// One applied manifest; `own` marks what the run made for its own use and never leaves behind.
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ impl Ledger {
 
     /// Deletes what is still recorded (after a stop) or only the run's own objects (`all` false), newest
     /// first, and reports each outcome. Returns how many manifests could not be deleted.
-    pub fn clean_up(&self, exec: &dyn Executor, report: &mut Report, all: bool) -> usize {
+    pub fn clean_up(&self, exec: &dyn Executor, report: &mut RunReport, all: bool) -> usize {
         let pending: Vec<Manifest> = {
             let mut e = self.entries();
             let (go, stay): (Vec<Entry>, Vec<Entry>) = e.drain(..).partition(|x| all || x.own);
@@ -141,7 +141,7 @@ mod tests {
         l.deleted(&m("c.yaml"));
         assert_eq!(l.names(), ["a.yaml", "secret", "b.yaml"]);
         let exec = DryRunExecutor::new("t", None, None);
-        let mut report = Report::new("t", false);
+        let mut report = RunReport::new("t", false);
         assert_eq!(l.clean_up(&exec, &mut report, false), 0);
         assert_eq!(l.names(), ["a.yaml", "b.yaml"]);
         l.clean_up(&exec, &mut report, true);
