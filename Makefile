@@ -74,11 +74,11 @@ vm-test:
 	tests/rxe/run.sh
 
 deps:
-	@scripts/ci/apt-install.sh $(BUILD_PKGS)
+	@.ci/apt-install.sh $(BUILD_PKGS)
 
 test-deps:
-	@scripts/ci/apt-install.sh $(TEST_PKGS) $(VM_PKGS)
-	@scripts/ci/pip-install.sh $(TEST_PYPI) virtme-ng
+	@.ci/apt-install.sh $(TEST_PKGS) $(VM_PKGS)
+	@.ci/pip-install.sh $(TEST_PYPI) virtme-ng
 
 ## fuzz: bounded cargo-fuzz run of every probe parser and of k8s-render's untrusted-input entry points (manifest
 ## loader, validate, lint; see crates/probe/FUZZING.md and crates/k8s-render/FUZZING.md); not part of `make test`.

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""The README benchmark tables, generated from the committed results in bench/results/.
+"""Every README benchmark table, generated from the committed results in bench/results/.
 
 Usage: bench/tables.py [--check] [--root DIR]
 
 Every block between `<!-- bench-tables:begin NAME -->` and `<!-- bench-tables:end NAME -->` in the files
-below is replaced by what NAME's generator makes from the JSON; nothing else in the file is touched.
-Without --check the files are rewritten; with --check nothing is written and the exit status is 1, with a
-diff, when a file differs from what the JSON gives (a hand-edited figure, or a result committed without
-regenerating), 0 when they agree. `tests/tests/bench_tables.rs` runs the check in `cargo test`.
+of BLOCKS (the top README's summary; gpu-stage's README: the soft-RoCE runs and the GPU runs) is replaced by
+what NAME's generator makes from the JSON; nothing else in the file is touched. Without --check the files
+are rewritten; with --check nothing is written and the exit status is 1, with a diff, when a file differs
+from what the JSON gives (a hand-edited figure, or a result committed without regenerating), 0 when they
+agree. `tests/tests/bench_tables.rs` runs the check in `cargo test`.
 
 Figures: GiB/s medians for the H200 runs (gpu-stage-summary.json's `ratios`, the ratio by medians);
 Gb/s best and mean of the alternating rounds for the soft-RoCE runs (each file's own `ratio` = best / best
-and `ratio_mean`).
+and `ratio_mean`). A new GPU run: commit its folder under bench/results/, point CURRENT at it, run this
+script, commit the READMEs.
 """
 
 import argparse
@@ -26,9 +28,14 @@ import sys
 RESULTS = "bench/results"
 
 
-def load(root, rel):
-    with open(os.path.join(root, RESULTS, rel), encoding="utf-8") as f:
+def load(root, *parts):
+    with open(os.path.join(root, RESULTS, *parts), encoding="utf-8") as f:
         return json.load(f)
+
+
+def load_optional(root, *parts):
+    """What `load` gives, or None where the run did not write that file."""
+    return load(root, *parts) if os.path.exists(os.path.join(root, RESULTS, *parts)) else None
 
 
 def fixed(x, places):
@@ -42,6 +49,11 @@ def gbps(x):
     """Gb/s as perftest prints them: 2 decimals, a third when it carries information (0.119, 0.12)."""
     s = fixed(x, 3)
     return s[:-1] if s.endswith("0") else s
+
+
+def gib(x):
+    """GiB/s to 2 decimals."""
+    return fixed(x, 2)
 
 
 def ratio(x, places=2):
@@ -143,7 +155,7 @@ def readme_summary(root):
     tcp = summary_ratio(chained, "tcp", "nccl_socket_sendrecv")
     earlier = [summary_ratio(load(root, f), "inprocess", "pinned_d2h")["ratio_median"]
                for f in ("gpu-stage-summary.json", "gpu-stage-rerun-after-lane-refactor/gpu-stage-summary.json")]
-    gib = lambda x: f"{fixed(x, 2)} GiB/s"  # noqa: E731
+    gib_s = lambda x: f"{gib(x)} GiB/s"  # noqa: E731
     rows = rdma_rows(root)
     one, two = like_for_like(rows, 1), like_for_like(rows, 2)
     quiet = load(root, "erdma-write-bw-rxe-quiet.json")
@@ -164,14 +176,14 @@ def readme_summary(root):
         "| benchmark (same-run peer) | ours | peer | ratio | target |",
         "| --- | --- | --- | --- | --- |",
         f"| gpu-stage GPU0 → host → GPU1, 512 MiB, H200 pair, event-chained stage (`bench/results/gpu-stage-chained/`) "
-        f"| {gib(inproc['ours_gib_s_median'])} | pinned D2H alone {gib(inproc['peer_gib_s_median'])} "
+        f"| {gib_s(inproc['ours_gib_s_median'])} | pinned D2H alone {gib_s(inproc['peer_gib_s_median'])} "
         f"| {ratio(inproc['ratio_median'], 3)} (earlier threaded stage: {' and '.join(ratio(x, 3) for x in earlier)}) "
         f"| ≥ {inproc['target']:.2f}× |",
-        f"| same | {gib(naive['ours_gib_s_median'])} | `tensor.cpu().to(\"cuda:1\")` {gib(naive['peer_gib_s_median'])} "
+        f"| same | {gib_s(naive['ours_gib_s_median'])} | `tensor.cpu().to(\"cuda:1\")` {gib_s(naive['peer_gib_s_median'])} "
         f"| {ratio(naive['ratio_median'], 1)} | ≥ {naive['target']:.0f}× |",
         f"| gpu-stage two processes over TCP loopback, 512 MiB, same run, 4 connections against NCCL's default "
-        f"socket count, H200 pair | {gib(tcp['ours_gib_s_median'])} "
-        f"| NCCL sockets (P2P/SHM/IB off) {gib(tcp['peer_gib_s_median'])} | {ratio(tcp['ratio_median'])} "
+        f"socket count, H200 pair | {gib_s(tcp['ours_gib_s_median'])} "
+        f"| NCCL sockets (P2P/SHM/IB off) {gib_s(tcp['peer_gib_s_median'])} | {ratio(tcp['ratio_median'])} "
         f"| ≥ {tcp['target']:.0f}× |",
         equal_sockets_row(root),
         "| gpu-stage over RDMA (WRITE_WITH_IMM into the peer's ring, credits), 64 MiB in 4 MiB chunks, host backend, "
@@ -237,11 +249,160 @@ def rdt_rows(root):
     return rows
 
 
+# ---------------------------------------------------------------- gpu-stage on GPUs (H200 runs)
+# The newest run per machine kind: (folder under bench/results/, what the machine was).
+CURRENT = [
+    ("gpu-stage-at-24407e5-h200x1", "one H200, GPU0 → host → GPU0"),
+    ("gpu-stage-at-2833875", "two H200s, GPU0 → host → GPU1"),
+]
+
+
+def results_by_part(results):
+    return {r["part"]: r["result"] for r in results}
+
+
+def current_table(root):
+    """The newest run of each machine kind in CURRENT: the in-process stage beside its peers in that run."""
+    rows = [
+        "| machine (run) | what | ours, median GiB/s (best) | peer in the same run, median GiB/s | ratio (medians) | target |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for folder, machine in CURRENT:
+        res = results_by_part(load(root, folder, "gpu-stage-results.json"))
+        peers = load_optional(root, folder, "gpu-stage-peers.json") or {}
+        ceiling = load_optional(root, folder, "gpu-stage-ceiling.json")
+        where = f"{machine} (`{RESULTS}/{folder}/`)"
+        ours = res["inprocess"]
+        d2h, h2d = res["pinned_d2h"], res["pinned_h2d"]
+        rows.append(
+            f"| {where} | in-process stage, 512 MiB, {ours['chunk_bytes'] >> 20} MiB × {ours['slots']} "
+            f"| **{gib(ours['gib_s_median'])}** ({gib(ours['gib_s_best'])}) "
+            f"| pinned D2H alone {gib(d2h['gib_s_median'])}, H2D alone {gib(h2d['gib_s_median'])} "
+            f"| **{ratio(ours['gib_s_median'] / d2h['gib_s_median'])}** vs D2H | ≥ 0.90× |"
+        )
+        # The ceiling is the faster of its host footprints (ceiling.py: whole-size buffers, and ring-sized
+        # ones in runs since 24407e5); both are shown.
+        together = {k: v for k, v in (ceiling or {}).items() if "_together" in k}
+        if together:
+            c = max(v["gib_s_median"] for v in together.values())
+            shown = ", ".join(
+                f"{'ring-sized' if k.endswith('_ring') else 'whole-size'} host buffers {gib(v['gib_s_median'])}"
+                for k, v in sorted(together.items())
+            ) if len(together) > 1 else gib(c)
+            rows.append(
+                f"| | same | {gib(ours['gib_s_median'])} | D2H and H2D at once (the copy-engine ceiling) {shown} "
+                f"| **{ratio(ours['gib_s_median'] / c)}**{' of the faster' if len(together) > 1 else ''} | ≥ 0.97× |"
+            )
+        else:
+            rows.append("| | same | | D2H and H2D at once (the copy-engine ceiling): not measured in this run | | ≥ 0.97× |")
+        naive = peers.get("naive_cpu_to_cuda1")
+        if naive and "gib_s_median" in naive:
+            # peers.py names what it ran (`tensor.cpu().to("cuda:0") from cuda:0` on one GPU).
+            what = naive.get("what", 'tensor.cpu().to("cuda:1")').split(" from ")[0]
+            rows.append(
+                f"| | same | {gib(ours['gib_s_median'])} | `{what}` {gib(naive['gib_s_median'])} "
+                f"| **{ratio(ours['gib_s_median'] / naive['gib_s_median'], 1)}** | ≥ 30× |"
+            )
+        else:
+            rows.append("| | same | | naive torch copy: not measured in this run | | ≥ 30× |")
+        sweep = sorted(
+            (r for p, r in res.items() if p.startswith("tcp-sweep")), key=lambda r: r["connections"]
+        )
+        tcp = " / ".join(gib(r["gib_s_median"]) for r in sweep)
+        conns = "/".join(str(r["connections"]) for r in sweep)
+        equal = [(r, peers.get(f"nccl_socket_sendrecv_s{r['connections']}")) for r in sweep]
+        equal = [(r, p) for r, p in equal if p and "gib_s_median" in p]
+        if not equal:
+            nccl = peers.get("nccl_socket_sendrecv")
+            peer = (
+                f"NCCL sockets, NCCL's default socket count: {gib(nccl['gib_s_median'])}; "
+                "not measured at equal socket counts in this run"
+                if nccl and "gib_s_median" in nccl
+                else "NCCL sockets: not measured in this run"
+            )
+            rows.append(f"| | two processes over TCP loopback, {conns} connections | {tcp} | {peer} | | ≥ 1.5× at equal sockets |")
+        for r, p in equal:
+            k = r["connections"]
+            c = p.get("channels") or 1
+            split = f"{c} channel{'s' if c > 1 else ''} × {k // c} socket{'s' if k // c > 1 else ''}"
+            if len(p.get("best_of", [])) > 1:
+                split += ", the faster of 1 and 2 channels"
+            target = "≥ 1.0×" if k == 1 else "≥ 1.5×"
+            rows.append(
+                f"| | two processes over TCP loopback, {k} connection{'s' if k > 1 else ''} | {gib(r['gib_s_median'])} "
+                f"| NCCL send/recv over sockets, {k} socket{'s' if k > 1 else ''} ({split}) "
+                f"{gib(p['gib_s_median'])} | **{ratio(r['gib_s_median'] / p['gib_s_median'])}** | {target} |"
+            )
+    return "\n".join(rows)
+
+
+def sweep_table(root):
+    """The chunk × buffers sweep of the newest one-GPU run."""
+    folder, machine = CURRENT[0]
+    res = load(root, folder, "gpu-stage-results.json")
+    cells = {}
+    for r in res:
+        if r["part"].startswith("sweep "):
+            x = r["result"]
+            cells[(x["chunk_bytes"], x["slots"])] = x["gib_s_median"]
+    chunks = sorted({c for c, _ in cells})
+    slots = sorted({s for _, s in cells})
+    best = max(cells.values())
+    out = [
+        f"In-process, 512 MiB, median GiB/s, {machine} (`{RESULTS}/{folder}/`, plot `gpu-stage-sweep.svg` there):",
+        "",
+        "| chunk \\ buffers | " + " | ".join(str(s) for s in slots) + " |",
+        "| --- | " + " | ".join("---" for _ in slots) + " |",
+    ]
+    for c in chunks:
+        row = []
+        for s in slots:
+            v = cells.get((c, s))
+            t = "" if v is None else gib(v)
+            row.append(f"**{t}**" if v == best else t)
+        out.append(f"| {c >> 20} MiB | " + " | ".join(row) + " |")
+    return "\n".join(out)
+
+
+def small_table(root):
+    """The small-transfer sweep (`stage_bench small`), if a run committed one."""
+    for folder, machine in CURRENT:
+        data = load_optional(root, folder, "gpu-stage-small.json")
+        if data is None:
+            continue
+        if not data["points"]:
+            return (f"{machine} (`{RESULTS}/{folder}/gpu-stage-small.json`): no size completed: "
+                    + "; ".join(data.get("errors", [])))
+        out = [
+            f"{machine} (`{RESULTS}/{folder}/gpu-stage-small.json`): one transfer of each size through the "
+            "in-process stage, against one pinned D2H followed by one pinned H2D of the same size (the "
+            "floor), both in the same run; medians.",
+            "",
+            "| size | ours (µs) | floor: D2H + H2D (µs) | ours / floor | target |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for p in data["points"]:
+            ours, floor = p["ours_us_median"], p["floor_us_median"]
+            target = "≤ 1.3×" if p["bytes"] == 1 << 20 else ""
+            out.append(
+                f"| {p['label']} | {fixed(ours, 1)} | {fixed(floor, 1)} | {ratio(ours / floor)} | {target} |"
+            )
+        return "\n".join(out)
+    return ("Not measured yet: no committed run has `gpu-stage-small.json` "
+            "(`stage_bench small`, run by `bench/gpu-stage/run_gpu.sh`).")
+
+
 # ---------------------------------------------------------------- driver
 # file -> block name -> generator
 BLOCKS = {
     "README.md": {"summary": readme_summary},
-    "crates/gpu-stage/README.md": {"rdma-rxe-runs": rdma_runs_table, "rdma-rxe-summary": rdma_summary},
+    "crates/gpu-stage/README.md": {
+        "rdma-rxe-runs": rdma_runs_table,
+        "rdma-rxe-summary": rdma_summary,
+        "h200-current": current_table,
+        "h200-sweep": sweep_table,
+        "small-transfers": small_table,
+    },
 }
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The control-plane tier end to end: build the pinned components (cached), start the cluster, run the tier's
-# tests (tests/tests/cluster.rs, ignored in a plain cargo test), stop the cluster whatever happened.
+# tests (tests/tests/cluster/, ignored in a plain cargo test), stop the cluster whatever happened.
 # Timings (first build, start-up, tests) go to target/cluster/times.txt.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

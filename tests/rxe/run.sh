@@ -56,7 +56,7 @@ find_vng() {
   [ -x "$user_bin" ] && echo "$user_bin"
 }
 VNG=$(find_vng) || true
-[ -n "$VNG" ] || die "vng (virtme-ng) not found; run 'make test-deps' (or: scripts/ci/pip-install.sh virtme-ng)"
+[ -n "$VNG" ] || die "vng (virtme-ng) not found; run 'make test-deps' (or: .ci/pip-install.sh virtme-ng)"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found; run 'make test-deps'"
 command -v busybox >/dev/null && file -L "$(command -v busybox)" | grep -q 'statically linked' ||
   die "virtme-ng needs a statically linked busybox; run 'make test-deps' (Debian package busybox-static)"

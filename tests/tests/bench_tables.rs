@@ -1,5 +1,6 @@
-//! The README benchmark tables are what `bench/tables.py` makes from `bench/results/*.json`: a figure
-//! edited by hand, or a result committed without regenerating, fails here with the diff.
+//! Every README benchmark table (the top README's summary, gpu-stage's soft-RoCE and GPU tables) is what
+//! `bench/tables.py` makes from `bench/results/`: a figure edited by hand, or a result committed without
+//! regenerating, fails here with the diff.
 //!
 //! Needs `python3`.
 // Helpers outside #[test] fns unwrap too: a broken fixture is a failed test.
@@ -9,30 +10,20 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
+use rdmakit_tests::{output_text as text, repo_root};
 
 fn check(root: &Path) -> Output {
     Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/tables.py"))
+        .arg(repo_root().join("bench/tables.py"))
         .args(["--check", "--root"])
         .arg(root)
         .output()
         .unwrap()
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 #[test]
 fn the_readme_benchmark_tables_match_the_committed_results() {
-    let o = check(root());
+    let o = check(repo_root());
     assert!(
         o.status.success(),
         "README tables drifted from bench/results/ (run `python3 bench/tables.py` and commit):\n{}",
@@ -58,12 +49,12 @@ fn copy_tree(from: &Path, to: &Path) {
 fn a_hand_edited_figure_or_a_new_result_fails_the_check() {
     let d = tempfile::tempdir().unwrap();
     copy_tree(
-        &root().join("bench/results"),
+        &repo_root().join("bench/results"),
         &d.path().join("bench/results"),
     );
     fs::create_dir_all(d.path().join("crates/gpu-stage")).unwrap();
     for f in ["README.md", "crates/gpu-stage/README.md"] {
-        fs::copy(root().join(f), d.path().join(f)).unwrap();
+        fs::copy(repo_root().join(f), d.path().join(f)).unwrap();
     }
     assert!(
         check(d.path()).status.success(),

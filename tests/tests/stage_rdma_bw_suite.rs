@@ -11,6 +11,8 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Command;
 
+use rdmakit_tests::{output_text, path_with, repo_root};
+
 /// perftest stand-in: the server announces itself, the client prints a result row (0.19 Gb/s average).
 const FAKE_PERFTEST: &str = r#"#!/bin/bash
 last=${@: -1}
@@ -51,16 +53,11 @@ fn run_suite(unverified_call: u32) -> (i32, String, serde_json::Value) {
     fs::create_dir_all(&bin).unwrap();
     write_exe(&bin.join("ib_write_bw"), FAKE_PERFTEST);
     write_exe(&bin.join("rdmakit"), FAKE_BENCH);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = repo_root();
     let out = d.path().join("out");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let o = Command::new("bash")
         .arg(root.join("tests/rxe/suites/stage-rdma-bw.sh"))
-        .env("PATH", path)
+        .env("PATH", path_with(&bin))
         .env("RDMAKIT_ROOT", root)
         .env("RDMAKIT_RXE_OUT", &out)
         .env("STAGE_BENCH", bin.join("rdmakit"))
@@ -70,11 +67,7 @@ fn run_suite(unverified_call: u32) -> (i32, String, serde_json::Value) {
         .env("FAKE_UNVERIFIED", unverified_call.to_string())
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = output_text(&o);
     let json = fs::read_to_string(out.join("stage-rdma-bw.json"))
         .unwrap_or_else(|e| panic!("no JSON ({e}):\n{text}"));
     (

@@ -11,18 +11,12 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+use rdmakit_tests::{output_text as text, repo_root};
 
 fn rxe_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("rxe")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    repo_root().join("tests/rxe")
 }
 
 /// A results folder as vm-init.sh leaves it: expected.list, results, status (None: the VM did not finish).
@@ -339,7 +333,7 @@ fn on_the_host() {}
 #[test]
 fn the_workspace_expects_its_three_rxe_binaries_with_their_source_counts() {
     // The real workspace through cargo metadata: every rxe_* target must be found, each with tests.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = repo_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let meta = Command::new(cargo)
         .args(["metadata", "--no-deps", "--format-version", "1"])

@@ -1,4 +1,4 @@
-//! The README's GPU figures are what `bench/gpu-stage/readme_tables.py` makes from the committed JSON
+//! The README's GPU figures are what `bench/tables.py` makes from the committed JSON
 //! under `bench/results/`: a figure edited by hand, or a run committed without regenerating, fails here
 //! with the diff. Needs `python3` (skipped, and said so, without it; under `make test`, which sets
 //! `RDMAKIT_NO_SKIP=1` after installing the test tools, a missing tool is a failure).
@@ -10,7 +10,7 @@ use std::process::Command;
 fn the_readme_gpu_tables_match_the_committed_results() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = match Command::new("python3")
-        .arg(root.join("bench/gpu-stage/readme_tables.py"))
+        .arg(root.join("bench/tables.py"))
         .arg("--check")
         .arg("--root")
         .arg(&root)
@@ -28,7 +28,7 @@ fn the_readme_gpu_tables_match_the_committed_results() {
     };
     assert!(
         out.status.success(),
-        "crates/gpu-stage/README.md drifted from bench/results/ (run `python3 bench/gpu-stage/readme_tables.py` and commit):\n{}{}",
+        "crates/gpu-stage/README.md drifted from bench/results/ (run `python3 bench/tables.py` and commit):\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

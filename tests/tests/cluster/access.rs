@@ -2,23 +2,13 @@
 //! server (SelfSubjectAccessReview) before its first change, so such credentials fail up front, naming the
 //! permissions they lack, with nothing created; and a kubeconfig problem is a usage error (exit 2).
 
-use super::harness::{Kind, Ns, kubectl, kubectl_ok, rdmakit_path};
+use super::harness::{
+    ERDMA_SECRETS, Kind, Ns, assert_clean, kubeconfig, kubectl, kubectl_ok, rdmakit,
+};
 
-const ERDMA: &[&str] = &[
-    "--set",
-    "pull_secret_source=acr-pull",
-    "--set",
-    "push_secret_source=acr-push",
-];
-
+/// kubectl that must succeed; its stdout without the trailing newline.
 fn stdout_of(args: &[&str]) -> String {
-    let o = kubectl(args);
-    assert!(
-        o.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    kubectl_ok(args).trim().to_owned()
 }
 
 /// A kubeconfig for `system:serviceaccount:NS:SA`: the tier's server and CA, the account's token.
@@ -122,7 +112,7 @@ fn namespace_scoped_credentials_fail_before_the_first_change_naming_what_they_la
     let _cleanup = Cleanup(reader);
     let config = service_account_kubeconfig(&ns, sa);
 
-    let r = ns.run_as("erdma-ray-rdt", &ns.out.join("run"), &config, ERDMA);
+    let r = ns.run_as("erdma-ray-rdt", &ns.out.join("run"), &config, ERDMA_SECRETS);
     let all = format!("{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.code, 3, "{all}");
     assert!(
@@ -138,17 +128,16 @@ fn namespace_scoped_credentials_fail_before_the_first_change_naming_what_they_la
         !all.contains("Deployment") && !all.contains("Secret ("),
         "granted permissions listed:\n{all}"
     );
-    let left = ns.leftovers();
-    assert!(left.is_empty(), "a pre-check failure left {left:?}");
+    assert_clean(&ns);
 }
 
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn an_unknown_context_is_a_usage_error_listing_the_contexts() {
-    let o = std::process::Command::new(rdmakit_path())
+    let o = rdmakit()
         .args(["run", "vke-ib-pod", "--context", "no-such-context", "--out"])
         .arg(std::env::temp_dir().join("rdmakit-tier-context"))
-        .env("KUBECONFIG", super::harness::kubeconfig())
+        .env("KUBECONFIG", kubeconfig())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

@@ -1,5 +1,6 @@
-//! Access to the running control-plane tier (tests/cluster/up.sh): kubectl, the rdmakit binary, and test
-//! namespaces whose pods the node emulator answers with a chosen node kind and faults.
+//! The tier's one harness: access to the running control-plane tier (tests/cluster/up.sh) through kubectl
+//! and the rdmakit binary; test namespaces whose pods the node emulator answers with a chosen node kind and
+//! faults; the cluster changes a test makes and undoes on drop; the assertions every module makes on a run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -8,23 +9,28 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use rdmakit_tests::output_text;
+
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    rdmakit_tests::repo_root().to_path_buf()
 }
 
 fn out() -> PathBuf {
     repo().join("target/cluster")
 }
 
+/// `path` when it is a file; else a panic that says how to make it.
+fn existing(path: PathBuf, how: &str) -> PathBuf {
+    assert!(path.is_file(), "{} missing: {how}", path.display());
+    path
+}
+
 /// Panics with the way to start the tier when it is not up (these tests are `#[ignore]`d otherwise).
 pub fn kubeconfig() -> PathBuf {
-    let k = out().join("kubeconfig");
-    assert!(
-        k.is_file(),
-        "the control-plane tier is not up ({} missing): run `make cluster-test`, or tests/cluster/build.sh && tests/cluster/up.sh",
-        k.display()
-    );
-    k
+    existing(
+        out().join("kubeconfig"),
+        "the control-plane tier is not up: run `make cluster-test`, or tests/cluster/build.sh && tests/cluster/up.sh",
+    )
 }
 
 pub fn kubectl_path() -> PathBuf {
@@ -51,14 +57,31 @@ fn emu_state() -> PathBuf {
 }
 
 pub fn rdmakit_path() -> PathBuf {
-    let p = repo().join("target/debug/rdmakit");
-    assert!(
-        p.is_file(),
-        "{} missing: cargo build -p rdmakit",
-        p.display()
-    );
-    p
+    existing(
+        repo().join("target/debug/rdmakit"),
+        "cargo build -p rdmakit",
+    )
 }
+
+/// A command for the rdmakit binary the workspace build made.
+pub fn rdmakit() -> Command {
+    Command::new(rdmakit_path())
+}
+
+/// Runs `cmd`, which must succeed; returns its output.
+pub fn output_ok(cmd: &mut Command) -> Output {
+    let o = cmd.output().expect("the command runs");
+    assert!(o.status.success(), "{cmd:?} failed:\n{}", output_text(&o));
+    o
+}
+
+/// The `--set` arguments that give the erdma-ray-rdt workflow the registry Secrets every [`Ns`] holds.
+pub const ERDMA_SECRETS: &[&str] = &[
+    "--set",
+    "pull_secret_source=acr-pull",
+    "--set",
+    "push_secret_source=acr-push",
+];
 
 /// kubectl with the tier's kubeconfig; returns the whole output.
 pub fn kubectl(args: &[&str]) -> Output {
@@ -116,6 +139,13 @@ pub fn get_json(args: &[&str]) -> Value {
     serde_json::from_str(&kubectl_ok(&a)).expect("kubectl -o json")
 }
 
+/// Fails unless `text` holds every needle, naming the first one missing.
+pub fn assert_contains_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
+
 /// Polls `f` until it returns Some or `limit` passes.
 pub fn eventually<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let t0 = Instant::now();
@@ -131,11 +161,78 @@ pub fn eventually<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<
     }
 }
 
+/// Pods requesting one eRDMA device each, on the eRDMA nodes, Running.
+pub fn erdma_pods(ns: &str, names: &[&str]) {
+    for name in names {
+        apply_yaml(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{app: rdma-worker}}\n\
+             spec:\n  containers:\n  - name: sidecar\n    image: busybox\n\
+             \x20 - name: worker\n    image: registry.example.com/rdt:latest\n    resources:\n\
+             \x20     limits: {{nvidia.com/gpu: \"1\", aliyun/erdma: \"1\"}}\n"
+        ));
+    }
+    eventually("the pods Running", Duration::from_secs(60), || {
+        let out = kubectl_ok(&[
+            "-n",
+            ns,
+            "get",
+            "pods",
+            "-l",
+            "app=rdma-worker",
+            "-o",
+            "jsonpath={.items[*].status.phase}",
+        ]);
+        (out.split_whitespace().filter(|p| *p == "Running").count() == names.len()).then_some(())
+    });
+}
+
 /// What the emulated pods of a namespace are (tests/cluster/emulator/node-emulator).
 #[derive(Clone, Copy)]
 pub enum Kind {
     Erdma,
     Mlx5,
+    Efa,
+}
+
+impl Kind {
+    /// The name the emulator reads from the namespace's `kind` file.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Erdma => "erdma",
+            Kind::Mlx5 => "mlx5",
+            Kind::Efa => "efa",
+        }
+    }
+}
+
+/// Creates namespace `name`, labelled as this process's (what the stale-namespace sweep goes by).
+fn create_namespace(name: &str) {
+    kubectl_ok(&["create", "namespace", name]);
+    kubectl_ok(&[
+        "label",
+        "namespace",
+        name,
+        &format!("rdmakit.test/owner={}", std::process::id()),
+    ]);
+}
+
+/// A namespace with none of [`Ns`]'s setup: no ClusterExec, so KWOK has nothing to run a pod exec with.
+/// Dropping it deletes it.
+pub struct BareNs(pub String);
+
+impl BareNs {
+    pub fn new(prefix: &str) -> BareNs {
+        SWEPT.call_once(sweep_stale_namespaces);
+        let name = format!("{prefix}-{}", std::process::id() % 10000);
+        create_namespace(&name);
+        BareNs(name)
+    }
+}
+
+impl Drop for BareNs {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"]);
+    }
 }
 
 /// A test namespace: its ClusterExec (pod exec goes to the emulator with EMU_NS), the emulator's node kind
@@ -184,18 +281,8 @@ impl Ns {
         );
         let dir = emu_state().join("ns").join(&name);
         std::fs::create_dir_all(&dir).expect("emulator state dir");
-        let kind = match kind {
-            Kind::Erdma => "erdma",
-            Kind::Mlx5 => "mlx5",
-        };
-        std::fs::write(dir.join("kind"), kind).expect("kind file");
-        kubectl_ok(&["create", "namespace", &name]);
-        kubectl_ok(&[
-            "label",
-            "namespace",
-            &name,
-            &format!("rdmakit.test/owner={}", std::process::id()),
-        ]);
+        std::fs::write(dir.join("kind"), kind.name()).expect("kind file");
+        create_namespace(&name);
         // Container logs (the MPIJob launcher's nccl-tests output) come from a file the test can change.
         let log = dir.join("container.log");
         write_cri_log(&emulator_log("launcher-ok.log"), &log);
@@ -262,6 +349,35 @@ impl Ns {
         .expect("faults file");
     }
 
+    /// `kubectl -n NS apply --server-side -f FILE`.
+    pub fn apply_file(&self, file: &Path) {
+        kubectl_ok(&[
+            "-n",
+            &self.name,
+            "apply",
+            "--server-side",
+            "-f",
+            file.to_str().unwrap(),
+        ]);
+    }
+
+    /// `kubectl -n NS delete -f FILE FLAG`.
+    pub fn delete_file(&self, file: &Path, flag: &str) {
+        kubectl_ok(&[
+            "-n",
+            &self.name,
+            "delete",
+            "-f",
+            file.to_str().unwrap(),
+            flag,
+        ]);
+    }
+
+    /// The report.md of the last run into this namespace's out dir.
+    pub fn report_md(&self) -> String {
+        std::fs::read_to_string(self.out.join("report.md")).expect("report.md")
+    }
+
     /// `rdmakit run WORKFLOW -n NS --out OUT ARGS...` (live, not dry-run).
     pub fn run(&self, workflow: &str, args: &[&str]) -> Run {
         self.run_in(workflow, &self.out, args)
@@ -274,7 +390,7 @@ impl Ns {
     /// A run with other credentials (a kubeconfig file of the test's own).
     pub fn run_as(&self, workflow: &str, out: &Path, config: &Path, args: &[&str]) -> Run {
         self.provision_disk();
-        let o = Command::new(rdmakit_path())
+        let o = rdmakit()
             .args(["run", workflow, "-n", &self.name, "--out"])
             .arg(out)
             .args(args)
@@ -510,7 +626,7 @@ pub fn assert_clean(ns: &Ns) {
 /// and checks the run's answer: exit 130, the report says interrupted and lists its cleanup, and the
 /// namespace holds nothing of the run's own. Returns report.json for further checks.
 pub fn interrupt_once_applied(ns: &Ns, workflow: &str, args: &[&str], resource: &str) -> String {
-    let mut child = Command::new(rdmakit_path())
+    let mut child = rdmakit()
         .args(["run", workflow, "-n", &ns.name, "--out"])
         .arg(&ns.out)
         .args(args)

@@ -2,24 +2,18 @@
 //! what rdmakit's waits and selectors expect, and the MPI Operator creates the MPIJob's launcher and workers
 //! whose ResourceClaims the real scheduler allocates from DRANET's ResourceSlices.
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::harness::{Kind, Ns, eventually, get_json, kubectl_ok, rdmakit_path};
+use super::harness::{Kind, Ns, eventually, get_json, kubectl_ok, output_ok, rdmakit};
 
 fn render(ns: &Ns, system: &str, profile: &str) -> std::path::PathBuf {
     let dir = ns.out.join(format!("render-{profile}-{system}"));
-    let o = Command::new(rdmakit_path())
-        .args(["render", system, "--profile", profile, "--out"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "render {system} --profile {profile}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    output_ok(
+        rdmakit()
+            .args(["render", system, "--profile", profile, "--out"])
+            .arg(&dir),
     );
     dir
 }
@@ -78,14 +72,7 @@ fn kuberay_reconciles_each_ray_profiles_raycluster_into_pods_rdmakit_can_select(
         let dir = render(&ns, "raycluster", profile);
         let files = yaml_files(&dir);
         assert_eq!(files.len(), 1, "{files:?}");
-        kubectl_ok(&[
-            "-n",
-            &ns.name,
-            "apply",
-            "--server-side",
-            "-f",
-            files[0].to_str().unwrap(),
-        ]);
+        ns.apply_file(&files[0]);
         let rc = get_json(&["rayclusters", "-n", &ns.name]);
         let cluster = rc["items"][0]["metadata"]["name"]
             .as_str()
@@ -153,14 +140,7 @@ fn kuberay_reconciles_each_ray_profiles_raycluster_into_pods_rdmakit_can_select(
                 (rc["status"]["state"] == "ready").then_some(())
             },
         );
-        kubectl_ok(&[
-            "-n",
-            &ns.name,
-            "delete",
-            "-f",
-            files[0].to_str().unwrap(),
-            "--wait=true",
-        ]);
+        ns.delete_file(&files[0], "--wait=true");
     }
 }
 
@@ -171,27 +151,13 @@ fn mpi_operator_runs_the_mpijob_with_claims_the_scheduler_allocates_and_reserves
     let dra = render(&ns, "dra", "aliyun-erdma-dra");
     let mpi = render(&ns, "mpijob", "aliyun-erdma-dra");
     for f in yaml_files(&dra) {
-        kubectl_ok(&[
-            "-n",
-            &ns.name,
-            "apply",
-            "--server-side",
-            "-f",
-            f.to_str().unwrap(),
-        ]);
+        ns.apply_file(&f);
     }
     let job_file = yaml_files(&mpi)
         .into_iter()
         .find(|f| std::fs::read_to_string(f).unwrap().contains("kind: MPIJob"))
         .expect("an MPIJob manifest");
-    kubectl_ok(&[
-        "-n",
-        &ns.name,
-        "apply",
-        "--server-side",
-        "-f",
-        job_file.to_str().unwrap(),
-    ]);
+    ns.apply_file(&job_file);
     let job = get_json(&["mpijobs", "-n", &ns.name]);
     let name = job["items"][0]["metadata"]["name"]
         .as_str()
@@ -253,22 +219,8 @@ fn mpi_operator_runs_the_mpijob_with_claims_the_scheduler_allocates_and_reserves
                 .then_some(())
         },
     );
-    kubectl_ok(&[
-        "-n",
-        &ns.name,
-        "delete",
-        "-f",
-        job_file.to_str().unwrap(),
-        "--wait=true",
-    ]);
+    ns.delete_file(&job_file, "--wait=true");
     for f in yaml_files(&dra) {
-        kubectl_ok(&[
-            "-n",
-            &ns.name,
-            "delete",
-            "-f",
-            f.to_str().unwrap(),
-            "--ignore-not-found",
-        ]);
+        ns.delete_file(&f, "--ignore-not-found");
     }
 }

@@ -3,32 +3,25 @@
 
 use std::process::Command;
 
-use super::harness::{Kind, Ns, kubeconfig, kubectl_path, rdmakit_path};
+use rdmakit_tests::path_with;
+
+use super::harness::{
+    ERDMA_SECRETS, Kind, Ns, assert_clean, kubeconfig, kubectl_path, output_ok, rdmakit,
+};
 
 /// Writes the plan with `rdmakit run --dry-run -n NS` and runs it with the tier's kubectl first on PATH.
 fn run_plan(ns: &Ns, workflow: &str, args: &[&str]) -> (i32, String) {
     let dir = ns.out.join("plan");
-    let o = Command::new(rdmakit_path())
-        .args(["run", workflow, "--dry-run", "-n", &ns.name, "--out"])
-        .arg(&dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "dry-run of {workflow} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let bin = kubectl_path().parent().unwrap().to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
+    output_ok(
+        rdmakit()
+            .args(["run", workflow, "--dry-run", "-n", &ns.name, "--out"])
+            .arg(&dir)
+            .args(args),
     );
     let o = Command::new("bash")
         .arg(dir.join("plan.sh"))
         .env("KUBECONFIG", kubeconfig())
-        .env("PATH", path)
+        .env("PATH", path_with(kubectl_path().parent().unwrap()))
         .output()
         .unwrap();
     let text = format!(
@@ -46,36 +39,27 @@ fn assert_plan_passes(ns: &Ns, workflow: &str, args: &[&str]) -> String {
         code, 0,
         "{workflow}'s plan.sh failed against the real cluster:\n{text}"
     );
-    let left = ns.leftovers();
-    assert!(left.is_empty(), "{workflow}'s plan.sh left {left:?}");
+    assert_clean(ns);
     text
 }
 
-const ERDMA: &[&str] = &[
-    "--set",
-    "pull_secret_source=acr-pull",
-    "--set",
-    "push_secret_source=acr-push",
-];
+/// Runs the plan, asserts a non-zero exit whose output holds one of `any_of`, and that the plan's trap cleaned
+/// up.
+fn assert_plan_fails(ns: &Ns, workflow: &str, args: &[&str], any_of: &[&str]) {
+    let (code, text) = run_plan(ns, workflow, args);
+    assert_ne!(code, 0, "{workflow}'s plan.sh passed:\n{text}");
+    assert!(any_of.iter().any(|n| text.contains(n)), "{text}");
+    assert_clean(ns);
+}
 
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn erdma_ray_rdt_plan_runs_under_kubectl_and_fails_on_the_known_bad_nccl() {
     let ns = Ns::new("plan-erdma", Kind::Erdma);
-    assert_plan_passes(&ns, "erdma-ray-rdt", ERDMA);
+    assert_plan_passes(&ns, "erdma-ray-rdt", ERDMA_SECRETS);
     let bad = Ns::new("plan-erdma-bad", Kind::Erdma);
     bad.faults(&["nccl-2.28.9"]);
-    let (code, text) = run_plan(&bad, "erdma-ray-rdt", ERDMA);
-    assert_ne!(code, 0, "plan.sh passed on NCCL 2.28.9:\n{text}");
-    assert!(
-        text.contains("SIGSEGV") || text.contains("2.28.9"),
-        "{text}"
-    );
-    let left = bad.leftovers();
-    assert!(
-        left.is_empty(),
-        "the failed plan.sh left {left:?} (its trap must clean up)"
-    );
+    assert_plan_fails(&bad, "erdma-ray-rdt", ERDMA_SECRETS, &["SIGSEGV", "2.28.9"]);
 }
 
 #[test]
@@ -110,13 +94,11 @@ fn dranet_nccl_tests_plan_runs_under_kubectl_and_enforces_the_busbw_floor() {
     assert!(text.contains("peak busbw 9.06 GB/s (floor 9.0)"), "{text}");
 
     let high = Ns::new("plan-dranet-floor", Kind::Erdma);
-    let (code, text) = run_plan(&high, "dranet-nccl-tests", &["--set", "min_busbw_gbps=9.5"]);
-    assert_ne!(code, 0, "plan.sh passed below its busbw floor:\n{text}");
-    assert!(text.contains("peak busbw 9.06 GB/s (floor 9.5)"), "{text}");
-    let left = high.leftovers();
-    assert!(
-        left.is_empty(),
-        "the failed plan.sh left {left:?} (its trap must clean up)"
+    assert_plan_fails(
+        &high,
+        "dranet-nccl-tests",
+        &["--set", "min_busbw_gbps=9.5"],
+        &["peak busbw 9.06 GB/s (floor 9.5)"],
     );
 }
 

@@ -2,17 +2,15 @@
 //! resources, or DRANET's ResourceSlices), the DRANET pods, the profile's DeviceClass against the published
 //! devices, facts read inside selected pods (`--pods`) and the served APIs, read through the real API server.
 
-use std::process::Command;
-
 use serde_json::Value;
 
 use super::harness::{
-    Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, apply_yaml, eventually, kubeconfig, kubectl,
-    kubectl_ok, rdmakit_path,
+    BareNs, Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, apply_yaml, erdma_pods, eventually,
+    kubeconfig, kubectl, kubectl_ok, rdmakit,
 };
 
 fn preflight(args: &[&str]) -> (i32, Value) {
-    let o = Command::new(rdmakit_path())
+    let o = rdmakit()
         .arg("preflight")
         .args(args)
         .arg("--json")
@@ -146,36 +144,6 @@ fn preflight_judges_the_device_class_against_each_nodes_devices() {
     assert_eq!(code, 0, "{v:#}");
 }
 
-/// Pods requesting one eRDMA device each, on the eRDMA nodes, Running.
-pub(super) fn erdma_pods(ns: &str, names: &[&str]) {
-    for name in names {
-        apply_yaml(&format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{app: rdma-worker}}\n\
-             spec:\n  containers:\n  - name: sidecar\n    image: busybox\n\
-             \x20 - name: worker\n    image: registry.example.com/rdt:latest\n    resources:\n\
-             \x20     limits: {{nvidia.com/gpu: \"1\", aliyun/erdma: \"1\"}}\n"
-        ));
-    }
-    eventually(
-        "the pods Running",
-        std::time::Duration::from_secs(60),
-        || {
-            let out = kubectl_ok(&[
-                "-n",
-                ns,
-                "get",
-                "pods",
-                "-l",
-                "app=rdma-worker",
-                "-o",
-                "jsonpath={.items[*].status.phase}",
-            ]);
-            (out.split_whitespace().filter(|p| *p == "Running").count() == names.len())
-                .then_some(())
-        },
-    );
-}
-
 /// `--pods`: each Running pod is probed once in the container that requests RDMA; what rdmakit reports is
 /// what the pod's own files say (read again here with kubectl exec), beside the pod's request.
 #[test]
@@ -256,7 +224,7 @@ fn preflight_reads_memlock_and_devices_inside_the_selected_pods() {
         );
     }
     // The human table lists each pod with its node and request.
-    let o = std::process::Command::new(rdmakit_path())
+    let o = rdmakit()
         .args([
             "preflight",
             "--profile",
@@ -287,20 +255,7 @@ fn preflight_reads_memlock_and_devices_inside_the_selected_pods() {
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn preflight_names_a_pod_it_cannot_exec_into() {
-    struct Namespace(String);
-    impl Drop for Namespace {
-        fn drop(&mut self) {
-            let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"]);
-        }
-    }
-    let ns = Namespace(format!("preflight-noexec-{}", std::process::id() % 10000));
-    kubectl_ok(&["create", "namespace", &ns.0]);
-    kubectl_ok(&[
-        "label",
-        "namespace",
-        &ns.0,
-        &format!("rdmakit.test/owner={}", std::process::id()),
-    ]);
+    let ns = BareNs::new("preflight-noexec");
     erdma_pods(&ns.0, &["worker-0"]);
     let (code, v) = preflight_pods("app=rdma-worker", &ns.0);
     // Nothing was read, so nothing is judged failed: warnings that name the exec error.
@@ -345,7 +300,7 @@ fn preflight_says_when_the_pod_selector_matches_nothing() {
 #[ignore = "control-plane tier: make cluster-test"]
 fn preflight_names_a_not_ready_node_and_does_not_count_it() {
     let name = "cn-beijing.10.0.5.77";
-    super::harness::apply_yaml(&format!(
+    apply_yaml(&format!(
         "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    rdmakit.test/not-ready: \"true\"\n    aliyun.accelerator/nvidia_name: NVIDIA-RTX-PRO-5000-72GB-Blackwell\nstatus:\n  capacity: {{cpu: \"256\", memory: 1000Gi, pods: \"110\", nvidia.com/gpu: \"8\", aliyun/erdma: \"400\"}}\n  allocatable: {{cpu: \"256\", memory: 1000Gi, pods: \"110\", nvidia.com/gpu: \"8\", aliyun/erdma: \"400\"}}\n"
     ));
     std::thread::sleep(std::time::Duration::from_secs(2));
@@ -382,7 +337,7 @@ fn preflight_fails_while_a_dranet_pod_never_gets_ready() {
         ]);
     };
     patch(r#"{"rdmakit.test/never-ready":"true"}"#);
-    let v = super::harness::eventually(
+    let v = eventually(
         "a DRANET pod that is not Ready",
         std::time::Duration::from_secs(60),
         || {

@@ -5,22 +5,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::harness::{Kind, Ns, kubectl, rdmakit_path, repo};
+use super::harness::{Kind, Ns, kubectl, output_ok, output_text, rdmakit, repo};
 
 /// Every built-in profile, from `rdmakit profiles --json` (run outside the repository, so only the built-ins
 /// are listed): a profile added later is validated without editing this file.
 fn builtin_profiles(scratch: &Path) -> Vec<String> {
     std::fs::create_dir_all(scratch).unwrap();
-    let o = Command::new(rdmakit_path())
-        .args(["profiles", "--json"])
-        .current_dir(scratch)
-        .env("XDG_CONFIG_HOME", scratch)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "profiles --json: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let o = output_ok(
+        rdmakit()
+            .args(["profiles", "--json"])
+            .current_dir(scratch)
+            .env("XDG_CONFIG_HOME", scratch),
     );
     let list: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     let names: Vec<String> = list
@@ -55,15 +50,10 @@ fn cases(scratch: &Path) -> Vec<PathBuf> {
     for p in builtin_profiles(scratch) {
         let p = p.as_str();
         let dir = scratch.join(p);
-        let o = Command::new(rdmakit_path())
-            .args(["render", "all", "--profile", p, "--out"])
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "render all --profile {p}: {}",
-            String::from_utf8_lossy(&o.stderr)
+        output_ok(
+            rdmakit()
+                .args(["render", "all", "--profile", p, "--out"])
+                .arg(&dir),
         );
         files.extend(yaml_under(&dir));
     }
@@ -94,17 +84,12 @@ fn server_verdict(ns: &str, file: &Path) -> (bool, String) {
 
 /// (accepted by rdmakit: exit 0; warnings do not reject), its output
 fn rdmakit_verdict(file: &Path) -> (bool, String) {
-    let o = Command::new(rdmakit_path())
+    let o = rdmakit()
         .args(["validate", "--strict"])
         .arg(file)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.success(), text.trim().to_owned())
+    (o.status.success(), output_text(&o).trim().to_owned())
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! v5 on AKS (rdma/shared_ib, NET/IB on mlx5): nodes a test applies for itself (fixtures/gke-a4-nodes.yaml,
 //! azure-nd-h100-nodes.yaml) and deletes after, so the seeds' tests never see them.
 
-use super::harness::{Kind, NodePatch, Ns, assert_clean, kubectl, kubectl_ok, repo};
+use super::harness::{
+    Kind, NodePatch, Ns, assert_clean, assert_contains_all, kubectl, kubectl_ok, repo,
+};
 
 /// Nodes (and ResourceSlices) of a fixture file in the cluster for one test; deleted on drop.
 struct Nodes(String);
@@ -36,23 +38,11 @@ impl Drop for Nodes {
 
 const EFA: &[&str] = &["--set", "profile=aws-efa-eks"];
 
-/// A namespace whose emulated pods are EFA nodes: the harness knows erdma and mlx5, the emulator also efa.
+/// A namespace whose emulated pods are EFA nodes, with aws-ofi-nccl's launcher log.
 fn efa_ns(prefix: &str) -> Ns {
-    let ns = Ns::new(prefix, Kind::Mlx5);
-    std::fs::write(
-        repo()
-            .join("target/cluster/emu-state/ns")
-            .join(&ns.name)
-            .join("kind"),
-        "efa",
-    )
-    .unwrap();
+    let ns = Ns::new(prefix, Kind::Efa);
     ns.container_log("launcher-efa-ok.log");
     ns
-}
-
-fn report_md(ns: &Ns) -> String {
-    std::fs::read_to_string(ns.out.join("report.md")).unwrap()
 }
 
 #[test]
@@ -61,21 +51,21 @@ fn nccl_tests_passes_live_on_efa_nodes_then_again_and_cleans_up() {
     let ns = efa_ns("efa");
     let r = ns.run("nccl-tests", EFA);
     r.assert_pass();
-    let md = report_md(&ns);
-    for needle in [
-        // The scheduler placed the workers on the EFA nodes the node check found (taint tolerated, selector met).
-        "PASS at least 2 nodes with nvidia.com/gpu=8, vpc.amazonaws.com/efa=32 and labels node.kubernetes.io/instance-type=p5.48xlarge: 2 node(s)",
-        "ip-10-0-71-18.us-west-2.compute.internal (nvidia.com/gpu=8, vpc.amazonaws.com/efa=32)",
-        "PASS NCCL uses EFA (NET/OFI): nccl-test-efa-worker-0:45:61 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.16.3",
-        "NET/OFI Selected provider is efa, fabric is efa (found 32 nics)",
-        "PASS all_reduce traffic crossed EFA (rdmap* ports/1/hw_counters/tx_bytes)",
-        "PASS nccl-tests peak busbw vs the rate p5.48xlarge should reach: peak bus bandwidth 331.18 GB/s = 308.44 GiB/s",
-        "92 % of the expected 335.3 GiB/s",
-        "PASS all_reduce_perf ran every size without errors",
-        "PASS launcher log: no known failure signature",
-    ] {
-        assert!(md.contains(needle), "missing {needle:?} in\n{md}");
-    }
+    assert_contains_all(
+        &ns.report_md(),
+        &[
+            // The scheduler placed the workers on the EFA nodes the node check found (taint tolerated, selector met).
+            "PASS at least 2 nodes with nvidia.com/gpu=8, vpc.amazonaws.com/efa=32 and labels node.kubernetes.io/instance-type=p5.48xlarge: 2 node(s)",
+            "ip-10-0-71-18.us-west-2.compute.internal (nvidia.com/gpu=8, vpc.amazonaws.com/efa=32)",
+            "PASS NCCL uses EFA (NET/OFI): nccl-test-efa-worker-0:45:61 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.16.3",
+            "NET/OFI Selected provider is efa, fabric is efa (found 32 nics)",
+            "PASS all_reduce traffic crossed EFA (rdmap* ports/1/hw_counters/tx_bytes)",
+            "PASS nccl-tests peak busbw vs the rate p5.48xlarge should reach: peak bus bandwidth 331.18 GB/s = 308.44 GiB/s",
+            "92 % of the expected 335.3 GiB/s",
+            "PASS all_reduce_perf ran every size without errors",
+            "PASS launcher log: no known failure signature",
+        ],
+    );
     assert_clean(&ns);
     let again = ns.run("nccl-tests", EFA);
     again.assert_pass();
@@ -110,7 +100,7 @@ fn nccl_tests_fails_before_deploying_when_an_efa_node_lacks_its_efa_devices() {
     let ns = efa_ns("efa-node");
     let r = ns.run("nccl-tests", EFA);
     r.assert_fail_naming(&[&format!("{node}: vpc.amazonaws.com/efa 0 < 32")]);
-    let md = report_md(&ns);
+    let md = ns.report_md();
     assert!(
         !md.contains("## Apply the MPIJob"),
         "deployed anyway:\n{md}"
@@ -126,10 +116,7 @@ fn passes_on(nodes: &str, pool: &str, log: &str, profile: &str, needles: &[&str]
     ns.container_log(log);
     ns.run("nccl-tests", &["--set", &format!("profile={profile}")])
         .assert_pass();
-    let md = report_md(&ns);
-    for needle in needles {
-        assert!(md.contains(needle), "missing {needle:?} in\n{md}");
-    }
+    assert_contains_all(&ns.report_md(), needles);
     assert_clean(&ns);
 }
 

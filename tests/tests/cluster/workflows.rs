@@ -2,49 +2,44 @@
 //! the used cluster passes, and nothing of a run's own is left behind.
 
 use super::harness::{
-    Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, assert_clean, kubectl, repo,
+    ERDMA_SECRETS, Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, assert_clean,
+    assert_contains_all, erdma_pods, interrupt_once_applied, kubectl, repo,
 };
-
-const ERDMA: &[&str] = &[
-    "--set",
-    "pull_secret_source=acr-pull",
-    "--set",
-    "push_secret_source=acr-push",
-];
 
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn erdma_ray_rdt_passes_live_then_again_on_the_used_cluster_and_cleans_up() {
     let ns = Ns::new("erdma", Kind::Erdma);
-    let r = ns.run("erdma-ray-rdt", ERDMA);
+    let r = ns.run("erdma-ray-rdt", ERDMA_SECRETS);
     r.assert_pass();
     // Seed 000's checks, each on what came back through the real API server from the emulated pods.
-    let md = std::fs::read_to_string(ns.out.join("report.md")).unwrap();
-    for needle in [
-        "PASS NCCL 2.30.7 (23007) in the image",
-        "PASS worker 0: RLIMIT_MEMLOCK unlimited",
-        "PASS worker 1: erdma_0 visible and PORT_ACTIVE: erdma_0 port 1 PORT_ACTIVE (4), link_layer Ethernet, transport eRDMA (0)",
-        "PASS NCCL all_reduce over eRDMA moved its bytes on the device (rank 0): eRDMA tx during check: 2.5 GiB (want >= 1.25 GiB)",
-        "PASS NCCL all_reduce with NCCL_IB_DISABLE=1 left the device idle (rank 0): eRDMA tx during check: 0.0 GiB",
-        "PASS RDT traffic crossed eRDMA (device counters)",
-        "TCP-run eRDMA tx delta: 0.000 GiB",
-        "PASS worker 0: NCCL log shows NET/IB on erdma_0",
-        "INFO RDT steady-state throughput, eRDMA vs NCCL_IB_DISABLE=1: ours 11.68 GiB/s beside the TCP run 1.17 GiB/s",
-        // Beside what the profile's instance type should reach (issue 15's model), with its inputs.
-        "INFO RDT demo over eRDMA: steady-state rate vs the expected: RDT over eRDMA: 11.68 GiB/s steady state",
-        "11.7 GiB/s is 59 % of the expected 19.9 GiB/s (staged through host memory, limited by the NIC)",
-        "RDT demo over eRDMA: steady-state rate vs the expected: expected rate (model)",
-        "PASS no leftover NCCLUniqueIDStore actors",
-        "PASS image built and pushed",
-    ] {
-        assert!(md.contains(needle), "missing {needle:?} in\n{md}");
-    }
+    let md = ns.report_md();
+    assert_contains_all(
+        &md,
+        &[
+            "PASS NCCL 2.30.7 (23007) in the image",
+            "PASS worker 0: RLIMIT_MEMLOCK unlimited",
+            "PASS worker 1: erdma_0 visible and PORT_ACTIVE: erdma_0 port 1 PORT_ACTIVE (4), link_layer Ethernet, transport eRDMA (0)",
+            "PASS NCCL all_reduce over eRDMA moved its bytes on the device (rank 0): eRDMA tx during check: 2.5 GiB (want >= 1.25 GiB)",
+            "PASS NCCL all_reduce with NCCL_IB_DISABLE=1 left the device idle (rank 0): eRDMA tx during check: 0.0 GiB",
+            "PASS RDT traffic crossed eRDMA (device counters)",
+            "TCP-run eRDMA tx delta: 0.000 GiB",
+            "PASS worker 0: NCCL log shows NET/IB on erdma_0",
+            "INFO RDT steady-state throughput, eRDMA vs NCCL_IB_DISABLE=1: ours 11.68 GiB/s beside the TCP run 1.17 GiB/s",
+            // Beside what the profile's instance type should reach (issue 15's model), with its inputs.
+            "INFO RDT demo over eRDMA: steady-state rate vs the expected: RDT over eRDMA: 11.68 GiB/s steady state",
+            "11.7 GiB/s is 59 % of the expected 19.9 GiB/s (staged through host memory, limited by the NIC)",
+            "RDT demo over eRDMA: steady-state rate vs the expected: expected rate (model)",
+            "PASS no leftover NCCLUniqueIDStore actors",
+            "PASS image built and pushed",
+        ],
+    );
     // The registry credentials the harness put in the Secrets never reach the report or the output.
     for text in [&md, &r.report.to_string(), &r.stdout, &r.stderr] {
         assert!(!text.contains("not-a-real-password"), "a credential leaked");
     }
     assert_clean(&ns);
-    let again = ns.run("erdma-ray-rdt", ERDMA);
+    let again = ns.run("erdma-ray-rdt", ERDMA_SECRETS);
     again.assert_pass();
     assert_clean(&ns);
 }
@@ -68,21 +63,22 @@ fn erdma_ray_rdt_through_rdmakit_rdt_passes_live_with_the_wheel_in_the_image() {
     )
     .unwrap();
     let set_wheel = format!("rdt_wheel={}", wheel.display());
-    let mut args = ERDMA.to_vec();
+    let mut args = ERDMA_SECRETS.to_vec();
     args.extend(["--set", "rdt_transport=rdmakit", "--set", &set_wheel]);
     let r = ns.run("erdma-ray-rdt", &args);
     r.assert_pass();
-    let md = std::fs::read_to_string(ns.out.join("report.md")).unwrap();
-    for needle in [
-        "PASS image built and pushed",
-        "PASS RDT demo: every transfer checksum OK",
-        "PASS RDT traffic crossed eRDMA (device counters)",
-        "PASS RDT demo over TCP (RDMAKIT_TRANSPORT=tcp) succeeds",
-        "PASS A/B: eRDMA run moved the bytes, the RDMAKIT_TRANSPORT=tcp run left the counters flat",
-        "INFO NCCL logs of the RDT run",
-    ] {
-        assert!(md.contains(needle), "missing {needle:?} in\n{md}");
-    }
+    let md = ns.report_md();
+    assert_contains_all(
+        &md,
+        &[
+            "PASS image built and pushed",
+            "PASS RDT demo: every transfer checksum OK",
+            "PASS RDT traffic crossed eRDMA (device counters)",
+            "PASS RDT demo over TCP (RDMAKIT_TRANSPORT=tcp) succeeds",
+            "PASS A/B: eRDMA run moved the bytes, the RDMAKIT_TRANSPORT=tcp run left the counters flat",
+            "INFO NCCL logs of the RDT run",
+        ],
+    );
     assert!(
         !md.contains("NCCL log shows NET/IB"),
         "NCCL logs judged on an rdmakit run:\n{md}"
@@ -91,7 +87,7 @@ fn erdma_ray_rdt_through_rdmakit_rdt_passes_live_with_the_wheel_in_the_image() {
 
     let bare = ns.run(
         "erdma-ray-rdt",
-        &[ERDMA, &["--set", "rdt_transport=rdmakit"]].concat(),
+        &[ERDMA_SECRETS, &["--set", "rdt_transport=rdmakit"]].concat(),
     );
     assert_ne!(bare.code, 0, "ran without the wheel:\n{}", bare.stdout);
     let all = format!("{}{}", bare.stdout, bare.stderr);
@@ -117,7 +113,7 @@ fn erdma_ray_rdt_fails_naming_each_fault_and_cleans_up() {
     ] {
         let ns = Ns::new("erdma-fault", Kind::Erdma);
         ns.faults(&[fault]);
-        let r = ns.run("erdma-ray-rdt", ERDMA);
+        let r = ns.run("erdma-ray-rdt", ERDMA_SECRETS);
         r.assert_fail_naming(needles);
         assert_clean(&ns);
     }
@@ -128,7 +124,7 @@ fn erdma_ray_rdt_fails_naming_each_fault_and_cleans_up() {
 fn erdma_ray_rdt_fails_when_a_gpu_node_lacks_the_erdma_resource() {
     let _patch = NodePatch::remove_resource("cn-beijing.10.0.5.76", "aliyun/erdma");
     let ns = Ns::new("erdma-node", Kind::Erdma);
-    let r = ns.run("erdma-ray-rdt", ERDMA);
+    let r = ns.run("erdma-ray-rdt", ERDMA_SECRETS);
     r.assert_fail_naming(&["cn-beijing.10.0.5.76", "aliyun/erdma"]);
     assert_clean(&ns);
 }
@@ -223,8 +219,7 @@ fn dranet_nccl_tests_fails_when_a_slice_lacks_the_attribute_the_device_class_sel
 #[ignore = "control-plane tier: make cluster-test"]
 fn an_interrupted_erdma_run_exits_130_and_leaves_nothing_of_its_own() {
     let ns = Ns::new("erdma-int", Kind::Erdma);
-    let report =
-        super::harness::interrupt_once_applied(&ns, "erdma-ray-rdt", ERDMA, "rayclusters.ray.io");
+    let report = interrupt_once_applied(&ns, "erdma-ray-rdt", ERDMA_SECRETS, "rayclusters.ray.io");
     assert!(
         report.contains("cleanup: bundle/ray-cluster"),
         "the report lists the cleanup: {report}"
@@ -249,7 +244,7 @@ fn processes_running(argv: &[&str]) -> Vec<u32> {
 #[ignore = "control-plane tier: make cluster-test"]
 fn exec_many_kills_the_rank_it_stops_in_its_pod() {
     let ns = Ns::new("exec-many", Kind::Erdma);
-    super::preflight::erdma_pods(&ns.name, &["rank-0", "rank-1"]);
+    erdma_pods(&ns.name, &["rank-0", "rank-1"]);
     // A duration no other process here sleeps for.
     let nap = format!("{}", 600 + std::process::id() % 97);
     let dir = repo()
@@ -277,7 +272,7 @@ fn exec_many_kills_the_rank_it_stops_in_its_pod() {
         "{:?}",
         t0.elapsed()
     );
-    let md = std::fs::read_to_string(ns.out.join("report.md")).unwrap();
+    let md = ns.report_md();
     // KWOK's exec reports a command's exit status inside an internal error (code -1), not as an exit code.
     assert!(md.contains("PASS rank 1 failed: "), "{md}\n{}", r.stderr);
     assert!(
