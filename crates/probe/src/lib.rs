@@ -78,8 +78,3 @@ pub use verdict::{Check, Verdict};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
-
-/// The old path of [`throughput`] (`probe::bench`, `probe::bench::BenchVerdict`), kept for one release so
-/// callers can move at their own pace.
-#[doc(hidden)]
-pub use throughput as bench;

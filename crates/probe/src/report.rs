@@ -108,13 +108,6 @@ impl Report {
         r
     }
 
-    /// The name of [`from_throughput`](Self::from_throughput) before `probe::bench` became
-    /// `probe::throughput`; kept for one release.
-    #[doc(hidden)]
-    pub fn from_bench(title: impl Into<String>, verdicts: &[ThroughputVerdict]) -> Self {
-        Self::from_throughput(title, verdicts)
-    }
-
     /// Add a note.
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
         self.notes.push(note.into());

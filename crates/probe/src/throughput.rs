@@ -337,12 +337,3 @@ pub fn parsed(p: &Parsed) -> Option<ThroughputVerdict> {
         Parsed::IbvDevinfo(_) => None,
     }
 }
-
-/// The name of [`ThroughputVerdict`] before the module was `throughput` (it was `probe::bench`); kept for
-/// one release.
-#[doc(hidden)]
-pub type BenchVerdict = ThroughputVerdict;
-
-/// The name of [`ThroughputSource`] before the module was `throughput`; kept for one release.
-#[doc(hidden)]
-pub type BenchKind = ThroughputSource;

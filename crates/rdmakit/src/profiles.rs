@@ -349,17 +349,12 @@ impl rhai::ModuleResolver for BaseResolver {
         }) else {
             return Err(EvalAltResult::ErrorModuleNotFound(path.to_owned(), pos).into());
         };
-        let source_name = format!("scripts/vendors/{name}.rhai");
-        let in_module = |e: Box<EvalAltResult>| {
-            Box::new(EvalAltResult::ErrorInModule(source_name.clone(), e, pos))
-        };
-        let mut ast = engine
-            .compile(text)
-            .map_err(|e| in_module(EvalAltResult::from(e).into()))?;
-        ast.set_source(source_name.as_str());
-        let module =
-            rhai::Module::eval_ast_as_new(rhai::Scope::new(), &ast, engine).map_err(in_module)?;
-        Ok(rhai::Shared::new(module))
+        crate::host::resolver::eval_module(
+            engine,
+            &format!("scripts/vendors/{name}.rhai"),
+            text,
+            pos,
+        )
     }
 }
 

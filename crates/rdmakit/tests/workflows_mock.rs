@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use common::fake_api::{self, Answer, Reply, Seen, WorkflowRun, resource_list};
 use common::{fixture, output as out};
+use rdmakit::exec::kinds::{self, KindInfo};
 use rdmakit::exec::{ExecOutput, ExecSpec};
 use rdmakit::host::RunOutcome;
 use rdmakit::report::Verdict;
@@ -22,88 +23,27 @@ use serde_json::{Value, json};
 // ------------------------------------------------------------------------------------------------------
 // The cluster behind the fake API server.
 
-/// A kind the server serves.
-struct Kind {
-    group_version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-}
-
-const KINDS: &[Kind] = &[
-    Kind {
-        group_version: "v1",
-        kind: "Pod",
-        plural: "pods",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "v1",
-        kind: "Node",
-        plural: "nodes",
-        namespaced: false,
-    },
-    Kind {
-        group_version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "v1",
-        kind: "Service",
-        plural: "services",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "v1",
-        kind: "PersistentVolumeClaim",
-        plural: "persistentvolumeclaims",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "apps/v1",
-        kind: "Deployment",
-        plural: "deployments",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "ray.io/v1",
-        kind: "RayCluster",
-        plural: "rayclusters",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "kubeflow.org/v2beta1",
-        kind: "MPIJob",
-        plural: "mpijobs",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "resource.k8s.io/v1",
-        kind: "DeviceClass",
-        plural: "deviceclasses",
-        namespaced: false,
-    },
-    Kind {
-        group_version: "resource.k8s.io/v1",
-        kind: "ResourceClaimTemplate",
-        plural: "resourceclaimtemplates",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "resource.k8s.io/v1",
-        kind: "ResourceClaim",
-        plural: "resourceclaims",
-        namespaced: true,
-    },
-    Kind {
-        group_version: "resource.k8s.io/v1",
-        kind: "ResourceSlice",
-        plural: "resourceslices",
-        namespaced: false,
-    },
+/// The kinds the server serves, by name; their apiVersion, plural and scope come from the kinds table the
+/// executors use (`rdmakit::exec::kinds`). The table's other kinds get a 404, as on a cluster without them.
+const SERVED: &[&str] = &[
+    "Pod",
+    "Node",
+    "Secret",
+    "Service",
+    "PersistentVolumeClaim",
+    "Deployment",
+    "RayCluster",
+    "MPIJob",
+    "DeviceClass",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "ResourceSlice",
 ];
+
+/// The served kinds' rows of the kinds table.
+fn served() -> impl Iterator<Item = &'static KindInfo> {
+    kinds::KINDS.iter().filter(|k| SERVED.contains(&k.kind))
+}
 
 /// Cluster state: objects by (plural, namespace, name), pod logs, and API groups left uninstalled.
 #[derive(Default)]
@@ -222,9 +162,8 @@ impl Cluster {
         if self.missing_groups.iter().any(|g| gv.starts_with(g)) {
             return None;
         }
-        let resources: Vec<Value> = KINDS
-            .iter()
-            .filter(|k| k.group_version == gv)
+        let resources: Vec<Value> = served()
+            .filter(|k| k.api_version == gv)
             .map(|k| json!({"name": k.plural, "singularName": k.kind.to_lowercase(), "namespaced": k.namespaced, "kind": k.kind, "verbs": ["create", "delete", "get", "list", "patch", "watch"]}))
             .collect();
         (!resources.is_empty()).then(|| resource_list(gv, Value::Array(resources)))
@@ -258,9 +197,7 @@ impl Cluster {
             ["namespaces", ns, rest @ ..] => ((*ns).to_owned(), rest),
             r => (String::new(), r),
         };
-        let Some(kind) = KINDS
-            .iter()
-            .find(|k| k.group_version == gv && Some(&k.plural) == rest.first())
+        let Some(kind) = served().find(|k| k.api_version == gv && Some(&k.plural) == rest.first())
         else {
             return not_found(&format!("fake: no {}", s.uri));
         };
@@ -482,6 +419,13 @@ const ERDMA_PARAMS: &[(&str, &str)] = &[
     ("pull_secret_source", "acr-pull"),
     ("push_secret_source", "acr-push"),
 ];
+
+/// Every kind the fake serves is a row of the one table: a name it lacks would silently not be served.
+#[test]
+fn the_fake_serves_kinds_of_the_executors_table() {
+    let rows: Vec<&str> = served().map(|k| k.kind).collect();
+    assert_eq!(rows.len(), SERVED.len(), "served {rows:?} of {SERVED:?}");
+}
 
 #[test]
 fn erdma_ray_rdt_stops_with_the_operator_to_install_when_kuberay_is_missing() {

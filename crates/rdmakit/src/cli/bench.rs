@@ -15,9 +15,9 @@ use clap::{Args, Subcommand, ValueEnum};
 // `gpu_bench`: gpu-stage's benchmarks, apart from probe's `bench` judgements of their results.
 use gpu_stage::bench::{self as gpu_bench, Backend, BenchConfig, BenchResult, Direction};
 use gpu_stage::transport::rdma::{ConnectMode, RdmaConfig};
-use probe::bench::BenchVerdict;
 use probe::expect::{Expectation, ExpectationInputs};
 use probe::report::Report;
+use probe::throughput::ThroughputVerdict;
 
 use super::{CmdResult, Failure, code};
 
@@ -378,7 +378,7 @@ fn is_peer(r: &BenchResult) -> bool {
 fn judge(
     results: &[BenchResult],
     inputs: Option<ExpectationInputs>,
-) -> Result<(Vec<BenchVerdict>, Option<Expectation>), Failure> {
+) -> Result<(Vec<ThroughputVerdict>, Option<Expectation>), Failure> {
     let e = match inputs {
         Some(mut i) => {
             if let Some(d2h) = results.iter().find(|r| r.name == "pinned_d2h") {
@@ -399,7 +399,7 @@ fn judge(
                 format!("{:?}", r.backend).to_lowercase(),
                 r.seconds.len()
             );
-            probe::bench::rate("gpu-stage", label, r.gib_s_median).against_opt(e.as_ref(), 0.8)
+            probe::throughput::rate("gpu-stage", label, r.gib_s_median).against_opt(e.as_ref(), 0.8)
         })
         .collect();
     Ok((verdicts, e))
@@ -420,7 +420,7 @@ pub fn bench(a: BenchArgs) -> CmdResult {
     };
     let report = judged
         .as_ref()
-        .map(|(v, _)| Report::from_bench("rdmakit bench stage", v));
+        .map(|(v, _)| Report::from_throughput("rdmakit bench stage", v));
     if json {
         // Without --profile the results alone (an array); with it, the results and the report.
         let v = match &report {

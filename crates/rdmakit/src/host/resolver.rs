@@ -1,5 +1,6 @@
 //! `import "name" as m;` resolution: `scripts/lib/` next to the workflow (or extra dirs), then the copies of
-//! `scripts/lib/*.rhai` embedded in the binary, so built-in workflows run from any directory.
+//! `scripts/lib/*.rhai` embedded in the binary, so built-in workflows run from any directory. The
+//! evaluation of an imported text ([`eval_module`]) also serves the profiles' `import "base/..."`.
 
 use std::path::PathBuf;
 
@@ -53,14 +54,28 @@ impl LibResolver {
         pos: Position,
     ) -> Result<Shared<Module>, Box<EvalAltResult>> {
         let (source_name, text) = self.source(path, pos)?;
-        let mut ast = engine.compile(&text).map_err(|e| {
-            EvalAltResult::ErrorInModule(source_name.clone(), Box::new(EvalAltResult::from(e)), pos)
-        })?;
-        ast.set_source(source_name.as_str());
-        let module = Module::eval_ast_as_new(Scope::new(), &ast, engine)
-            .map_err(|e| EvalAltResult::ErrorInModule(source_name, e, pos))?;
-        Ok(Shared::new(module))
+        eval_module(engine, &source_name, &text, pos)
     }
+}
+
+/// Evaluates a module's `text` as `import` does: compiled and run by the importing (sandboxed) engine,
+/// named `source_name` (the name its errors cite); an error in it is an `ErrorInModule` at the import's
+/// `pos`. Shared by the workflow libraries and the profiles' embedded bases.
+pub(crate) fn eval_module(
+    engine: &Engine,
+    source_name: &str,
+    text: &str,
+    pos: Position,
+) -> Result<Shared<Module>, Box<EvalAltResult>> {
+    let in_module = |e: Box<EvalAltResult>| {
+        Box::new(EvalAltResult::ErrorInModule(source_name.to_owned(), e, pos))
+    };
+    let mut ast = engine
+        .compile(text)
+        .map_err(|e| in_module(EvalAltResult::from(e).into()))?;
+    ast.set_source(source_name);
+    let module = Module::eval_ast_as_new(Scope::new(), &ast, engine).map_err(in_module)?;
+    Ok(Shared::new(module))
 }
 
 impl ModuleResolver for LibResolver {

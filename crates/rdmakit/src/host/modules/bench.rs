@@ -1,11 +1,11 @@
 //! `bench::` — gpu-stage benchmarks on this machine (`bench::stage`), nccl-tests, RDT and perftest results
-//! as tables and judged against a profile's expected rate when given one (probe's `BenchVerdict`), and
+//! as tables and judged against a profile's expected rate when given one (probe's `ThroughputVerdict`), and
 //! ours-beside-the-peer ratio checks; what is judged is recorded in the report.
 
 use std::sync::Arc;
 
-use probe::bench::BenchVerdict;
 use probe::expect::Expectation;
+use probe::throughput::ThroughputVerdict;
 use rhai::{Array, Dynamic, Map, Module};
 
 use super::super::convert::{check_keys, opt_bool, opt_int, opt_str, to_dyn};
@@ -176,7 +176,7 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         fail: fail) with the model's table; without `profile` the run is judged on its own.",
         move |text: &str, opts: Map| -> RResult<Dynamic> {
         let run = parse_nccl_tests(text)?;
-        judge_run(&c, "bench::nccl_tests", &opts, nccl_tests_json(&run), probe::bench::nccl_tests(&run))
+        judge_run(&c, "bench::nccl_tests", &opts, nccl_tests_json(&run), probe::throughput::nccl_tests(&run))
     }, text: &str, opts: Map);
     regp!(&mut m, "rdt",
         "rdt(text) -> #{ok, iterations, steady_gib_s, first_gib_s, cross_node, total_bytes, \
@@ -190,7 +190,7 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         rdt(text), judged and recorded as nccl_tests(text, opts).",
         move |text: &str, opts: Map| -> RResult<Dynamic> {
         let run = parse_rdt(text)?;
-        judge_run(&c, "bench::rdt", &opts, rdt_json(&run), probe::bench::rdt(&run))
+        judge_run(&c, "bench::rdt", &opts, rdt_json(&run), probe::throughput::rdt(&run))
     }, text: &str, opts: Map);
     regp!(&mut m, "perftest",
         "perftest(text) -> #{test, device, best_avg_gib_s, rows, table}: perftest (`ib_write_bw`, \
@@ -204,7 +204,7 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         perftest(text), judged against one NIC's expectation and recorded as nccl_tests(text, opts).",
         move |text: &str, opts: Map| -> RResult<Dynamic> {
         let run = parse_perftest(text)?;
-        judge_run(&c, "bench::perftest", &opts, perftest_json(&run), probe::bench::perftest(&run))
+        judge_run(&c, "bench::perftest", &opts, perftest_json(&run), probe::throughput::perftest(&run))
     }, text: &str, opts: Map);
     regp!(&mut m, "table",
         "table(headers, rows) -> text: rows as a table (floats with two decimals, () as -).",
@@ -280,7 +280,7 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
 
 /// A bench verdict as scripts see it: `bench` (the verdict with its judgement against the expectation),
 /// `check` (what the report records) and `expectation_table` (the model's inputs; `()` without one).
-fn judged_json(v: &BenchVerdict, e: Option<&Expectation>) -> serde_json::Value {
+fn judged_json(v: &ThroughputVerdict, e: Option<&Expectation>) -> serde_json::Value {
     serde_json::json!({
         "bench": v,
         "check": v.check(),
@@ -308,7 +308,7 @@ fn judge_run(
     what: &str,
     opts: &Map,
     mut base: serde_json::Value,
-    verdict: BenchVerdict,
+    verdict: ThroughputVerdict,
 ) -> RResult<Dynamic> {
     check_keys(what, opts, JUDGE_KEYS)?;
     let e = match opts.get("profile") {
@@ -446,7 +446,7 @@ mod tests {
             crate::bridge::profile_expectation(&erdma(), Some("ecs.ebmgn9gc.64xlarge"), Some(20.4))
                 .unwrap();
         // Seed 000's RDT steady state (11.7 GiB/s) against the node: below 80 %, above 40 %.
-        let v = probe::bench::rate("rdt-bandwidth", "RDT demo", 11.7).against(&e, 0.8);
+        let v = probe::throughput::rate("rdt-bandwidth", "RDT demo", 11.7).against(&e, 0.8);
         let j = judged_json(&v, Some(&e));
         assert_eq!(j["bench"]["verdict"], "warn", "{j:#}");
         assert_eq!(j["check"]["id"], "rdt-bandwidth");
@@ -466,11 +466,15 @@ mod tests {
         );
         // Below the ok fraction, above the fail one: a warning, recorded as one (it used to become info).
         assert_eq!(Status::from(v.verdict), Status::Warn);
-        let fast = probe::bench::rate("rdt-bandwidth", "RDT demo", e.gib_s).against(&e, 0.8);
+        let fast = probe::throughput::rate("rdt-bandwidth", "RDT demo", e.gib_s).against(&e, 0.8);
         assert_eq!(Status::from(fast.verdict), Status::Pass);
-        let slow = probe::bench::rate("rdt-bandwidth", "RDT demo", e.gib_s * 0.1).against(&e, 0.8);
+        let slow =
+            probe::throughput::rate("rdt-bandwidth", "RDT demo", e.gib_s * 0.1).against(&e, 0.8);
         assert_eq!(Status::from(slow.verdict), Status::Fail);
-        let alone = judged_json(&probe::bench::rate("rdt-bandwidth", "RDT demo", 1.0), None);
+        let alone = judged_json(
+            &probe::throughput::rate("rdt-bandwidth", "RDT demo", 1.0),
+            None,
+        );
         assert!(
             alone["expectation_table"].is_null() && alone["bench"].get("expectation").is_none()
         );

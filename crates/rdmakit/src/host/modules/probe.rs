@@ -23,7 +23,7 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
 
 /// probe's judgements with what a profile says: memlock, the NCCL version against the profile's pins, the
 /// counter proof and the `NCCL_IB_DISABLE=1` A/B, host facts from `rdmakit probe --json`, the NCCL
-/// transport and net plugin of a log.
+/// transport, net plugin and device of a log, an active port in `ibv_devinfo` output.
 fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
     regp!(m, "memlock",
         "memlock(ulimit -l output) -> #{ok, value, detail, fix}: locked memory is unlimited.",
@@ -153,6 +153,30 @@ fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
         |log: &str| -> RResult<Dynamic> {
         ser(&probe::judge::nccl_transport(log).map_err(|e| runtime_error(format!("probe::nccl_transport: {e}")))?)
     }, log: &str);
+    regp!(m, "nccl_uses_device",
+        "nccl_uses_device(log, hca) -> #{ok, verdict, id, subject, summary, fix}: NCCL ran over NET/IB \
+        on device `hca` (the deciding NET/IB line names it); else why not (a fallback to sockets, \
+        NET/IB on other devices, no transport line) and the fix.",
+        |log: &str, hca: &str| -> RResult<Dynamic> {
+        check(&probe::judge::nccl_uses_device(log, hca).map_err(|e| runtime_error(format!("probe::nccl_uses_device: {e}")))?)
+    }, log: &str, hca: &str);
+    regp!(m, "ibv_port_active",
+        "ibv_port_active(text, hca) -> #{ok, verdict, id, subject, summary, fix}: `ibv_devinfo` output \
+        lists device `hca` (or one whose name it begins) with a port in PORT_ACTIVE; else the ports' \
+        states (with a fix), or the devices listed when none is `hca` (fix `()`: the caller knows \
+        why the device is missing).",
+        |text: &str, hca: &str| -> RResult<Dynamic> {
+        check(&probe::judge::ibv_port_active(text, hca))
+    }, text: &str, hca: &str);
+}
+
+/// A probe [`Check`](probe::Check) as scripts get it: its fields, `ok` when there is nothing to fix
+/// (`ok` or `info`), and `fix` present (`()` when none) so a script can test it.
+fn check(c: &probe::Check) -> RResult<Dynamic> {
+    let mut v = serde_json::to_value(c).map_err(|e| runtime_error(e.to_string()))?;
+    v["ok"] = c.verdict.passes().into();
+    v["fix"] = c.fix.clone().into();
+    to_dyn(&v)
 }
 
 /// probe's readers of what a cluster and its devices report: `ibv_devinfo`, DRA ResourceSlices against a

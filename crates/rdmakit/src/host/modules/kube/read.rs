@@ -133,19 +133,8 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
             })?;
             let mut cols: Array = vec![Dynamic::from("NAME:.metadata.name".to_owned())];
             for r in str_array(&a, "kube::nodes resources")? {
-                let header: String = r
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or(&r)
-                    .chars()
-                    .map(|ch| {
-                        if ch.is_ascii_alphanumeric() {
-                            ch.to_ascii_uppercase()
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
+                // The column header plan.sh reads it by: `aliyun/erdma` -> `ERDMA`.
+                let header = crate::plan::shell_var("", r.rsplit('/').next().unwrap_or(&r));
                 cols.push(Dynamic::from(format!(
                     "{header}:.status.capacity.{}",
                     r.replace('.', "\\.")
