@@ -2,6 +2,8 @@
 //! than one of them needs: the repository root, a command's output as one text, a `PATH` with stand-ins
 //! first, and the bundle listing the snapshots hold.
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 use std::process::Output;
 

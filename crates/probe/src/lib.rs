@@ -55,6 +55,8 @@
 //! # Ok::<(), probe::ProbeError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod counters;
 pub mod doctor;
 mod error;
