@@ -51,6 +51,15 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         move |name: &str| -> RResult<String> {
         Ok(load_profile(&c, name)?.nccl_log_marker())
     }, name: &str);
+    let c = ctx.clone();
+    regp!(&mut m, "device_prefix",
+        "device_prefix(profile) -> text: the literal start of the profile's device-name glob, what a \
+        device listing shows for each of its devices (`erdma_*` -> `erdma_`, `mlx5_*` -> `mlx5_`); \
+        k8s-render's DevicePattern, the one reading of the glob.",
+        move |profile: Dynamic| -> RResult<String> {
+        let p = profile_arg(&c, &profile, "profiles::device_prefix")?;
+        Ok(p.devices.name_pattern.prefix().to_owned())
+    }, profile: Dynamic);
     reg!(
         &mut m,
         "names",
