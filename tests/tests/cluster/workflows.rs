@@ -26,8 +26,9 @@ fn erdma_ray_rdt_passes_live_then_again_on_the_used_cluster_and_cleans_up() {
             "TCP-run eRDMA tx delta: 0.000 GiB",
             "PASS worker 0: NCCL log shows NET/IB on erdma_0",
             "INFO RDT steady-state throughput, eRDMA vs NCCL_IB_DISABLE=1: ours 11.68 GiB/s beside the TCP run 1.17 GiB/s",
-            // Beside what the profile's instance type should reach (issue 15's model), with its inputs.
-            "INFO RDT demo over eRDMA: steady-state rate vs the expected: RDT over eRDMA: 11.68 GiB/s steady state",
+            // Beside what the profile's instance type should reach (issue 15's model), with its inputs: 59 % of
+            // the expected is probe's `warn`, recorded as WARN (until issue 23 the report turned it into INFO).
+            "WARN RDT demo over eRDMA: steady-state rate vs the expected: RDT over eRDMA: 11.68 GiB/s steady state",
             "11.7 GiB/s is 59 % of the expected 19.9 GiB/s (staged through host memory, limited by the NIC)",
             "RDT demo over eRDMA: steady-state rate vs the expected: expected rate (model)",
             "PASS no leftover NCCLUniqueIDStore actors",
