@@ -1,6 +1,6 @@
 //! Validation of core Kubernetes kinds through the k8s-openapi types.
 
-use k8s_render::manifest::{self, Document};
+use k8s_render::manifest::{self, Document, Severity};
 use k8s_render::validate::{self, ValidateOptions, Violation, ViolationKind};
 
 fn parse(yaml: &str) -> Vec<Document> {
@@ -130,7 +130,7 @@ spec:
 }
 
 #[test]
-fn non_strict_mode_ignores_unknown_fields_but_not_types() {
+fn non_strict_mode_warns_on_unknown_fields_and_refuses_wrong_types() {
     let docs = parse(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndatta: {a: b}\ndata: {num: 1}\n",
     );
@@ -141,8 +141,24 @@ fn non_strict_mode_ignores_unknown_fields_but_not_types() {
             ..ValidateOptions::default()
         },
     );
-    assert_eq!(lax.len(), 1, "{lax:#?}");
-    assert_eq!(lax[0].location.path.to_string(), "data.num");
+    let got: Vec<(String, Severity)> = lax
+        .iter()
+        .map(|v| (v.location.path.to_string(), v.severity))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("data.num".to_owned(), Severity::Error),
+            ("datta".to_owned(), Severity::Warning)
+        ],
+        "{lax:#?}"
+    );
+    assert!(
+        lax[1].message.contains("did you mean \"data\"?"),
+        "{}",
+        lax[1]
+    );
+    assert!(strict(&docs).iter().all(|v| v.severity == Severity::Error));
     assert_eq!(strict(&docs).len(), 2);
 }
 

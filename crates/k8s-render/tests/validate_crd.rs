@@ -43,7 +43,7 @@ fn seed_manifests_pass_strict_validation() {
 }
 
 #[test]
-fn misspelt_field_is_caught_only_in_strict_mode() {
+fn misspelt_field_is_an_error_in_strict_mode_and_a_warning_without() {
     let docs = fixture("ray-cluster-typos.yaml");
     let v = strict(&docs);
     let typo = at(&v, "spec.workerGroupSpecs[0].template.spec.hostNetwrok");
@@ -63,8 +63,13 @@ fn misspelt_field_is_caught_only_in_strict_mode() {
             ..ValidateOptions::default()
         },
     );
+    let lax_typo = at(&lax, "spec.workerGroupSpecs[0].template.spec.hostNetwrok");
+    assert_eq!(lax_typo.len(), 1, "{lax:#?}");
+    assert_eq!(lax_typo[0].severity, Severity::Warning);
     assert!(
-        lax.iter().all(|v| v.kind != ViolationKind::UnknownField),
+        lax.iter()
+            .filter(|v| v.kind == ViolationKind::UnknownField)
+            .all(|v| v.severity == Severity::Warning),
         "{lax:#?}"
     );
     // The type error is reported in both modes.

@@ -121,9 +121,10 @@ fn mpijob_replica_type_other_than_launcher_or_worker() {
         &yaml,
         "spec.mpiReplicaSpecs.worker",
         ViolationKind::InvalidValue,
-        // The API server accepts the key (the control-plane tier applies it); only the operator ignores it.
-        Severity::Warning,
-        "did you mean \"Worker\"? the API server accepts it, but the MPI Operator acts only on Launcher and Worker",
+        // The API server accepts the key (the control-plane tier applies it); the operator ignores it, so
+        // the job that runs has no workers: refused.
+        Severity::Error,
+        "did you mean \"Worker\"? the API server accepts it (the CRD's mpiReplicaSpecs is an open map), but the MPI Operator v0.7.0 acts only on Launcher and Worker",
     );
     assert_eq!(v.location.line, Some(12));
     let good = format!(
@@ -139,21 +140,32 @@ fn raycluster(replicas: &str) -> String {
 }
 
 #[test]
-fn ray_replicas_outside_min_max_is_a_warning_and_min_above_max_an_error() {
+fn ray_replicas_outside_min_max_is_an_error_under_strict_and_min_above_max_always() {
+    let clamped = raycluster("replicas: 5\n    minReplicas: 1\n    maxReplicas: 2");
     let v = one(
-        &raycluster("replicas: 5\n    minReplicas: 1\n    maxReplicas: 2"),
+        &clamped,
         "spec.workerGroupSpecs[0].replicas",
         ViolationKind::InvalidValue,
-        Severity::Warning,
-        "replicas 5 is outside minReplicas..maxReplicas (1..2): KubeRay clamps it and runs 2 pods",
+        Severity::Error,
+        "replicas 5 is outside minReplicas..maxReplicas (1..2): the API server accepts it, KubeRay v1.5.1 clamps it and runs 2 worker pod(s), not 5",
     );
     assert_eq!(v.location.line, Some(13));
+    let docs = manifest::parse_str("case.yaml", &clamped).expect("parses");
+    let lax = validate::validate(
+        &docs,
+        &ValidateOptions {
+            strict: false,
+            ..ValidateOptions::default()
+        },
+    );
+    assert_eq!(lax.len(), 1, "{lax:#?}");
+    assert_eq!(lax[0].severity, Severity::Warning);
     one(
         &raycluster("replicas: 1\n    minReplicas: 3\n    maxReplicas: 2"),
         "spec.workerGroupSpecs[0].minReplicas",
         ViolationKind::InvalidValue,
         Severity::Error,
-        "minReplicas 3 is greater than maxReplicas 2",
+        "minReplicas 3 is greater than maxReplicas 2: the API server accepts the RayCluster, and KubeRay v1.5.1 logs",
     );
     assert!(
         violations(&raycluster(
@@ -178,4 +190,97 @@ fn the_vendored_kuberay_is_the_one_the_cluster_serves() {
         v[0].location.path.to_string(),
         "spec.authOptions.enableK8sTokenAuth"
     );
+}
+
+#[test]
+fn node_selector_and_label_values_follow_the_label_grammar() {
+    let pod = format!(
+        "{POD_HEAD}  nodeSelector:\n    foo: \"bar; baz\"\n  containers:\n  - {{name: c, image: busybox}}\n"
+    );
+    let v = one(
+        &pod,
+        "spec.nodeSelector.foo",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "nodeSelector value \"bar; baz\" is not a label value",
+    );
+    assert!(
+        v.message.contains("the API server rejects the object"),
+        "{v}"
+    );
+    assert_eq!(v.location.line, Some(6));
+    // Inside a custom resource the API server accepts it; the operator's pod create is refused.
+    let ray = raycluster("replicas: 1").replace(
+        "    template:\n      spec:\n        containers:\n        - {name: ray-worker",
+        "    template:\n      spec:\n        nodeSelector: {pool: \"a b\"}\n        containers:\n        - {name: ray-worker",
+    );
+    let v = one(
+        &ray,
+        "spec.workerGroupSpecs[0].template.spec.nodeSelector.pool",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "the API server accepts this custom resource",
+    );
+    assert!(
+        v.message
+            .contains("the pods the operator creates from it are rejected")
+    );
+    let labels = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels:\n    rdma/nic/type: erdma\n    ok.example.com/nic: \"-x\"\n    fine: \"\"\n";
+    let v = violations(labels);
+    let got: Vec<String> = v.iter().map(|v| v.location.path.to_string()).collect();
+    assert_eq!(
+        got,
+        [
+            "metadata.labels[\"ok.example.com/nic\"]",
+            "metadata.labels[\"rdma/nic/type\"]"
+        ],
+        "{v:#?}"
+    );
+    assert!(
+        v[1].message
+            .contains("label key \"rdma/nic/type\" is not a label key")
+    );
+    let good = format!(
+        "{POD_HEAD}  nodeSelector:\n    kubernetes.io/hostname: node-1\n  containers:\n  - {{name: c, image: busybox}}\n"
+    );
+    assert!(violations(&good).is_empty(), "{:#?}", violations(&good));
+}
+
+#[test]
+fn config_map_and_secret_data_over_one_mib_are_refused() {
+    let limit = 1024 * 1024;
+    let cm = |n: usize| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big}}\ndata:\n  a: {}\n  b: xy\n",
+            "x".repeat(n - 2)
+        )
+    };
+    assert!(violations(&cm(limit)).is_empty());
+    let v = one(
+        &cm(limit + 1),
+        "data",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "ConfigMap data + binaryData hold 1048577 bytes, over the API server's limit of 1048576 bytes",
+    );
+    assert!(
+        v.message.contains("largest: a 1048575 bytes, b 2 bytes"),
+        "{v}"
+    );
+    // A Secret counts decoded bytes: 4 base64 characters are 3 bytes; stringData counts as written.
+    let b64 = "QUJD".repeat(limit / 3 + 1);
+    let secret =
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ndata:\n  k: {b64}\n");
+    one(
+        &secret,
+        "data",
+        ViolationKind::InvalidValue,
+        Severity::Error,
+        "Secret data + stringData hold 1048578 bytes",
+    );
+    let small = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ndata:\n  k: {}\n",
+        "QUJD".repeat(limit / 3)
+    );
+    assert!(violations(&small).is_empty(), "{:#?}", violations(&small));
 }

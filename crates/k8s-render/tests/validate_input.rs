@@ -113,13 +113,25 @@ fn duplicate_keys_are_a_violation_with_both_lines_not_unreadable_input() {
     );
     let v = k8s_render::validate::validate(&docs, &Default::default());
     assert_eq!(v.len(), 1, "{v:#?}");
-    // A warning, as the control-plane tier showed: kubectl 1.36 applies such a document.
-    assert_eq!(v[0].severity, manifest::Severity::Warning);
+    // An error under --strict: kubectl 1.36 applies such a document (the control-plane tier shows it),
+    // keeping the later value, while other readers keep the first.
+    assert_eq!(v[0].severity, manifest::Severity::Error);
     assert_eq!(v[0].location.line, Some(5));
     assert_eq!(
         v[0].to_string(),
-        "d.yaml doc 0 (Pod b) line 5: metadata.name: key \"name\" appears twice in one mapping (first at line 4, again at line 5): kubectl applies the later value and drops the first without a word, other tools keep the first; delete one"
+        "d.yaml doc 0 (Pod b) line 5: metadata.name: key \"name\" appears twice in one mapping (first at line 4, again at line 5): kubectl applies the later value and drops the first without a word (the API server accepts it), other tools keep the first; delete one"
     );
+    // A warning without --strict, naming both lines all the same.
+    let lax = k8s_render::validate::validate(
+        &docs,
+        &k8s_render::validate::ValidateOptions {
+            strict: false,
+            ..Default::default()
+        },
+    );
+    assert_eq!(lax.len(), 1, "{lax:#?}");
+    assert_eq!(lax[0].severity, manifest::Severity::Warning);
+    assert!(lax[0].message.contains("first at line 4, again at line 5"));
 
     // Inside a `kind: List` the path is the item's own.
     let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata: {name: x}\n  kind: Namespace\n";

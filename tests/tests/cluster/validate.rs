@@ -1,11 +1,86 @@
-//! Differential validation: every rendered bundle of every profile, every manifest fixture in the repository and
-//! the broken-manifest corpus go through both the real API server (`kubectl apply --dry-run=server
-//! --validate=strict`) and `rdmakit validate --strict`. Accept and reject must agree on every file.
+//! Differential validation: every rendered bundle of every profile, every manifest fixture in the repository,
+//! the broken-manifest corpus and generated edge cases go through both the real API server (`kubectl apply
+//! --dry-run=server --validate=strict`) and `rdmakit validate --strict`. Accept and reject must agree on
+//! every file, except the few in [`SERVER_ACCEPTS_RDMAKIT_REFUSES`], where the API server accepts what the
+//! operator then ignores, clamps or cannot create: there the disagreement itself is asserted (the server
+//! must accept, rdmakit must refuse), and what the operator does is measured on the real operators.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use super::harness::{Kind, Ns, kubectl, output_ok, output_text, rdmakit, repo};
+use super::harness::{Kind, Ns, eventually, kubectl, output_ok, output_text, rdmakit, repo};
+
+/// Corpus files the API server accepts and `rdmakit validate --strict` refuses, with what each side does.
+/// [`the_operators_do_what_the_refusals_say`] applies the operator cases for real.
+const SERVER_ACCEPTS_RDMAKIT_REFUSES: &[(&str, &str)] = &[
+    (
+        "duplicate-key.yaml",
+        "kubectl keeps the later hostNetwork and the API server accepts; other YAML readers keep the first, so --strict refuses it (a warning without)",
+    ),
+    (
+        "mpijob-lowercase-worker.yaml",
+        "the MPIJob CRD's mpiReplicaSpecs is an open map, so the API server accepts `worker`; the MPI Operator v0.7.0 acts only on Launcher and Worker: no worker pod",
+    ),
+    (
+        "ray-replicas-above-max.yaml",
+        "the API server accepts replicas 5 > maxReplicas 2; KubeRay v1.5.1 clamps to 2 worker pods; --strict refuses it (a warning without)",
+    ),
+    (
+        "ray-min-above-max.yaml",
+        "the API server accepts minReplicas 3 > maxReplicas 1; KubeRay v1.5.1 logs it and runs maxReplicas (1) worker pod",
+    ),
+    (
+        "ray-nodeselector-bad-value.yaml",
+        "the API server does not validate a custom resource's embedded pod template, so it accepts `rdma; gpu`; KubeRay's worker pod create is rejected (Invalid value): no worker pod",
+    ),
+];
+
+/// Edge cases generated here (too large to commit): a ConfigMap and a Secret at the API server's 1 MiB data
+/// limit (accepted) and one byte over it (rejected: Too long), a label value of 63 and 64 characters.
+fn generated_cases(scratch: &Path) -> Vec<PathBuf> {
+    let dir = scratch.join("generated");
+    std::fs::create_dir_all(&dir).unwrap();
+    let limit = 1024 * 1024;
+    let cm = |name: &str, n: usize| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata:\n  a: {}\n",
+            "x".repeat(n)
+        )
+    };
+    // 4 base64 characters are 3 bytes: the API server counts the decoded bytes.
+    let secret = |name: &str, triples: usize, extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}}}\ndata:\n  k: {}{extra}\n",
+            "QUJD".repeat(triples)
+        )
+    };
+    let label = |name: &str, n: usize| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels: {{nic: {}}}\n",
+            "x".repeat(n)
+        )
+    };
+    let cases = [
+        ("configmap-at-1mib.yaml", cm("at-limit", limit)),
+        ("configmap-over-1mib.yaml", cm("over-limit", limit + 1)),
+        ("secret-at-1mib.yaml", secret("at-limit", limit / 3, "QQ==")),
+        (
+            "secret-over-1mib.yaml",
+            secret("over-limit", limit / 3, "QUI="),
+        ),
+        ("label-value-63.yaml", label("label-63", 63)),
+        ("label-value-64.yaml", label("label-64", 64)),
+    ];
+    cases
+        .into_iter()
+        .map(|(file, text)| {
+            let p = dir.join(file);
+            std::fs::write(&p, text).unwrap();
+            p
+        })
+        .collect()
+}
 
 /// Every built-in profile, from `rdmakit profiles --json` (run outside the repository, so only the built-ins
 /// are listed): a profile added later is validated without editing this file.
@@ -61,6 +136,7 @@ fn cases(scratch: &Path) -> Vec<PathBuf> {
     for d in ["crates/k8s-render/tests/fixtures", "tests/cluster/fixtures"] {
         files.extend(yaml_under(&r.join(d)));
     }
+    files.extend(generated_cases(scratch));
     files
 }
 
@@ -100,7 +176,7 @@ fn rdmakit_validate_strict_agrees_with_the_api_server_on_every_manifest() {
     let files = cases(&scratch);
     assert!(files.len() >= 40, "only {} cases", files.len());
     let mut disagree = Vec::new();
-    let (mut accepted, mut rejected) = (0, 0);
+    let (mut accepted, mut rejected, mut measured) = (0, 0, 0);
     for f in &files {
         let (server_ok, server_msg) = server_verdict(&ns.name, f);
         let (ours_ok, ours_msg) = rdmakit_verdict(f);
@@ -108,6 +184,22 @@ fn rdmakit_validate_strict_agrees_with_the_api_server_on_every_manifest() {
             accepted += 1
         } else {
             rejected += 1
+        }
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let in_corpus = f.parent().is_some_and(|d| d.ends_with("fixtures/broken"));
+        if let Some((_, why)) = SERVER_ACCEPTS_RDMAKIT_REFUSES
+            .iter()
+            .find(|(n, _)| in_corpus && *n == name)
+        {
+            measured += 1;
+            if !server_ok || ours_ok {
+                disagree.push(format!(
+                    "{name}: expected the API server to accept and rdmakit to refuse ({why}); API server: {}, rdmakit: {}",
+                    if server_ok { "accepted".to_owned() } else { format!("rejected: {server_msg}") },
+                    if ours_ok { "accepted".to_owned() } else { "refused".to_owned() },
+                ));
+            }
+            continue;
         }
         if server_ok != ours_ok {
             disagree.push(format!(
@@ -127,8 +219,13 @@ fn rdmakit_validate_strict_agrees_with_the_api_server_on_every_manifest() {
         }
     }
     println!(
-        "differential validation: {} files, API server accepted {accepted}, rejected {rejected}",
+        "differential validation: {} files, API server accepted {accepted}, rejected {rejected}; {measured} known disagreements measured",
         files.len()
+    );
+    assert_eq!(
+        measured,
+        SERVER_ACCEPTS_RDMAKIT_REFUSES.len(),
+        "every listed disagreement is a corpus file"
     );
     assert!(
         rejected >= 3,
@@ -139,6 +236,108 @@ fn rdmakit_validate_strict_agrees_with_the_api_server_on_every_manifest() {
         "{} disagreement(s):\n{}",
         disagree.len(),
         disagree.join("\n")
+    );
+}
+
+/// Pods of the namespace whose labels match `selector`.
+fn pod_count(ns: &str, selector: &str) -> usize {
+    let o = kubectl(&["get", "pods", "-n", ns, "-l", selector, "-o", "name"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).lines().count()
+}
+
+/// The operator cases of [`SERVER_ACCEPTS_RDMAKIT_REFUSES`] applied for real: what KubeRay v1.5.1 and the MPI
+/// Operator v0.7.0 do with what the API server accepted is what rdmakit's refusals say.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn the_operators_do_what_the_refusals_say() {
+    let ns = Ns::new("validate-ops", Kind::Erdma);
+    let corpus = repo().join("crates/k8s-render/tests/fixtures/broken");
+    for f in [
+        "ray-replicas-above-max.yaml",
+        "ray-min-above-max.yaml",
+        "ray-nodeselector-bad-value.yaml",
+        "mpijob-lowercase-worker.yaml",
+    ] {
+        let o = kubectl(&[
+            "apply",
+            "-n",
+            &ns.name,
+            "-f",
+            corpus.join(f).to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{f}: the API server accepts it: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let limit = Duration::from_secs(90);
+    let workers = |cluster: &str| {
+        pod_count(
+            &ns.name,
+            &format!("ray.io/cluster={cluster},ray.io/node-type=worker"),
+        )
+    };
+    let heads = |cluster: &str| {
+        pod_count(
+            &ns.name,
+            &format!("ray.io/cluster={cluster},ray.io/node-type=head"),
+        )
+    };
+    // replicas 5, maxReplicas 2: KubeRay creates 2 workers.
+    eventually("KubeRay's workers of `clamped`", limit, || {
+        (workers("clamped") == 2).then_some(())
+    });
+    // minReplicas 3 > maxReplicas 1: KubeRay runs maxReplicas (1).
+    eventually("KubeRay's worker of `min-above-max`", limit, || {
+        (workers("min-above-max") == 1).then_some(())
+    });
+    // A bad nodeSelector value in the worker template: the head (no selector) is created, no worker is.
+    eventually("KubeRay's head of `bad-selector`", limit, || {
+        (heads("bad-selector") == 1).then_some(())
+    });
+    // The MPI Operator acts on Launcher only: its launcher appears, a `worker` pod never does.
+    eventually("the MPI Operator's launcher", limit, || {
+        (pod_count(
+            &ns.name,
+            "training.kubeflow.org/job-name=lowercase-worker,training.kubeflow.org/job-role=launcher",
+        ) == 1)
+            .then_some(())
+    });
+    // Reconciles that would add pods have had their chance: the counts hold.
+    std::thread::sleep(Duration::from_secs(10));
+    assert_eq!(
+        workers("clamped"),
+        2,
+        "KubeRay clamps replicas 5 to maxReplicas 2"
+    );
+    assert_eq!(workers("min-above-max"), 1);
+    assert_eq!(
+        workers("bad-selector"),
+        0,
+        "the worker pod create is rejected"
+    );
+    assert_eq!(
+        pod_count(
+            &ns.name,
+            "training.kubeflow.org/job-name=lowercase-worker,training.kubeflow.org/job-role=worker"
+        ),
+        0,
+        "the MPI Operator ignores the `worker` key"
+    );
+    let events = kubectl(&[
+        "get",
+        "events",
+        "-n",
+        &ns.name,
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    let events = String::from_utf8_lossy(&events.stdout);
+    assert!(
+        events.contains("Invalid value") && events.contains("rdma; gpu"),
+        "KubeRay's event names the rejected pod create: {events}"
     );
 }
 

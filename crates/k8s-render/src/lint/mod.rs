@@ -239,6 +239,12 @@ pub fn lint(docs: &[Document], options: &LintOptions) -> Vec<Finding> {
     out
 }
 
+/// Sorts findings as [`lint`] returns them (file, document, path, rule, message), for a caller that
+/// lints documents one at a time and collects the findings.
+pub fn sort_findings(findings: &mut [Finding]) {
+    sort(findings);
+}
+
 pub(super) fn sort(findings: &mut [Finding]) {
     findings.sort_by(|a, b| {
         let (la, lb) = (&a.location, &b.location);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::node::{Sink, parse_chunk};
-use super::{Document, DuplicateKey, FieldPath, ManifestError, Position};
+use super::{Document, DuplicateKey, FieldPath, ManifestError, PathSeg, Position};
 
 /// The documents of a YAML stream one at a time, so a caller that validates or lints each and
 /// drops it holds one document's tree at a time (`parse_str` collects them all). After an
@@ -20,28 +20,29 @@ use super::{Document, DuplicateKey, FieldPath, ManifestError, Position};
 /// assert_eq!(names, ["Namespace a", "Namespace b"]);
 /// # Ok::<(), k8s_render::manifest::ManifestError>(())
 /// ```
-pub fn documents(source: &str, text: &str) -> Documents {
+pub fn documents<'a>(source: &str, text: &'a str) -> Documents<'a> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     Documents {
         source: source.to_owned(),
-        chunks: split_documents(text).into_iter(),
+        chunks: Splitter::new(text),
         emitted: 0,
         pending: std::collections::VecDeque::new(),
         failed: false,
     }
 }
 
-/// Iterator over the documents of a stream; see [`documents`].
+/// Iterator over the documents of a stream; see [`documents`]. It splits the text as it goes, so
+/// it holds one document's text and tree at a time, not a copy of the stream.
 #[derive(Debug)]
-pub struct Documents {
+pub struct Documents<'a> {
     source: String,
-    chunks: std::vec::IntoIter<Chunk>,
+    chunks: Splitter<'a>,
     emitted: usize,
     pending: std::collections::VecDeque<Document>,
     failed: bool,
 }
 
-impl Iterator for Documents {
+impl Iterator for Documents<'_> {
     type Item = Result<Document, ManifestError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -112,21 +113,36 @@ fn chunk_documents(
     }
     // `kubectl get -o yaml` prints a `List` whose items are the objects: check each item.
     if let Some(items) = list_items(&value) {
-        for (i, item) in items.iter().enumerate() {
-            let prefix = FieldPath::root().key("items").index(i);
-            let sub: BTreeMap<FieldPath, Position> = positions
-                .iter()
-                .filter_map(|(p, pos)| p.strip_prefix(&prefix).map(|rest| (rest, *pos)))
-                .collect();
+        // One pass over the positions and duplicates, bucketed by item: filtering them once per item
+        // was quadratic in the size of a long `List`.
+        let items_path = FieldPath::root().key("items");
+        let item_of = |p: &FieldPath| -> Option<(usize, FieldPath)> {
+            let rest = p.strip_prefix(&items_path)?;
+            match rest.segments().first()? {
+                PathSeg::Index(i) => {
+                    Some((*i, FieldPath::from_segments(rest.segments()[1..].to_vec())))
+                }
+                PathSeg::Key(_) => None,
+            }
+        };
+        let mut subs: Vec<BTreeMap<FieldPath, Position>> = vec![BTreeMap::new(); items.len()];
+        for (p, pos) in &positions {
+            if let Some((i, rest)) = item_of(p)
+                && let Some(sub) = subs.get_mut(i)
+            {
+                sub.insert(rest, *pos);
+            }
+        }
+        let mut item_dups: Vec<Vec<DuplicateKey>> = vec![Vec::new(); items.len()];
+        for d in &dups {
+            if let Some((i, path)) = item_of(&d.path)
+                && let Some(list) = item_dups.get_mut(i)
+            {
+                list.push(DuplicateKey { path, ..d.clone() });
+            }
+        }
+        for ((item, sub), item_dups) in items.iter().zip(subs).zip(item_dups) {
             let line = sub.get(&FieldPath::root()).map(|p| p.line);
-            let item_dups = dups
-                .iter()
-                .filter_map(|d| {
-                    d.path
-                        .strip_prefix(&prefix)
-                        .map(|path| DuplicateKey { path, ..d.clone() })
-                })
-                .collect();
             docs.push(Document::build(
                 source.to_owned(),
                 first + docs.len(),
@@ -206,38 +222,64 @@ fn is_marker(line: &str, marker: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
 }
 
-/// Splits a stream at `---` (start) and `...` (end) marker lines. YAML forbids these markers at
-/// column 0 inside content, so a line-based split is exact.
-fn split_documents(text: &str) -> Vec<Chunk> {
-    let mut chunks = Vec::new();
-    let mut cur = Chunk {
-        first_line: 1,
-        text: String::new(),
-    };
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        let lineno = i as u64 + 1;
-        if is_marker(line, "---") {
-            chunks.push(std::mem::replace(
-                &mut cur,
+/// Splits a stream at `---` (start) and `...` (end) marker lines, one chunk at a time. YAML forbids
+/// these markers at column 0 inside content, so a line-based split is exact.
+#[derive(Debug)]
+struct Splitter<'a> {
+    rest: &'a str,
+    /// Line number of the first line of `rest`.
+    line: u64,
+    /// The chunk being gathered; `None` once the last was returned.
+    cur: Option<Chunk>,
+}
+
+impl<'a> Splitter<'a> {
+    fn new(text: &'a str) -> Self {
+        Self {
+            rest: text,
+            line: 1,
+            cur: Some(Chunk {
+                first_line: 1,
+                text: String::new(),
+            }),
+        }
+    }
+}
+
+impl Iterator for Splitter<'_> {
+    type Item = Chunk;
+
+    fn next(&mut self) -> Option<Chunk> {
+        while !self.rest.is_empty() {
+            let end = self.rest.find('\n').map_or(self.rest.len(), |i| i + 1);
+            let (line, rest) = self.rest.split_at(end);
+            self.rest = rest;
+            let lineno = self.line;
+            self.line += 1;
+            let cur = self.cur.as_mut()?;
+            let next = if is_marker(line, "---") {
                 Chunk {
                     first_line: lineno,
                     text: line.to_owned(),
-                },
-            ));
-        } else if is_marker(line, "...") {
-            chunks.push(std::mem::replace(
-                &mut cur,
+                }
+            } else if is_marker(line, "...") {
                 Chunk {
                     first_line: lineno + 1,
                     text: String::new(),
-                },
-            ));
-        } else {
-            cur.text.push_str(line);
+                }
+            } else {
+                cur.text.push_str(line);
+                continue;
+            };
+            return Some(std::mem::replace(cur, next));
         }
+        self.cur.take()
     }
-    chunks.push(cur);
-    chunks
+}
+
+#[cfg(test)]
+fn split_documents(text: &str) -> Vec<Chunk> {
+    Splitter::new(text).collect()
 }
 
 #[cfg(test)]

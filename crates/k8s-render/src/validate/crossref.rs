@@ -2,7 +2,8 @@
 //! fields of one object (a volume mount names a volume, a container claim names a pod claim),
 //! required fields the schema leaves optional (a container's `image`), enums the schema types as
 //! plain strings (`hostPath.type`), and what KubeRay and the MPI Operator do with the spec
-//! (unknown MPIJob replica types are ignored, worker replicas are clamped to min..max).
+//! (unknown MPIJob replica types are ignored, worker replicas are clamped to min..max). The API
+//! server accepts the last two; rdmakit refuses them because the job that runs is not the one written.
 
 use serde_json::{Map, Value};
 
@@ -39,11 +40,12 @@ const HOST_PATH_TYPES: &[&str] = &[
     "BlockDevice",
 ];
 
-/// Replica types the MPI Operator v2beta1 acts on; any other key is ignored by the controller.
+/// Replica types the MPI Operator v2beta1 acts on (`kubeflow.org/v2beta1` `MPIReplicaTypeLauncher`,
+/// `MPIReplicaTypeWorker`); any other key is ignored by the controller.
 const MPI_REPLICA_TYPES: &[&str] = &["Launcher", "Worker"];
 
-/// Every cross-reference problem of one document.
-pub(crate) fn check(doc: &Document) -> Vec<Problem> {
+/// Every cross-reference problem of one document; `strict` makes KubeRay's silent clamping an error.
+pub(crate) fn check(doc: &Document, strict: bool) -> Vec<Problem> {
     let mut out = Vec::new();
     for pod in pod_specs(&doc.value) {
         check_pod(&pod, &mut out);
@@ -52,7 +54,7 @@ pub(crate) fn check(doc: &Document) -> Vec<Problem> {
         check_mpijob(doc, &mut out);
     }
     if doc.kind == "RayCluster" && doc.group() == "ray.io" {
-        check_ray_replicas(doc, &mut out);
+        check_ray_replicas(doc, strict, &mut out);
     }
     out
 }
@@ -205,21 +207,19 @@ fn check_mpijob(doc: &Document, out: &mut Vec<Problem>) {
             .or_else(|| closest(key, MPI_REPLICA_TYPES))
             .map(|t| format!("did you mean {t:?}? "))
             .unwrap_or_default();
-        // A warning: the API server accepts the key (the CRD's map is open), only the operator ignores it.
-        out.push(Problem {
-            severity: Severity::Warning,
-            ..error(
-                specs.key(key),
-                ViolationKind::InvalidValue,
-                format!(
-                    "{key:?} is not an MPI replica type: {hint}the API server accepts it, but the MPI Operator acts only on Launcher and Worker (keys are case-sensitive) and ignores this one, so the job runs without these pods"
-                ),
-            )
-        });
+        // The API server accepts the key (the CRD's map is open); the operator ignores it, so the job is
+        // not the one written: refused.
+        out.push(error(
+            specs.key(key),
+            ViolationKind::InvalidValue,
+            format!(
+                "{key:?} is not an MPI replica type: {hint}the API server accepts it (the CRD's mpiReplicaSpecs is an open map), but the MPI Operator v0.7.0 acts only on Launcher and Worker (keys are case-sensitive) and ignores this one, so the job runs without these pods"
+            ),
+        ));
     }
 }
 
-fn check_ray_replicas(doc: &Document, out: &mut Vec<Problem>) {
+fn check_ray_replicas(doc: &Document, strict: bool, out: &mut Vec<Problem>) {
     let groups = FieldPath::root().key("spec").key("workerGroupSpecs");
     let Some(list) = doc.get(&groups).and_then(Value::as_array) else {
         return;
@@ -235,7 +235,7 @@ fn check_ray_replicas(doc: &Document, out: &mut Vec<Problem>) {
                 gpath.key("minReplicas"),
                 ViolationKind::InvalidValue,
                 format!(
-                    "minReplicas {min} is greater than maxReplicas {max}: KubeRay rejects the RayCluster; make minReplicas <= maxReplicas"
+                    "minReplicas {min} is greater than maxReplicas {max}: the API server accepts the RayCluster, and KubeRay v1.5.1 logs \"minReplicas is greater than maxReplicas, using maxReplicas as desired replicas\" and runs {max} worker pod(s) whatever replicas says; make minReplicas <= maxReplicas"
                 ),
             ));
             continue;
@@ -250,9 +250,13 @@ fn check_ray_replicas(doc: &Document, out: &mut Vec<Problem>) {
             out.push(Problem {
                 path: gpath.key("replicas"),
                 kind: ViolationKind::InvalidValue,
-                severity: Severity::Warning,
+                severity: if strict {
+                    Severity::Error
+                } else {
+                    Severity::Warning
+                },
                 message: format!(
-                    "replicas {replicas} is outside minReplicas..maxReplicas ({min}..{max_text}): KubeRay clamps it and runs {clamped} pods; set replicas within the range or widen it"
+                    "replicas {replicas} is outside minReplicas..maxReplicas ({min}..{max_text}): the API server accepts it, KubeRay v1.5.1 clamps it and runs {clamped} worker pod(s), not {replicas}; set replicas within the range or widen it"
                 ),
             });
         }

@@ -30,6 +30,7 @@ use crate::manifest::{Document, FieldPath, Location, Severity};
 mod core_kinds;
 mod crd;
 mod crossref;
+mod labels;
 mod schema;
 mod suggest;
 
@@ -190,6 +191,17 @@ impl Validator {
         Ok(None)
     }
 
+    /// Whether a schema (built-in, added, or a core kind's) is known for the document's kind: a
+    /// document of any other kind is reported as an unknown kind.
+    pub fn knows(&self, doc: &Document) -> bool {
+        matches!(self.crd_for(doc), Ok(Some(_)) | Err(_))
+            || core_schemas()
+                .kinds
+                .iter()
+                .any(|k| k.api_version == doc.api_version && k.kind == doc.kind)
+            || core_kind_without_schema(&doc.api_version, &doc.kind).is_some()
+    }
+
     /// Validates every document; violations come in document order, then path order.
     pub fn validate_all(&self, docs: &[Document]) -> Vec<Violation> {
         docs.iter().flat_map(|d| self.validate(d)).collect()
@@ -242,7 +254,7 @@ impl Validator {
             issues = ctx.issues;
             // The typed decode is the final word; run it only on schema-clean documents so a
             // single mistake is not reported twice.
-            if issues.is_empty() {
+            if issues.iter().all(|i| i.warning) {
                 match (kind.decode)(doc.value.clone()) {
                     Err(message) => issues.push(Issue {
                         path: FieldPath::root(),
@@ -280,25 +292,39 @@ impl Validator {
             issues.push(Issue {
                 path: d.path.clone(),
                 kind: ViolationKind::InvalidValue,
-                // A warning: kubectl 1.36 applies the document (its YAML reader keeps the later value, and the
-                // API server never sees the first), so rejecting it would disagree with the cluster; the
-                // value a reader keeps differs by tool, which is the bug worth naming.
+                // kubectl 1.36 applies the document (its YAML reader keeps the later value, and the API
+                // server never sees the first), so the cluster accepts it; the value a reader keeps differs
+                // by tool, which is why --strict refuses it. A warning without --strict.
                 message: format!(
-                    "key {:?} appears twice in one mapping (first at line {}, again at line {}): kubectl applies the later value and drops the first without a word, other tools keep the first; delete one",
+                    "key {:?} appears twice in one mapping (first at line {}, again at line {}): kubectl applies the later value and drops the first without a word (the API server accepts it), other tools keep the first; delete one",
                     d.path.last_key().unwrap_or("?"),
                     d.first_line,
                     d.line
                 ),
-                warning: true,
+                warning: !self.options.strict,
             });
         }
         // What the API server and the operators check beyond the schema (references, enums).
         if !issues.iter().any(|i| i.kind == ViolationKind::UnknownKind) {
-            issues.extend(crossref::check(doc).into_iter().map(|p| Issue {
+            issues.extend(
+                crossref::check(doc, self.options.strict)
+                    .into_iter()
+                    .map(|p| Issue {
+                        path: p.path,
+                        kind: p.kind,
+                        message: p.message,
+                        warning: p.severity != Severity::Error,
+                    }),
+            );
+            // Label grammar and data size: the API server's validation beyond the schema.
+            let more = labels::check_labels(doc)
+                .into_iter()
+                .chain(labels::check_data_size(doc));
+            issues.extend(more.map(|p| Issue {
                 path: p.path,
                 kind: p.kind,
                 message: p.message,
-                warning: p.severity != Severity::Error,
+                warning: false,
             }));
         }
         // Naming rules differ by kind; those we know schemas for all use DNS subdomains.
@@ -376,28 +402,86 @@ impl Validator {
 /// validator, so a stream that carries its own CRDs validates its custom resources too. A CRD
 /// that cannot be used is reported as a violation on that CRD document.
 pub fn validate(docs: &[Document], options: &ValidateOptions) -> Vec<Violation> {
-    let mut validator = Validator::new(options.clone());
-    let mut unusable = Vec::new();
-    for doc in docs
-        .iter()
-        .filter(|d| d.kind == "CustomResourceDefinition" && d.group() == "apiextensions.k8s.io")
-    {
-        if let Err(e) = validator.add_crd(doc) {
-            unusable.push(Violation {
-                severity: Severity::Error,
-                location: Location::in_document(doc, FieldPath::root().key("spec")),
-                kind: ViolationKind::InvalidValue,
-                message: e.to_string(),
-            });
+    let mut stream = Stream::new(options.clone());
+    for doc in docs {
+        stream.push(doc);
+    }
+    stream.finish()
+}
+
+/// Validates a stream of documents one at a time, so a caller that parses, pushes and drops each
+/// holds one document's tree (plus those waiting, below) however long the stream is. The result is
+/// the same as [`validate`]'s on all of them: CustomResourceDefinitions are learnt as they come, and a
+/// document whose kind no schema knows yet waits until [`Stream::finish`] (its CRD may come later).
+///
+/// ```
+/// use k8s_render::{manifest, validate};
+/// let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: B}\n";
+/// let mut stream = validate::Stream::new(validate::ValidateOptions::default());
+/// for doc in manifest::documents("ns.yaml", text) {
+///     stream.push(&doc?);
+/// }
+/// let v = stream.finish();
+/// assert_eq!(v.len(), 1);
+/// assert_eq!(v[0].location.doc, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Stream {
+    validator: Validator,
+    waiting: Vec<Document>,
+    out: Vec<Violation>,
+    documents: usize,
+}
+
+impl Stream {
+    /// An empty stream validating with `options`.
+    pub fn new(options: ValidateOptions) -> Self {
+        Self {
+            validator: Validator::new(options),
+            waiting: Vec::new(),
+            out: Vec::new(),
+            documents: 0,
         }
     }
-    let mut out = validator.validate_all(docs);
-    out.extend(unusable);
-    out.sort_by(|a, b| {
-        let (a, b) = (&a.location, &b.location);
-        (&a.source, a.doc, &a.path).cmp(&(&b.source, b.doc, &b.path))
-    });
-    out
+
+    /// Validates one document (or keeps it until [`Stream::finish`] if its kind is not known yet).
+    pub fn push(&mut self, doc: &Document) {
+        self.documents += 1;
+        if doc.kind == "CustomResourceDefinition" && doc.group() == "apiextensions.k8s.io" {
+            self.out.extend(self.validator.validate(doc));
+            if let Err(e) = self.validator.add_crd(doc) {
+                self.out.push(Violation {
+                    severity: Severity::Error,
+                    location: Location::in_document(doc, FieldPath::root().key("spec")),
+                    kind: ViolationKind::InvalidValue,
+                    message: e.to_string(),
+                });
+            }
+        } else if self.validator.knows(doc) {
+            self.out.extend(self.validator.validate(doc));
+        } else {
+            self.waiting.push(doc.clone());
+        }
+    }
+
+    /// How many documents were pushed.
+    pub fn documents(&self) -> usize {
+        self.documents
+    }
+
+    /// The violations of every pushed document, in document order, then path order.
+    pub fn finish(mut self) -> Vec<Violation> {
+        for doc in std::mem::take(&mut self.waiting) {
+            self.out.extend(self.validator.validate(&doc));
+        }
+        let mut out = self.out;
+        out.sort_by(|a, b| {
+            let (a, b) = (&a.location, &b.location);
+            (&a.source, a.doc, &a.path).cmp(&(&b.source, b.doc, &b.path))
+        });
+        out
+    }
 }
 
 struct Issue {

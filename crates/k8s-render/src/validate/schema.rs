@@ -118,7 +118,7 @@ impl<'a> Ctx<'a> {
                     .filter(|b| {
                         let mut trial = Ctx::new(self.defs, self.strict);
                         trial.check(&mut value.clone(), b, path);
-                        trial.issues.is_empty()
+                        trial.issues.iter().all(|i| i.warning)
                     })
                     .count();
                 if passing == 0 || (exactly_one && passing > 1) {
@@ -242,7 +242,11 @@ impl<'a> Ctx<'a> {
                 }
             } else if embedded && k == "metadata" {
                 self.check(child, object_meta_ref(), &child_path);
-            } else if additional == Some(&Value::Bool(false)) || (self.strict && !preserve) {
+            } else if additional == Some(&Value::Bool(false)) || !preserve {
+                // A field the schema does not declare: the API server prunes it without a word (or,
+                // under `kubectl apply --validate=strict`, rejects it). An error under --strict, a
+                // warning otherwise, so a typo such as `imagePullPolcy` is never passed in silence.
+                let warning = additional != Some(&Value::Bool(false)) && !self.strict;
                 let hint = props
                     .and_then(|p| suggest(&k, p.keys().map(String::as_str)))
                     .map(|s| format!(" (did you mean {s:?}?)"))
@@ -251,11 +255,17 @@ impl<'a> Ctx<'a> {
                     Some(p) if !p.is_empty() => String::new(),
                     _ => " (this object declares no fields)".to_owned(),
                 };
-                self.push(
-                    &child_path,
-                    ViolationKind::UnknownField,
-                    format!("unknown field {k:?}{hint}{known}; the API server drops or rejects it"),
-                );
+                let consequence = if warning {
+                    "the API server drops it, so it has no effect (an error with --strict)"
+                } else {
+                    "the API server drops or rejects it"
+                };
+                self.issues.push(Issue {
+                    path: child_path,
+                    kind: ViolationKind::UnknownField,
+                    message: format!("unknown field {k:?}{hint}{known}; {consequence}"),
+                    warning,
+                });
             }
         }
         if embedded {
