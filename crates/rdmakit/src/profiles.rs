@@ -25,14 +25,17 @@ const BUILTIN_NAMES: &[&str] = crate::builtins::PROFILE_NAMES;
 /// Why a profile could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    /// No built-in profile has that name.
+    /// No built-in or user profile has that name.
     #[error(
-        "unknown profile `{name}`; built-in profiles: {known} (or pass a path to a .rhai profile script)"
+        "unknown profile `{name}`{}; profiles: {known} (or pass a path to a .rhai profile script)",
+        hint.as_ref().map(|h| format!(" (did you mean `{h}`?)")).unwrap_or_default()
     )]
     Unknown {
         /// Name asked for.
         name: String,
-        /// Comma-separated built-in names.
+        /// The nearest known name, when one is close.
+        hint: Option<String>,
+        /// Comma-separated known names: the built-ins, then the user's with their files.
         known: String,
     },
     /// The script file cannot be read.
@@ -99,10 +102,7 @@ pub fn builtin_source(name: &str) -> Option<&'static str> {
 
 /// Loads a built-in profile by name.
 pub fn load_builtin(name: &str) -> Result<Profile, ProfileError> {
-    let source = builtin_source(name).ok_or_else(|| ProfileError::Unknown {
-        name: name.to_owned(),
-        known: BUILTIN_NAMES.join(", "),
-    })?;
+    let source = builtin_source(name).ok_or_else(|| unknown(name, &[]))?;
     load_source(&format!("scripts/vendors/{name}.rhai"), source, None)
 }
 
@@ -117,15 +117,68 @@ pub fn load_file(path: &Path) -> Result<Profile, ProfileError> {
     load_source(&path.display().to_string(), &source, dir.as_deref())
 }
 
-/// A built-in name, or a path to a `.rhai` script (anything containing `/` or ending in `.rhai`).
+/// A path to a `.rhai` script (anything containing `/` or ending in `.rhai`), a built-in name, or the
+/// name of a user profile [`list`] finds from the environment ([`Search::from_env`]).
 pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+    load_in(name_or_path, &Search::from_env(Vec::new()))
+}
+
+/// [`load`], looking for user profiles where `search` says: a path is read, a built-in name is the
+/// built-in, and any other name is the user profile whose `name` (or file name without `.rhai`) it is.
+/// An unknown name lists every known one, the nearest first.
+pub fn load_in(name_or_path: &str, search: &Search) -> Result<Profile, ProfileError> {
     if name_or_path.ends_with(".rhai")
         || name_or_path.contains(std::path::MAIN_SEPARATOR)
         || name_or_path.contains('/')
     {
-        load_file(Path::new(name_or_path))
-    } else {
-        load_builtin(name_or_path)
+        return load_file(Path::new(name_or_path));
+    }
+    if builtin_source(name_or_path).is_some() {
+        return load_builtin(name_or_path);
+    }
+    let mut users = user_profiles(search);
+    let stem_is = |l: &Listed| {
+        l.path
+            .as_ref()
+            .and_then(|p| p.file_stem())
+            .is_some_and(|s| s == std::ffi::OsStr::new(name_or_path))
+    };
+    // By the name the listing shows first; else by file name, whose load error is then the answer.
+    let named = users
+        .iter()
+        .position(|l| l.profile.as_ref().is_ok_and(|p| p.name == name_or_path))
+        .or_else(|| users.iter().position(stem_is));
+    if let Some(i) = named {
+        return users.swap_remove(i).profile;
+    }
+    Err(unknown(name_or_path, &users))
+}
+
+/// The error for a name no profile has, listing the built-ins and the user's profiles.
+fn unknown(name: &str, users: &[Listed]) -> ProfileError {
+    let user_names: Vec<(String, String)> = users
+        .iter()
+        .filter_map(|l| {
+            let p = l.profile.as_ref().ok()?;
+            let path = l.path.as_ref().map(|p| p.display().to_string())?;
+            Some((p.name.clone(), path))
+        })
+        .collect();
+    let names = BUILTIN_NAMES
+        .iter()
+        .copied()
+        .chain(user_names.iter().map(|(n, _)| n.as_str()));
+    let hint = k8s_render::validate::suggest(name, names).map(str::to_owned);
+    let known = BUILTIN_NAMES
+        .iter()
+        .map(|n| (*n).to_owned())
+        .chain(user_names.iter().map(|(n, p)| format!("{n} ({p})")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    ProfileError::Unknown {
+        name: name.to_owned(),
+        hint,
+        known,
     }
 }
 
@@ -218,6 +271,13 @@ pub fn list(search: &Search) -> Vec<Listed> {
             profile: load_builtin(n),
         })
         .collect();
+    out.extend(user_profiles(search));
+    out
+}
+
+/// The user profiles of [`list`] (everything but the built-ins), in its order.
+fn user_profiles(search: &Search) -> Vec<Listed> {
+    let mut out = Vec::new();
     // `shown` is the path as listed (what the user passes as --profile); `path` is where it is read.
     let add = |origin: Origin, path: &Path, shown: PathBuf, out: &mut Vec<Listed>| {
         out.push(Listed {
@@ -653,6 +713,30 @@ mod tests {
             matches!(last.profile, Err(ProfileError::Io { .. })),
             "{last:?}"
         );
+    }
+
+    #[test]
+    fn a_user_profile_loads_by_its_name_or_file_name_and_an_unknown_name_lists_them() {
+        let config = tempfile::tempdir().unwrap();
+        let named = erdma_with("name: \"aliyun-erdma\"", "name: \"my-erdma\"");
+        std::fs::write(config.path().join("mine.rhai"), named).unwrap();
+        std::fs::write(config.path().join("broken.rhai"), "#{ name: ").unwrap();
+        let search = Search {
+            user_config: Some(config.path().to_path_buf()),
+            ..Search::default()
+        };
+        assert_eq!(load_in("my-erdma", &search).unwrap().name, "my-erdma");
+        assert_eq!(load_in("mine", &search).unwrap().name, "my-erdma");
+        // A built-in name is the built-in; a broken file asked for by its name gives its error.
+        assert_eq!(
+            load_in("aliyun-erdma", &search).unwrap().name,
+            "aliyun-erdma"
+        );
+        let e = load_in("broken", &search).unwrap_err();
+        assert!(e.to_string().contains("broken.rhai:1"), "{e}");
+        let e = load_in("my-erdmaa", &search).unwrap_err().to_string();
+        assert!(e.contains("did you mean `my-erdma`?"), "{e}");
+        assert!(e.contains("mellanox-ib") && e.contains("my-erdma ("), "{e}");
     }
 
     #[test]

@@ -9,12 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::{Profile, is_dns_label};
+use crate::profile::Profile;
 
+pub mod grammar;
 mod keys;
+mod read_by;
 
-pub use keys::ValueKind;
-use keys::{Parsed, bad, is_quantity};
+pub use keys::{Key, ValueKind};
+use keys::{Parsed, bad};
 
 /// Per-deployment settings. See [`Values::KEYS`] for every key `set` accepts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -172,15 +174,34 @@ impl Default for Values {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValuesError {
     /// The key is not a value.
-    #[error("unknown value key `{key}`; known keys: {known}")]
+    #[error("unknown value key `{key}`{}; known keys: {known}", hint.as_ref().map(|h| format!(" (did you mean `{h}`?)")).unwrap_or_default())]
     UnknownKey {
         /// The key given.
         key: String,
+        /// The nearest known key, when one is close.
+        hint: Option<String>,
         /// Comma-separated list of accepted keys.
         known: String,
     },
-    /// The value does not parse or is out of range.
-    #[error("value `{key}={value}`: expected {expected}")]
+    /// The key is a value, but none of the systems being rendered reads it.
+    #[error(
+        "`{key}` changes nothing here: {systems} do not read it (it is read by {read_by}){}; they read: {keys}",
+        hint.as_ref().map(|h| format!("; did you mean `{h}`?")).unwrap_or_default()
+    )]
+    NotRead {
+        /// The key.
+        key: String,
+        /// The systems being rendered.
+        systems: String,
+        /// The systems that read it.
+        read_by: String,
+        /// The nearest key these systems read.
+        hint: Option<String>,
+        /// The keys these systems read.
+        keys: String,
+    },
+    /// The value does not parse or is out of range. The value is shown escaped (a newline as `\n`).
+    #[error("value `{key}={}`: expected {expected}", grammar::escaped(value))]
     BadValue {
         /// The key.
         key: String,
@@ -195,30 +216,25 @@ impl Values {
     /// Applies one `key=value` override. The error names the key or the value and what was expected.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ValuesError> {
         let key = key.trim();
+        let Some(spec) = Self::key(key) else {
+            return Err(unknown_key(key));
+        };
         if let Some(label) = key.strip_prefix("node_selector.") {
-            if label.is_empty() || label.contains(char::is_whitespace) {
+            if !grammar::is_label_key(label) {
                 return Err(bad(
                     key,
                     value,
-                    "node_selector.<label key> with a non-empty label key",
+                    "node_selector.<label key>, the label key `[prefix/]name` as Kubernetes \
+                     writes it, e.g. `node_selector.node.kubernetes.io/instance-type=p5.48xlarge`",
                 ));
             }
+            keys::check(key, value, spec)?;
             self.node_selector
-                .insert(label.to_owned(), value.to_owned());
+                .insert(label.to_owned(), value.trim().to_owned());
             self.explicit.insert(key.to_owned());
             return Ok(());
         }
-        let Some(&(_, kind, _)) = Self::KEYS.iter().find(|(k, _, _)| *k == key) else {
-            return Err(ValuesError::UnknownKey {
-                key: key.to_owned(),
-                known: Self::KEYS
-                    .iter()
-                    .map(|(k, _, _)| *k)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        };
-        let parsed = Parsed::parse(key, value, kind)?;
+        let parsed = Parsed::parse(key, value, spec)?;
         match key {
             "cluster_name" => self.cluster_name = parsed.opt(),
             "namespace" => self.namespace = parsed.opt(),
@@ -261,21 +277,10 @@ impl Values {
             "instance_type" => self.instance_type = parsed.opt(),
             "all_reduce_perf" => self.all_reduce_perf = parsed.text(),
             "nccl_plugin_version" => self.nccl_plugin_version = parsed.opt(),
-            "rdt_transport" => {
-                let t = parsed.text().to_ascii_lowercase();
-                if !RDT_TRANSPORTS.contains(&t.as_str()) {
-                    return Err(bad(key, value, "nccl or rdmakit"));
-                }
-                self.rdt_transport = t;
-            }
+            "rdt_transport" => self.rdt_transport = parsed.text(),
             // KEYS and this match list the same keys; a key in KEYS without an arm is a bug caught by
             // the `every_key_is_settable` test.
-            _ => {
-                return Err(ValuesError::UnknownKey {
-                    key: key.to_owned(),
-                    known: String::new(),
-                });
-            }
+            _ => return Err(unknown_key(key)),
         }
         self.explicit.insert(key.to_owned());
         Ok(())
@@ -356,54 +361,36 @@ impl Values {
         Ok(())
     }
 
-    /// Checks values that serde accepted but rendering cannot use (a values file bypasses `set`).
+    /// Checks every value as [`Values::set`] would (a values file read with serde bypasses `set`), then
+    /// what spans keys: `nccl_tests_min_bytes` at most `nccl_tests_max_bytes`.
     pub fn check(&self) -> Result<(), ValuesError> {
-        let names: [(&str, Option<&String>); 6] = [
-            ("cluster_name", self.cluster_name.as_ref()),
-            ("namespace", self.namespace.as_ref()),
-            ("worker_group", self.worker_group.as_ref()),
-            ("pull_secret", self.pull_secret.as_ref()),
-            ("mpijob_name", self.mpijob_name.as_ref()),
-            ("push_secret", Some(&self.push_secret)),
-        ];
-        for (key, v) in names {
-            if let Some(v) = v
-                && !is_dns_label(v)
-            {
-                return Err(bad(key, v, ValueKind::Name.expected()));
+        let json = serde_json::to_value(self).unwrap_or_default();
+        for spec in Self::KEYS {
+            if spec.kind == ValueKind::NodeSelector {
+                for (label, value) in &self.node_selector {
+                    let key = format!("node_selector.{label}");
+                    if !grammar::is_label_key(label) {
+                        return Err(bad(
+                            &key,
+                            value,
+                            "node_selector.<label key> with a valid label key",
+                        ));
+                    }
+                    keys::check(&key, value, spec)?;
+                }
+            } else {
+                keys::check(spec.name, &text_of(&json, spec.name), spec)?;
             }
         }
-        if !is_dns_label(&self.test_pod_name) {
+        let (min, max) = (&self.nccl_tests_min_bytes, &self.nccl_tests_max_bytes);
+        if let (Some(lo), Some(hi)) = (grammar::byte_size(min), grammar::byte_size(max))
+            && lo > hi
+        {
             return Err(bad(
-                "test_pod_name",
-                &self.test_pod_name,
-                ValueKind::Name.expected(),
+                "nccl_tests_min_bytes",
+                min,
+                &format!("at most nccl_tests_max_bytes ({max})"),
             ));
-        }
-        for (key, v) in [
-            ("head_cpu", &self.head_cpu),
-            ("head_memory", &self.head_memory),
-            ("worker_cpu", &self.worker_cpu),
-            ("worker_memory", &self.worker_memory),
-            ("buildkit_cache_size", &self.buildkit_cache_size),
-        ] {
-            if !is_quantity(v) {
-                return Err(bad(key, v, ValueKind::Quantity.expected()));
-            }
-        }
-        if !RDT_TRANSPORTS.contains(&self.rdt_transport.as_str()) {
-            return Err(bad("rdt_transport", &self.rdt_transport, "nccl or rdmakit"));
-        }
-        for (key, v) in [
-            ("gpus_per_worker", self.gpus_per_worker),
-            ("size_mib", self.size_mib),
-            ("iterations", self.iterations),
-            ("check_size_mib", self.check_size_mib),
-            ("mpi_workers", self.mpi_workers),
-        ] {
-            if v == 0 {
-                return Err(bad(key, "0", "at least 1"));
-            }
         }
         Ok(())
     }
@@ -488,8 +475,24 @@ impl Values {
     }
 }
 
-/// The RDT backends `rdt_transport` accepts.
-const RDT_TRANSPORTS: &[&str] = &["nccl", "rdmakit"];
+/// The value of `key` in serialised values as `--set` writes it (empty for an unset optional value).
+pub(super) fn text_of(json: &serde_json::Value, key: &str) -> String {
+    match json.get(key) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The error for a key `set` does not know, with the nearest known key.
+pub(super) fn unknown_key(key: &str) -> ValuesError {
+    let names = Values::KEYS.iter().map(|k| k.name);
+    ValuesError::UnknownKey {
+        key: key.to_owned(),
+        hint: crate::validate::suggest(key, names.clone()).map(str::to_owned),
+        known: names.collect::<Vec<_>>().join(", "),
+    }
+}
 
 /// A profile value default as the text `set` parses: strings as they are, numbers and booleans
 /// printed; `None` for arrays, maps and null.
@@ -513,28 +516,46 @@ fn image_tag(image: &str) -> Option<&str> {
 mod tests {
     use super::*;
 
+    /// A value of `spec`'s kind that differs from the default.
+    fn other_value(spec: &Key) -> &'static str {
+        match spec.kind {
+            ValueKind::Count { .. } => "7",
+            ValueKind::Quantity => "8Gi",
+            ValueKind::Flag => "true",
+            ValueKind::Choice(_) => "rdmakit",
+            ValueKind::Image => "example.com/other:1.0",
+            ValueKind::Registry => "example.com/other",
+            ValueKind::ByteSize => "64K",
+            ValueKind::Path => "/var/tmp/x.log",
+            ValueKind::Executable => "/usr/bin/all_reduce_perf",
+            ValueKind::NcclDebug => "WARN",
+            ValueKind::Version => "9.9.9",
+            _ => "abc",
+        }
+    }
+
     #[test]
-    fn every_key_is_settable() {
-        for (key, kind, _) in Values::KEYS {
-            let value = match kind {
-                ValueKind::Count | ValueKind::OptionalCount => "7",
-                ValueKind::Quantity => "8Gi",
-                ValueKind::Flag => "true",
-                _ if *key == "rdt_transport" => "rdmakit",
-                _ => "abc",
-            };
-            let key = if *kind == ValueKind::NodeSelector {
+    fn every_key_is_settable_and_its_default_is_valid() {
+        for spec in Values::KEYS {
+            let value = other_value(spec);
+            let key = if spec.kind == ValueKind::NodeSelector {
                 "node_selector.example.com/pool"
             } else {
-                key
+                spec.name
             };
             let mut v = Values::default();
             v.set(key, value).unwrap_or_else(|e| panic!("{key}: {e}"));
-            if *kind == ValueKind::Flag && v == Values::default() {
+            if spec.kind == ValueKind::Flag && v == Values::default() {
                 // The flag defaults to true: setting it false must change it.
                 v.set(key, "false").unwrap_or_else(|e| panic!("{key}: {e}"));
             }
             assert_ne!(v, Values::default(), "{key} changed nothing");
+            // The default (or empty, for an optional key) passes its own kind.
+            let default = Values::default_text(spec.name);
+            if spec.kind != ValueKind::NodeSelector {
+                keys::check(spec.name, &default, spec).unwrap_or_else(|e| panic!("{e}"));
+            }
+            assert!(!spec.systems.is_empty(), "{key} is read by no system");
         }
     }
 
@@ -543,12 +564,12 @@ mod tests {
         let mut v = Values::default();
         let e = v.set("worker_replica", "2").unwrap_err();
         assert!(
-            matches!(&e, ValuesError::UnknownKey { key, known } if key == "worker_replica" && known.contains("worker_replicas"))
+            matches!(&e, ValuesError::UnknownKey { key, known, hint } if key == "worker_replica" && known.contains("worker_replicas") && hint.as_deref() == Some("worker_replicas"))
         );
         let e = v.set("worker_replicas", "two").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "value `worker_replicas=two`: expected a whole number"
+            "value `worker_replicas=two`: expected a whole number from 1 to 1024, e.g. `worker_replicas=2`"
         );
         let e = v.set("cluster_name", "Ray_Cluster").unwrap_err();
         assert!(e.to_string().contains("cluster_name=Ray_Cluster"));
@@ -579,6 +600,7 @@ mod tests {
 
     #[test]
     fn quantities_and_tags() {
+        use keys::is_quantity;
         for q in ["16", "500m", "64Gi", "1600G", "0.5", "200Gi"] {
             assert!(is_quantity(q), "{q}");
         }
@@ -602,6 +624,29 @@ mod tests {
         };
         assert!(
             matches!(v.check(), Err(ValuesError::BadValue { key, .. }) if key == "head_memory")
+        );
+        // A values file bypasses `set`: check refuses what `set` would.
+        let v = Values {
+            registry: "r.example.com/me\nRUN id".into(),
+            ..Values::default()
+        };
+        assert!(matches!(v.check(), Err(ValuesError::BadValue { key, .. }) if key == "registry"));
+        let v = Values {
+            nccl_tests_min_bytes: "16G".into(),
+            ..Values::default()
+        };
+        assert!(
+            matches!(v.check(), Err(ValuesError::BadValue { key, .. }) if key == "nccl_tests_min_bytes")
+        );
+    }
+
+    #[test]
+    fn every_key_is_listed_in_the_readme_table() {
+        let readme = include_str!("../../README.md");
+        let table = Values::keys_markdown();
+        assert!(
+            readme.contains(&table),
+            "crates/k8s-render/README.md's key table differs from Values::KEYS; replace it with:\n{table}"
         );
     }
 }

@@ -83,12 +83,7 @@ pub enum Command {
     #[command(after_help = run::AFTER_HELP)]
     Run(run::RunArgs),
     /// Render manifests, Dockerfile and programs for a vendor profile into a bundle directory.
-    #[command(after_help = "Examples:
-  rdmakit render raycluster rdt-demo --profile aliyun-erdma --set worker_replicas=2 --out out/bundle
-  rdmakit render all --profile volcengine-ib --stdout | kubectl apply -f -
-  rdmakit render image --profile ./my-vendor.rhai --out out/my-vendor
-
-Exit codes: 0 rendered, 2 bad input (unknown system or profile, bad --set value)")]
+    #[command(after_help = render_after_help())]
     Render(render::RenderArgs),
     /// Validate manifests against the Kubernetes and CRD schemas.
     #[command(after_help = "Examples:
@@ -147,8 +142,9 @@ Exit codes: 0 no problem found (positive findings such as NET/IB in use are show
     /// The list holds the built-ins, then user profiles: `./scripts/vendors/*.rhai` in the working directory
     /// (files identical to a built-in are that built-in), each `--path`, and every `*.rhai` in
     /// `$XDG_CONFIG_HOME/rdmakit/profiles` (default `~/.config/rdmakit/profiles`). Each row says where it
-    /// comes from; a user profile is used by its path (`--profile <path>`). Exit 2 when a listed script
-    /// does not load (the error names the file and line).
+    /// comes from; a user profile is used by its name (`--profile NAME`, `--set profile=NAME`, `profiles
+    /// NAME`) or its path; a built-in's name always means the built-in. Exit 2 when a listed script does
+    /// not load (the error names the file and line), or for an unknown name (the known ones listed).
     #[command(after_help = "Examples:
   rdmakit profiles
   rdmakit profiles --path ./vendors        # also list every .rhai in ./vendors
@@ -158,6 +154,23 @@ Exit codes: 0 no problem found (positive findings such as NET/IB in use are show
     /// Print the Rhai API reference (docs/rhai-api.md) generated from the engine's registrations.
     #[command(hide = true)]
     RhaiApi,
+}
+
+/// `render --help`'s epilogue: examples, every `--set` key (from `Values::KEYS`) and the exit codes.
+fn render_after_help() -> String {
+    format!(
+        "Examples:
+  rdmakit render raycluster rdt-demo --profile aliyun-erdma --set worker_replicas=2 --out out/bundle
+  rdmakit render all --profile volcengine-ib --stdout | kubectl apply -f -
+  rdmakit render image --profile ./my-vendor.rhai --out out/my-vendor
+
+--set keys (key, kind, meaning [the systems that read it], default; an empty value resets a key whose
+default is derived; a key none of the rendered systems reads is refused):
+{}
+Exit codes: 0 rendered, 2 bad input (unknown system or profile, bad --set value, a key the systems do not
+read)",
+        k8s_render::Values::keys_help()
+    )
 }
 
 fn init_logging(verbose: u8) {

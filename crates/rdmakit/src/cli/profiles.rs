@@ -8,7 +8,7 @@ use super::{CmdResult, Failure, code};
 /// `rdmakit profiles` arguments.
 #[derive(Debug, Args)]
 pub struct ProfilesArgs {
-    /// Show this profile in full.
+    /// Show this profile in full: a built-in's name, a listed user profile's name, or a path.
     pub name: Option<String>,
     /// Also list this profile script, or every `*.rhai` in this folder (repeatable). Listed besides the
     /// built-ins, `./scripts/vendors/*.rhai` and `$XDG_CONFIG_HOME/rdmakit/profiles` (or
@@ -22,15 +22,16 @@ pub struct ProfilesArgs {
 
 /// Lists the profiles, or shows one.
 pub fn profiles(a: ProfilesArgs) -> CmdResult {
+    let search = rdmakit::profiles::Search::from_env(a.path);
     if let Some(name) = &a.name {
-        let p = rdmakit::profiles::load(name).map_err(Failure::input)?;
+        let p = rdmakit::profiles::load_in(name, &search).map_err(Failure::input)?;
         println!(
             "{}",
             serde_json::to_string_pretty(&p).map_err(Failure::input)?
         );
         return Ok(code::OK);
     }
-    let listed = rdmakit::profiles::list(&rdmakit::profiles::Search::from_env(a.path));
+    let listed = rdmakit::profiles::list(&search);
     let shown_path = |l: &rdmakit::profiles::Listed| {
         l.path
             .as_ref()
@@ -85,7 +86,7 @@ pub fn profiles(a: ProfilesArgs) -> CmdResult {
                 }
                 k8s_render::RdmaAttachment::Dra(d) => format!("DRA DeviceClass {}", d.device_class),
             };
-            // A user profile is used by its path (`--profile <path>`); a built-in by its name.
+            // Used by its name (or its path); the path says which file that is.
             let name = match &l.path {
                 Some(_) => format!("{} ({})", p.name, shown_path(l)),
                 None => p.name.clone(),
@@ -101,7 +102,8 @@ pub fn profiles(a: ProfilesArgs) -> CmdResult {
         }
         println!("{t}");
         println!(
-            "A profile is a Rhai script: copy scripts/vendors/<name>.rhai, edit, and pass its path as --profile."
+            "A profile is a Rhai script: copy scripts/vendors/<name>.rhai into ~/.config/rdmakit/profiles (or \
+             ./scripts/vendors), edit, and pass its name (or its path) as --profile."
         );
     }
     for l in &listed {

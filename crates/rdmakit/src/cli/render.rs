@@ -49,6 +49,11 @@ pub fn render(_g: &Global, a: RenderArgs) -> CmdResult {
             .map(|s| s.parse::<k8s_render::System>().map_err(Failure::input))
             .collect::<Result<_, _>>()?
     };
+    // A key none of these systems reads would change nothing: refuse it, naming what does read it.
+    for (k, _) in &a.set {
+        k8s_render::Values::check_read_by(k, &systems)
+            .map_err(|e| Failure::input(anyhow::anyhow!("--set {e}")))?;
+    }
     let bundle = k8s_render::render_systems(&systems, &profile, &values).map_err(Failure::input)?;
     if a.stdout {
         print!("{}", bundle.to_stream());

@@ -49,9 +49,12 @@ A live run checks its permissions (SelfSubjectAccessReviews) before its first ch
 credentials lack (exit 3, nothing changed); a missing or unreadable kubeconfig or an unknown --context is
 exit 2, listing the contexts there are; a cluster error names the server URL and context.
 
---set KEY must be a render value (rdmakit render --help), `keep`, or a parameter the workflow reads with
-params::get(\"KEY\", ...) or params::secret(\"KEY\") in its own text or a module it imports (comments do not count). Any other key is
-an error (exit 2) before anything runs, naming the nearest known key. A workflow that computes the key it
+--set KEY must be `keep`, a parameter the workflow reads with params::get(\"KEY\", ...) or
+params::secret(\"KEY\") in its own text or a module it imports (comments do not count), or a render value it
+uses: one a system it renders reads (rdmakit render --help lists which), or that it reads as a field of
+render::values (v.KEY). Any other key is an error (exit 2) before anything runs, naming the nearest known
+key (`nccl-tests --set worker_replicas=5`: did you mean mpi_workers?). A render value is checked by its kind
+first. --profile P is --set profile=P, the parameter the built-in workflows read. A workflow that computes the key it
 reads (params::get(name, ...)) or calls params::all() is checked after it ran, against the keys it read.";
 
 #[derive(Debug, Args)]
@@ -61,6 +64,10 @@ pub struct RunArgs {
     /// Talk to no cluster: record every action, print the plan, write plan.sh.
     #[arg(long)]
     pub dry_run: bool,
+    /// Vendor profile: a built-in's name, a user profile's name (`rdmakit profiles`) or a .rhai file;
+    /// the same as `--set profile=P`.
+    #[arg(long, short, value_name = "P")]
+    pub profile: Option<String>,
     /// Override a workflow parameter or render value (repeatable); an unknown KEY is an error.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
     pub set: Vec<(String, String)>,
@@ -148,7 +155,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         .with_context(|| format!("cannot create the out dir {}", out.display()))
         .map_err(Failure::input)?;
     let mut config = HostConfig::new(&out);
-    config.params = args.set.iter().cloned().collect::<BTreeMap<_, _>>();
+    config.params = params(&args).map_err(Failure::input)?;
     config.allow_shell = args.allow_shell;
     config.print_to_stderr = args.json;
     config.lib_dirs = args.lib.clone();
@@ -176,6 +183,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
         let (key, value) = secret_arg(item, args.dry_run).map_err(Failure::input)?;
         config.secrets.insert(key, value);
     }
+    let set_keys: Vec<String> = config.params.keys().cloned().collect();
     let uses = ParamUse::scan(&wf.source, &config.lib_dirs);
     let unknown = uses.unknown(config.params.keys().chain(config.secrets.keys()));
     if !uses.dynamic && !unknown.is_empty() {
@@ -240,7 +248,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
             .lock()
             .map(|r| r.clone())
             .unwrap_or_default();
-        uses.unknown(config_keys(&args.set).iter().filter(|k| !read.contains(*k)))
+        uses.unknown(set_keys.iter().filter(|k| !read.contains(*k)))
     } else {
         Vec::new()
     };
@@ -353,14 +361,33 @@ fn secret_arg(item: &str, dry_run: bool) -> anyhow::Result<(String, rdmakit::sec
     }
 }
 
-fn config_keys(set: &[(String, String)]) -> Vec<String> {
-    set.iter().map(|(k, _)| k.clone()).collect()
+/// The `--set` pairs (the last of a key wins), `--profile P` as `profile=P`, each render value checked
+/// by its kind before anything runs.
+fn params(args: &RunArgs) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut params: BTreeMap<String, String> = args.set.iter().cloned().collect();
+    if let Some(p) = &args.profile {
+        match params.get("profile") {
+            Some(other) if other != p => anyhow::bail!(
+                "--profile {p} and --set profile={other} name different profiles; give one of them"
+            ),
+            _ => {
+                params.insert("profile".to_owned(), p.clone());
+            }
+        }
+    }
+    let mut values = k8s_render::Values::default();
+    for (k, v) in &params {
+        if rdmakit::host::is_value_key(k) {
+            values.set(k, v).map_err(|e| anyhow::anyhow!("--set {e}"))?;
+        }
+    }
+    Ok(params)
 }
 
 fn unknown_keys(workflow: &str, uses: &ParamUse, unknown: &[String]) -> anyhow::Error {
     anyhow::anyhow!(
-        "--set {}: not a render value nor a parameter of {workflow} (its parameters: {}; render values: \
-         rdmakit render --help)",
+        "--set {}: not a parameter of {workflow} nor a render value it uses (its parameters: {}; every \
+         render value and the systems that read it: rdmakit render --help)",
         unknown.join(", "),
         uses.listed()
     )

@@ -13,7 +13,7 @@ use super::profiles::load_profile;
 
 /// True when `key` is a render value (so `--set key=...` goes to [`Values`]).
 pub fn is_value_key(key: &str) -> bool {
-    key.starts_with("node_selector.") || Values::KEYS.iter().any(|(k, _, _)| *k == key)
+    Values::key(key).is_some()
 }
 
 fn dyn_to_setting(d: &Dynamic) -> String {
