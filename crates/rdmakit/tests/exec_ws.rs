@@ -164,6 +164,10 @@ async fn session(stream: tokio::net::TcpStream, node: Arc<Mutex<Node>>) {
                 }
             }
         }
+        Some("no-such-program") => {
+            // What a kubelet sends when the runtime cannot start the command: a Failure with no exit code.
+            let _ = ws.send(frame(3, br#"{"metadata":{},"status":"Failure","message":"Internal error occurred: error executing command in container: exec: \"no-such-program\": executable file not found in $PATH","reason":"InternalError","details":{"causes":[{"message":"error executing command in container"}]},"code":500}"#)).await;
+        }
         Some("sleep") => {
             // Never answers; the client's deadline must end it.
             while ws.next().await.is_some() {}
@@ -537,6 +541,52 @@ fn exec_without_a_status_is_an_error_naming_pod_and_command() {
     std::fs::write(&local, "print(1)\n").unwrap();
     let err = f.exec.copy_to(&cp_spec(&local)).unwrap_err();
     assert!(err.to_string().contains("no exit status"), "{err}");
+    drop(f.rt);
+}
+
+/// A command the runtime could not start (the kubelet's InternalError, no exit code) is an error naming
+/// the pod, the container and the command, never an exit code a check would blame the pod for.
+#[test]
+fn an_exec_that_could_not_run_is_an_error_not_an_exit_code() {
+    let f = fake();
+    let err = f
+        .exec
+        .exec(&spec("worker-0", &["no-such-program", "--flag"]))
+        .unwrap_err();
+    assert!(err.is_cluster_error(), "{err:?}");
+    let msg = err.to_string();
+    for part in [
+        "exec in pod worker-0 container ray-worker [no-such-program --flag]",
+        "did not run (InternalError)",
+        "executable file not found",
+    ] {
+        assert!(msg.contains(part), "{part:?} in {msg}");
+    }
+    // A command that ran and exited 1 still comes back with its exit code.
+    let out = f.exec.exec(&spec("worker-0", &["cat", "/nope"])).unwrap();
+    assert_eq!(out.code, 1);
+
+    // In exec_many the rank that could not run ends the call with that error; its peer is stopped.
+    let mut hang = spec("worker-1", &["nccl-hang"]);
+    hang.timeout = Duration::from_secs(600);
+    let started = Instant::now();
+    let err = f
+        .exec
+        .exec_many(&[hang, spec("worker-0", &["no-such-program"])])
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("exec in pod worker-0 container ray-worker [no-such-program]")
+            && msg.contains("did not run"),
+        "{msg}"
+    );
+    // The hung rank was killed in its pod.
+    let killed = f.node.lock().unwrap().killed.clone();
+    assert!(
+        killed.iter().any(|(pod, _)| pod == "worker-1"),
+        "{killed:?}"
+    );
     drop(f.rt);
 }
 

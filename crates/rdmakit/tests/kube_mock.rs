@@ -491,7 +491,11 @@ fn exec_builds_the_websocket_request_and_reports_a_refusal() {
         assert!(req.uri.contains(part), "missing {part} in {}", req.uri);
     }
     assert!(!req.uri.contains("stdin=true"), "{}", req.uri);
-    assert!(err.to_string().contains("exec in buildkit-client"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("exec in pod buildkit-client container client [mkdir -p /ctx"),
+        "{err}"
+    );
 }
 
 #[test]

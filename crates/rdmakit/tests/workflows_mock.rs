@@ -530,9 +530,8 @@ const VKE_WITH_RDMA: &str = "v1.24.15-vke.12";
 /// What a healthy VKE pod prints for the workflow's checks (memlock, the RDMA devices, the mounts).
 const HEALTHY_VKE_POD: &str = "unlimited\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n";
 
-/// Runs vke-ib-pod on a VKE cluster of one InfiniBand node whose kubelet is `version`; every exec in the
-/// test pod prints `prints`.
-fn run_vke(version: &str, prints: String) -> WorkflowRun {
+/// A VKE cluster of one InfiniBand node whose kubelet is `version`.
+fn vke_cluster(version: &str) -> Cluster {
     let mut c = Cluster::default();
     c.put(
         "nodes",
@@ -544,7 +543,94 @@ fn run_vke(version: &str, prints: String) -> WorkflowRun {
                        "nodeInfo": {"kubeletVersion": version}}
         }),
     );
-    run_workflow("vke-ib-pod", c, Box::new(move |_| out(&prints)), &[])
+    c
+}
+
+/// Runs vke-ib-pod on [`vke_cluster`]; every exec in the test pod prints `prints`.
+fn run_vke(version: &str, prints: String) -> WorkflowRun {
+    run_workflow(
+        "vke-ib-pod",
+        vke_cluster(version),
+        Box::new(move |_| out(&prints)),
+        &[],
+    )
+}
+
+/// `--bundle`: the live run applies the user's edited pod (server-side apply of its text), not a fresh
+/// render, and still runs every check.
+#[test]
+fn vke_ib_pod_applies_an_edited_bundle() {
+    let d = tempfile::tempdir().unwrap();
+    // The rendered bundle, through a dry-run of the same workflow, then one edit.
+    let (dry, _) = common::dry_run(
+        "vke-ib-pod",
+        &common::workflow_source("vke-ib-pod"),
+        d.path(),
+        &[],
+        None,
+    );
+    assert!(dry.error.is_none());
+    let pod = d.path().join("bundle/rdma-test-pod.yaml");
+    let text = std::fs::read_to_string(&pod).unwrap();
+    std::fs::write(
+        &pod,
+        text.replacen(
+            "    app.kubernetes.io/managed-by: rdmakit\n",
+            "    app.kubernetes.io/managed-by: rdmakit\n    edited-by: me\n",
+            1,
+        ),
+    )
+    .unwrap();
+    let user = rdmakit::manifests::UserBundle::read(d.path()).unwrap();
+    let mut cluster = vke_cluster(VKE_WITH_RDMA);
+    let r = fake_api::run_workflow_with(
+        "vke-ib-pod",
+        Box::new(move |s: &Seen| Some(cluster.handle(s))),
+        Box::new(|_| out(HEALTHY_VKE_POD)),
+        &[],
+        |cfg| cfg.bundle = Some(user),
+    );
+    assert!(r.outcome.error.is_none(), "{:?}", r.outcome.error);
+    assert_eq!(r.outcome.verdict(), Verdict::Pass);
+    let apply = r
+        .seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.uri.contains("/pods/rdma-test"))
+        .expect("pod applied");
+    assert!(apply.body.contains("edited-by"), "{}", apply.body);
+}
+
+/// An exec the kubelet could not start (exit −1 on the wire: a Failure with no exit code, "Internal error
+/// occurred") ends the run as a cluster error naming the exec, not as a FAIL blaming the pod's RDMA grant.
+#[test]
+fn vke_ib_pod_reports_an_exec_that_could_not_run_as_a_cluster_error_naming_it() {
+    let mut cluster = vke_cluster(VKE_WITH_RDMA);
+    let handler = Box::new(move |s: &Seen| Some(cluster.handle(s)));
+    let r = fake_api::run_workflow_exec_live(
+        "vke-ib-pod",
+        handler,
+        fake_api::exec_answering_status(
+            r#"{"metadata":{},"status":"Failure","message":"Internal error occurred: no exec found for container","reason":"InternalError","code":500}"#,
+        ),
+        &[],
+    );
+    let e = r.outcome.error.as_ref().expect("the run stops at the exec");
+    assert!(e.cluster, "{e}");
+    for part in [
+        "exec in pod rdma-test",
+        "[sh -c ulimit -l;",
+        "did not run (InternalError): Internal error occurred: no exec found for container",
+    ] {
+        assert!(e.message.contains(part), "{part:?} in {e}");
+    }
+    assert_eq!(r.outcome.verdict(), Verdict::Error);
+    let fails = failed_checks(&r.outcome).join("\n");
+    assert!(!fails.contains("did not get"), "{fails}");
+    assert!(
+        r.report_md.contains("- verdict: **ERROR**"),
+        "{}",
+        r.report_md
+    );
 }
 
 #[test]

@@ -8,6 +8,8 @@
 
 mod access;
 mod harness;
+mod judges;
+mod mutations;
 mod operators;
 mod plans;
 mod preflight;

@@ -11,10 +11,10 @@ use super::harness::{
 };
 
 /// Nodes (and ResourceSlices) of a fixture file in the cluster for one test; deleted on drop.
-struct Nodes(String);
+pub(super) struct Nodes(String);
 
 impl Nodes {
-    fn apply(file: &str, pool: &str) -> Nodes {
+    pub(super) fn apply(file: &str, pool: &str) -> Nodes {
         let f = repo().join("tests/cluster/fixtures").join(file);
         let f = f.to_str().unwrap().to_owned();
         kubectl_ok(&["apply", "-f", &f]);

@@ -34,6 +34,9 @@ commands. A dry-run stopped by a script error writes an incomplete plan: plan.sh
 before any command, and plan.json / --json say \"complete\": false with the error.
 
 Every run writes OUT/report.md and OUT/report.json; rendered files go under OUT/bundle/.
+--bundle DIR runs an edited bundle instead (rdmakit run W --dry-run --out DIR, edit DIR/bundle/*, then
+rdmakit run W --bundle DIR): every file W renders must be in DIR and nothing else; a schema or lint error
+stops the run before anything is applied (exit 2) unless --accept-lint records the lint errors as warnings.
 OUT/.rdmakit-files lists what the run wrote; the next run in OUT removes those files first (unless changed
 since) and never others, and lints, validates and applies only the files it wrote itself.
 
@@ -88,6 +91,13 @@ pub struct RunArgs {
     /// goes to stderr.
     #[arg(long)]
     pub json: bool,
+    /// Apply an edited bundle instead of rendering: the files the workflow renders are taken from DIR
+    /// (the --out DIR of a dry-run, or its bundle/ folder), validated and linted like rendered ones.
+    #[arg(long, value_name = "DIR")]
+    pub bundle: Option<PathBuf>,
+    /// With --bundle: run despite lint errors, recording them in the report as warnings.
+    #[arg(long, requires = "bundle")]
+    pub accept_lint: bool,
 }
 
 struct Loaded {
@@ -159,6 +169,10 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
     config.allow_shell = args.allow_shell;
     config.print_to_stderr = args.json;
     config.lib_dirs = args.lib.clone();
+    if let Some(dir) = &args.bundle {
+        config.bundle = Some(rdmakit::manifests::UserBundle::read(dir).map_err(Failure::input)?);
+        config.accept_lint = args.accept_lint;
+    }
     if let Some(dir) = &wf.dir {
         let lib = dir.join("../lib");
         if lib.is_dir() {

@@ -226,8 +226,8 @@ pub struct ExecOutput {
     pub code: i64,
     /// True when nothing ran (dry-run placeholder).
     pub dry_run: bool,
-    /// `exec_many` only: why this rank has no exit code of its own (`code` is -1): the error it hit
-    /// (a timeout, a lost connection), or that it was stopped because another rank failed first.
+    /// `exec_many` only: why this rank has no exit code of its own (`code` is -1): its deadline passed,
+    /// or it was stopped because another rank failed first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// `exec_many` only: stopped because another rank failed first (what it printed until then is kept).
@@ -397,7 +397,8 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     /// connection) stops the others: they come back `cancelled` with what they printed so far, so a crash
     /// in one rank while its peer hangs in NCCL init ends at once with the crash's output. The live
     /// executor also kills a stopped (or timed-out) rank's command in its pod ([`kube::RANK_WRAPPER`]). A
-    /// rank's own failure is in its result (`code`, `error`), not an `Err`; `Err` is for Ctrl-C.
+    /// rank's own failure (an exit code, its deadline) is in its result (`code`, `error`); `Err` is for
+    /// Ctrl-C and for a rank that could not run at all (the exec refused, no exit status): a cluster error.
     fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError>;
     /// Read one field of an object.
     fn get_field(&self, spec: &FieldSpec) -> Result<String, ExecError>;

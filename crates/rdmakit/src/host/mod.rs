@@ -130,6 +130,10 @@ pub struct HostConfig {
     /// `--set-secret KEY=VALUE`: scripts get them as opaque values (`params::secret`/`params::get`) and
     /// the run redacts them from everything it shows or writes.
     pub secrets: BTreeMap<String, crate::secrets::SecretText>,
+    /// `--bundle DIR`: `render::system` takes the files from this edited bundle instead of rendering them.
+    pub bundle: Option<crate::manifests::UserBundle>,
+    /// `--accept-lint`: lint errors in an edited bundle are recorded as warnings instead of stopping the run.
+    pub accept_lint: bool,
 }
 
 impl HostConfig {
@@ -146,6 +150,8 @@ impl HostConfig {
             read_dirs: Vec::new(),
             read_files: Vec::new(),
             secrets: BTreeMap::new(),
+            bundle: None,
+            accept_lint: false,
         }
     }
 }

@@ -249,7 +249,10 @@ fn serve(handler: Handler, exec: Option<ExecSession>) -> OnPort {
             tokio::spawn(async move {
                 match exec {
                     Some(exec) if is_upgrade(&stream).await => exec(stream).await,
-                    _ => http(stream, &handler, &log).await,
+                    // With exec served, one request per connection: an exec's upgrade must be the first
+                    // request of its connection (the only one `is_upgrade` looks at), not a pooled one's.
+                    Some(_) => http(stream, &handler, &log, true).await,
+                    None => http(stream, &handler, &log, false).await,
                 }
             });
         }
@@ -297,7 +300,12 @@ async fn is_upgrade(stream: &tokio::net::TcpStream) -> bool {
 }
 
 /// Answers the requests of one keep-alive connection.
-async fn http(stream: tokio::net::TcpStream, handler: &Mutex<Handler>, log: &Mutex<Vec<Seen>>) {
+async fn http(
+    stream: tokio::net::TcpStream,
+    handler: &Mutex<Handler>,
+    log: &Mutex<Vec<Seen>>,
+    close: bool,
+) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     loop {
@@ -338,14 +346,16 @@ async fn http(stream: tokio::net::TcpStream, handler: &Mutex<Handler>, log: &Mut
         };
         let code = StatusCode::from_u16(r.code).unwrap();
         let head = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
+            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}\r\n",
             code.as_u16(),
             code.canonical_reason().unwrap_or(""),
             r.content_type,
-            r.body.len()
+            r.body.len(),
+            if close { "Connection: close\r\n" } else { "" }
         );
         if write.write_all(head.as_bytes()).await.is_err()
             || write.write_all(&r.body).await.is_err()
+            || close
         {
             return;
         }
@@ -448,8 +458,82 @@ pub fn run_workflow(
     answer: Answer,
     params: &[(&str, &str)],
 ) -> WorkflowRun {
+    run_workflow_with(name, handler, answer, params, |_| {})
+}
+
+/// [`run_workflow`] with the host configuration changed by `configure` (`--bundle`, say).
+pub fn run_workflow_with(
+    name: &str,
+    handler: Handler,
+    answer: Answer,
+    params: &[(&str, &str)],
+    configure: impl FnOnce(&mut rdmakit::host::HostConfig),
+) -> WorkflowRun {
     let api = in_process(handler);
     let exec = Arc::new(CannedExec::new(api.executor(Cancel::new()), answer));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = super::host_config(dir.path(), params);
+    configure(&mut cfg);
+    let outcome = super::run(exec, name, &super::workflow_source(name), cfg);
+    let seen = api.seen();
+    drop(api);
+    WorkflowRun {
+        outcome,
+        seen,
+        report_md: std::fs::read_to_string(dir.path().join("report.md")).unwrap(),
+    }
+}
+
+/// An exec session that accepts the websocket (v5.channel.k8s.io) and sends `status` as its only frame
+/// on the status channel: how a kubelet answers an exec whose command it could not start.
+#[allow(clippy::result_large_err)] // the handshake callback's error type is tungstenite's, not ours
+pub fn exec_answering_status(status: &'static str) -> ExecSession {
+    use futures::SinkExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::handshake::server::{
+        Request as WsRequest, Response as WsResponse,
+    };
+    Arc::new(move |stream| {
+        Box::pin(async move {
+            let protocol = |_: &WsRequest, mut resp: WsResponse| {
+                resp.headers_mut().insert(
+                    "Sec-WebSocket-Protocol",
+                    "v5.channel.k8s.io".parse().unwrap(),
+                );
+                Ok(resp)
+            };
+            let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, protocol).await else {
+                return;
+            };
+            let mut frame = vec![3u8];
+            frame.extend_from_slice(status.as_bytes());
+            let _ = ws.send(Message::binary(frame)).await;
+            let _ = ws.close(None).await;
+        })
+    })
+}
+
+/// [`run_workflow`] with exec going through the live executor's websocket to `session` (a real exec
+/// round trip: the status frame, the exit code) and every other request to `handler`, on a port.
+pub fn run_workflow_exec_live(
+    name: &str,
+    handler: Handler,
+    session: ExecSession,
+    params: &[(&str, &str)],
+) -> WorkflowRun {
+    let api = on_port_with_exec(handler, session);
+    let exec = Arc::new(
+        KubeExecutor::new(
+            api.client("default"),
+            api.rt.handle().clone(),
+            Cancel::new(),
+        )
+        .with_retry(RetryPolicy {
+            attempts: 3,
+            base: Duration::from_millis(5),
+        })
+        .with_poll_interval(Duration::from_millis(20)),
+    );
     let dir = tempfile::tempdir().unwrap();
     let outcome = super::run(
         exec,
@@ -457,7 +541,7 @@ pub fn run_workflow(
         &super::workflow_source(name),
         super::host_config(dir.path(), params),
     );
-    let seen = api.seen();
+    let seen = api.seen.lock().unwrap().clone();
     drop(api);
     WorkflowRun {
         outcome,

@@ -49,14 +49,7 @@ impl KubeExecutor {
             argv.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
         }
         argv.extend(spec.command.iter().cloned());
-        // The command's own name, not the rank wrapper's `sh`.
-        let shown = match spec.command.as_slice() {
-            [sh, c, w, _token, cmd, ..] if sh == "sh" && c == "-c" && w == RANK_WRAPPER => {
-                cmd.as_str()
-            }
-            _ => argv.first().map(String::as_str).unwrap_or(""),
-        };
-        let action = format!("exec in {} [{shown}]", spec.pod);
+        let action = exec_action(spec);
         let mut proc = pods
             .exec(&spec.pod, argv, &ap)
             .await
@@ -95,40 +88,33 @@ impl KubeExecutor {
             None => None,
         };
         let _ = proc.join().await;
-        let mut stderr = String::from_utf8_lossy(&err).into_owned();
+        let stderr = String::from_utf8_lossy(&err).into_owned();
         let code = match status {
             // The exit code travels only in the status frame; without it the command may have failed.
             None => {
-                return Err(ExecError::Transport {
-                    action: format!(
-                        "exec in {} [{}]",
-                        spec.pod,
-                        spec.command.join(" ").chars().take(80).collect::<String>()
-                    ),
-                    message: "the API server sent no exit status (an exec protocol without a status \
-                              channel, or the connection closed early): the command's outcome is unknown"
-                        .into(),
-                });
+                return Err(not_run(
+                    spec,
+                    "the API server sent no exit status (an exec protocol without a status channel, or \
+                     the connection closed early): the command's outcome is unknown",
+                ));
             }
             Some(s) if s.status.as_deref() == Some("Success") => 0,
-            Some(s) => {
-                // Non-zero exits arrive as Failure/NonZeroExitCode with the code in details.causes.
-                let code = s
-                    .details
-                    .as_ref()
-                    .and_then(|d| d.causes.as_ref())
-                    .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
-                    .and_then(|c| c.message.as_deref())
-                    .and_then(|m| m.parse::<i64>().ok());
-                if code.is_none() {
-                    stderr.push_str(
-                        s.message
-                            .as_deref()
-                            .unwrap_or("the command failed without an exit code"),
-                    );
+            Some(s) => match exit_code(&s) {
+                Some(code) => code,
+                // A Failure without an exit code: the command did not run (the runtime could not start
+                // it, the kubelet or API server failed): a cluster error, never an outcome of the command.
+                None => {
+                    let why = s
+                        .message
+                        .as_deref()
+                        .unwrap_or("the exec failed without an exit code");
+                    let reason = s.reason.as_deref().unwrap_or("no reason");
+                    return Err(not_run(
+                        spec,
+                        &format!("the command did not run ({reason}): {why}"),
+                    ));
                 }
-                code.unwrap_or(-1)
-            }
+            },
         };
         Ok(ExecOutput {
             stdout: String::from_utf8_lossy(&out).into_owned(),
@@ -223,6 +209,15 @@ impl KubeExecutor {
                 },
             ))
             .await;
+            // A rank that could not run at all (the exec was refused, the runtime could not start it) is a
+            // cluster error, never an outcome of the ranks: the run stops naming that exec.
+            if let Some(i) = ended
+                .iter()
+                .position(|e| matches!(e, Some(Err(e)) if !matches!(e, ExecError::Timeout { .. })))
+                && let Some(Some(Err(e))) = ended.get_mut(i).map(Option::take)
+            {
+                return Err(e);
+            }
             Ok(specs
                 .iter()
                 .zip(&bufs)
@@ -233,6 +228,50 @@ impl KubeExecutor {
                 })
                 .collect())
         })
+    }
+}
+
+/// The exit code of a command that ran and failed: the kubelet's `Failure`/`NonZeroExitCode` status
+/// carries it in `details.causes` (reason `ExitCode`); any other failure has none.
+fn exit_code(s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Option<i64> {
+    s.details
+        .as_ref()
+        .and_then(|d| d.causes.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+        .and_then(|c| c.message.as_deref())
+        .and_then(|m| m.trim().parse::<i64>().ok())
+}
+
+/// An exec that could not run, or whose outcome is unknown: a transport error naming the pod, the
+/// container and the command (the workflow ends with a cluster error, not a verdict about the pod).
+pub(crate) fn not_run(spec: &ExecSpec, why: &str) -> ExecError {
+    ExecError::Transport {
+        action: exec_action(spec),
+        message: why.to_owned(),
+    }
+}
+
+/// `exec in pod P container C [command]`: what errors and the spinner call one exec.
+fn exec_action(spec: &ExecSpec) -> String {
+    let container = spec
+        .container
+        .as_deref()
+        .map(|c| format!(" container {c}"))
+        .unwrap_or_default();
+    format!(
+        "exec in pod {}{container} [{}]",
+        spec.pod,
+        shown_command(spec).chars().take(120).collect::<String>()
+    )
+}
+
+/// The command as a user would type it: the rank wrapper (`sh -c WRAPPER TOKEN`) left out.
+fn shown_command(spec: &ExecSpec) -> String {
+    match spec.command.as_slice() {
+        [sh, c, w, _token, rest @ ..] if sh == "sh" && c == "-c" && w == RANK_WRAPPER => {
+            rest.join(" ")
+        }
+        all => all.join(" "),
     }
 }
 

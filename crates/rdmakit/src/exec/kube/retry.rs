@@ -49,7 +49,7 @@ pub(super) fn map_kube_err(action: &str, e: kube::Error) -> ExecError {
             message: if s.message.is_empty() {
                 "(no message)".into()
             } else {
-                s.message.clone()
+                with_pod_security_fix(&s.message)
             },
         },
         other => ExecError::Transport {
@@ -57,6 +57,28 @@ pub(super) fn map_kube_err(action: &str, e: kube::Error) -> ExecError {
             message: other.to_string(),
         },
     }
+}
+
+/// The server's message, and for a PodSecurity refusal (`violates PodSecurity "baseline:latest":
+/// hostPath volumes (...), non-default capabilities (...)`) what to do: the refused fields are what RDMA
+/// pods need (the device, IPC_LOCK, host paths, the host network), so the namespace must allow them.
+fn with_pod_security_fix(message: &str) -> String {
+    let Some(at) = message.find("violates PodSecurity \"") else {
+        return message.to_owned();
+    };
+    let level = message[at + "violates PodSecurity \"".len()..]
+        .split([':', '"'])
+        .next()
+        .unwrap_or("restricted");
+    let refused = message[at..]
+        .split_once("\": ")
+        .map(|(_, fields)| fields.trim())
+        .unwrap_or("");
+    format!(
+        "{message} — the namespace enforces PodSecurity {level:?}, which refuses what this RDMA pod \
+         needs ({refused}): run it in a namespace that allows it (kubectl label namespace NS \
+         pod-security.kubernetes.io/enforce=privileged --overwrite), or ask the cluster's admin for one"
+    )
 }
 
 /// A rejection that no retry or wait changes: a 4xx other than 404 (not there yet), 409 (conflict) and 429
@@ -130,5 +152,31 @@ mod tests {
             e.to_string(),
             "apply Pod/x: the API server rejected it (422 Unknown): (no message)"
         );
+    }
+
+    /// The API server's PodSecurity refusal keeps its text (the refused fields) and gains what to do.
+    #[test]
+    fn a_pod_security_refusal_names_the_fields_and_the_fix() {
+        let msg = r#"pods "rdma-test" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes (volume "nvidia-topologyd"), non-default capabilities (container "rdma-test" must not include "IPC_LOCK" in securityContext.capabilities.add)"#;
+        let e = map_kube_err(
+            "apply Pod/rdma-test",
+            kube::Error::Api(
+                kube::core::Status::failure(msg, "Forbidden")
+                    .with_code(403)
+                    .boxed(),
+            ),
+        )
+        .to_string();
+        assert!(
+            e.starts_with("apply Pod/rdma-test: the API server rejected it (403 Forbidden): pods"),
+            "{e}"
+        );
+        assert!(e.contains(r#"PodSecurity "baseline", which refuses what this RDMA pod needs (hostPath volumes (volume "nvidia-topologyd"), non-default capabilities"#), "{e}");
+        assert!(
+            e.contains("pod-security.kubernetes.io/enforce=privileged"),
+            "{e}"
+        );
+        // Any other message is the server's, untouched.
+        assert_eq!(with_pod_security_fix("quota exceeded"), "quota exceeded");
     }
 }

@@ -30,23 +30,29 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         let docs = c.run_docs(&path).map_err(runtime_error)?;
         let findings = k8s_render::lint::lint(&docs, &crate::bridge::lint_options(profile.as_ref(), nodes, benchmark));
         let mut r = c.report();
-        let mut errors = 0;
+        let mut errors = Vec::new();
+        // An edited bundle (--bundle) with lint errors stops here unless the user accepted them.
+        let accepted = c.config.bundle.is_some() && c.config.accept_lint;
         for f in &findings {
             let status = match f.severity {
                 k8s_render::manifest::Severity::Error => {
-                    errors += 1;
-                    crate::report::Status::Fail
+                    errors.push(f.rule.to_string());
+                    if accepted { crate::report::Status::Warn } else { crate::report::Status::Fail }
                 }
                 k8s_render::manifest::Severity::Warning => crate::report::Status::Warn,
                 k8s_render::manifest::Severity::Info => crate::report::Status::Info,
             };
-            r.check(&format!("bundle lint: {} ({})", f.rule, f.severity), status, &f.to_string());
+            let detail = if accepted && status == crate::report::Status::Warn && f.severity == k8s_render::manifest::Severity::Error { format!("accepted with --accept-lint: {f}") } else { f.to_string() };
+            r.check(&format!("bundle lint: {} ({})", f.rule, f.severity), status, &detail);
         }
-        c.exec.note(&format!("linted {dir} for RDMA pitfalls: {errors} error(s), {} finding(s) in all", findings.len()));
-        if errors == 0 {
+        c.exec.note(&format!("linted {dir} for RDMA pitfalls: {} error(s), {} finding(s) in all", errors.len(), findings.len()));
+        if errors.is_empty() {
             r.check("bundle: RDMA lint", crate::report::Status::Pass, &format!("no errors in {} document(s), {} note(s)", docs.len(), findings.len()));
         }
         drop(r);
+        if let (Some(user), false, false) = (&c.config.bundle, errors.is_empty(), accepted) {
+            return Err(runtime_error(format!("--bundle {}: lint found {} error(s) in the edited bundle ({}; each is in the report): fix the files, or pass --accept-lint to run it with the findings recorded as warnings", user.dir.display(), errors.len(), errors.join(", "))));
+        }
         ser(&findings)
     }, dir: &str, opts: Map);
     m

@@ -74,6 +74,21 @@ fn render_inputs(
     Ok((sys, load_profile(ctx, profile)?, build_values(ctx, values)?))
 }
 
+/// `--bundle`: the files `rendered` names, with the contents the user gave them (every one must be there).
+fn edited(
+    user: &crate::manifests::UserBundle,
+    rendered: &k8s_render::Bundle,
+    what: &str,
+) -> RResult<k8s_render::Bundle> {
+    let mut out = k8s_render::Bundle::new();
+    for f in rendered.files() {
+        let text = user.file(&f.path, what).map_err(runtime_error)?;
+        out.add_text(&f.path, f.kind, text.to_owned())
+            .map_err(|e| runtime_error(format!("--bundle {}: {e}", user.dir.display())))?;
+    }
+    Ok(out)
+}
+
 /// The `render::` module.
 pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
     let mut m = Module::new();
@@ -81,7 +96,8 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
     regp!(&mut m, "system",
         "system(system, profile, values) -> #{system, dir, files, manifests}: renders a system \
         (image, buildkit, raycluster, rdt-demo, nccl-check, dra, mpijob, rdma-test-pod) for a \
-        profile into `OUT/bundle/`; `--set` keys that are render values apply on top of `values`.",
+        profile into `OUT/bundle/`; `--set` keys that are render values apply on top of `values`. \
+        With `rdmakit run --bundle DIR` the same files are taken from DIR (the user's edits) instead.",
         move |system: &str,
                                  profile: &str,
                                  values: Map|
@@ -90,6 +106,10 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
         let bundle = k8s_render::render(sys, &p, &v)
             .map_err(|e| runtime_error(format!("render {system} for {profile}: {e}")))?;
         let dir = c.config.out_dir.join("bundle");
+        let bundle = match &c.config.bundle {
+            Some(user) => edited(user, &bundle, &format!("{system} for {profile}"))?,
+            None => bundle,
+        };
         bundle
             .write_to(&dir)
             .map_err(|e| runtime_error(format!("write {}: {e}", dir.display())))?;

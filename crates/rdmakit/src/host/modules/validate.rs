@@ -33,6 +33,10 @@ pub(super) fn create_module(ctx: &Arc<Ctx>) -> Module {
             r.check("bundle: schema validation (strict)", crate::report::Status::Fail, &errors.join("; "));
         }
         drop(r);
+        // An edited bundle (--bundle) that is not valid is not applied.
+        if let (Some(user), false) = (&c.config.bundle, errors.is_empty()) {
+            return Err(runtime_error(format!("--bundle {}: the edited bundle is not valid ({}): fix the files", user.dir.display(), errors.join("; "))));
+        }
         ser(&violations)
     }, dir: &str);
     m

@@ -47,11 +47,18 @@ impl Ctx {
         Ok(own)
     }
 
-    /// What a workflow's `validate::`/`lint::` read: the manifest documents of [`Ctx::yaml_files`].
+    /// What a workflow's `validate::`/`lint::` read: the manifest documents of [`Ctx::yaml_files`]. With
+    /// `--bundle`, first: the edited bundle holds no file this run did not render.
     pub(crate) fn run_docs(
         &self,
         path: &Path,
     ) -> Result<Vec<k8s_render::manifest::Document>, String> {
+        if let Some(user) = &self.config.bundle {
+            // By the first check every system the workflow uses is rendered: a file of the edited bundle
+            // none of them wrote would silently go unchecked and unapplied.
+            let rendered = self.out.files();
+            user.check_no_extra(rendered.iter().filter_map(|f| f.strip_prefix("bundle/")))?;
+        }
         let files = self.yaml_files(path).map_err(|e| e.to_string())?;
         crate::manifests::parse_docs(&files, &|f| self.display_path(f))
     }
