@@ -14,7 +14,7 @@ mkdir -p "$bin"
 
 command -v go >/dev/null || { echo "build.sh: the control-plane tier needs Go (1.26+) on PATH" >&2; exit 2; }
 
-stamp_of() { (go version; cat "$0" "$here/components/$1/go.mod" "$here/components/$1/go.sum") | sha256sum | cut -d' ' -f1; }
+stamp_of() { (go version; cat "$0"; [[ $1 == kubernetes ]] && cat "$here"/kwok/patch/*; cat "$here/components/$1/go.mod" "$here/components/$1/go.sum") | sha256sum | cut -d' ' -f1; }
 
 # KWOK v0.8.0 never closes a pod exec's stdin pipe when the client's stdin ends (pkg/utils/exec/exec.go copies
 # into cmd.StdinPipe() and stops), so `kubectl cp` and every exec that reads stdin to EOF hang. The fix is one
@@ -28,6 +28,10 @@ kwok_patched_modfile() {
   file="$patched/pkg/utils/exec/exec.go"
   sed -i 's|^\(\t*\)_, _ = io.Copy(inPipe, opt.In)$|\1_, _ = io.Copy(inPipe, opt.In)\n\1_ = inPipe.Close() // rdmakit: deliver EOF to the command|' "$file"
   grep -q 'rdmakit: deliver EOF' "$file" || { echo "build.sh: the KWOK stdin fix no longer applies to $file" >&2; exit 1; }
+  # The pod's identity in every exec's environment, real exit codes, per-container log files
+  # (kwok/patch/rdmakit_pod.go says why); each hook is one call in KWOK's own code.
+  cp "$here/kwok/patch/rdmakit_pod.go" "$patched/pkg/kwok/server/"
+  python3 "$here/kwok/patch/apply.py" "$patched"
   cp "$here/components/kubernetes/go.mod" "$out/kubernetes.go.mod"
   cp "$here/components/kubernetes/go.sum" "$out/kubernetes.go.sum"
   echo "replace sigs.k8s.io/kwok => $patched" >>"$out/kubernetes.go.mod"

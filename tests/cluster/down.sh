@@ -20,6 +20,15 @@ done
 if [[ -x "$out/bin/kwokctl" && -d "$KWOK_WORKDIR/clusters/$name" ]]; then
   "$out/bin/kwokctl" delete cluster --name "$name" >/dev/null 2>&1 || echo "down.sh: kwokctl delete cluster failed" >&2
 fi
+# The emulated pods' processes (a rank left running in a pod): whatever still runs the node emulator or a
+# program it started from this cluster's state.
+if [[ -d "$out/emu-state" ]]; then
+  for p in /proc/[0-9]*; do
+    if tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "RDMAKIT_EMU_STATE=$out/emu-state"; then
+      kill "${p#/proc/}" 2>/dev/null
+    fi
+  done
+fi
 # Whatever kwokctl did not stop (a crashed start): processes running our binaries.
 for b in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   pkill -f "^$out/kwok/clusters/$name/bin/$b( |$)" 2>/dev/null

@@ -56,10 +56,11 @@ options:
 componentsPatches:
 - name: kube-apiserver
   extraArgs:
-  # Every simulated node is the kwok controller on 127.0.0.1 (its InternalIP); node names such as
-  # cn-beijing.10.0.5.75 resolve nowhere.
+  # Every simulated node's kubelet is the kwok controller on 127.0.0.1, the nodes' ExternalIP; their
+  # InternalIPs (127.0.1.N, fixtures/nodes.yaml) are each node's own address, which hostNetwork pods get.
+  # Node names such as cn-beijing.10.0.5.75 resolve nowhere.
   - key: kubelet-preferred-address-types
-    value: InternalIP
+    value: ExternalIP,InternalIP
 - name: kwok-controller
   extraArgs:
   # kwokctl leaves --node-ip empty in the binary runtime: nodes then get no InternalIP, and the API server
@@ -113,6 +114,25 @@ echo "up.sh: creating the simulated nodes, DRANET and its ResourceSlices"
 k apply -f "$here/fixtures/nodes.yaml" >/dev/null
 k apply -f "$here/fixtures/dranet.yaml" >/dev/null
 k apply -f "$here/fixtures/storage.yaml" >/dev/null
+# Every pod exec, in every namespace, goes to the node emulator, which learns the pod from the patched KWOK;
+# container logs come from the emulator's state, one file per namespace (ns-logs/NS/container.log).
+k apply -f - >/dev/null <<YAML
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterExec
+metadata:
+  name: node-emulator
+spec:
+  execs:
+  - local: {}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: node-emulator
+spec:
+  logs:
+  - logsFile: $state/ns-logs/{namespace}/container.log
+YAML
 k wait --for condition=Ready --timeout=30s node -l type=kwok >/dev/null
 k -n kube-system rollout status daemonset/dranet --timeout=120s >/dev/null
 

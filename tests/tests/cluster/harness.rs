@@ -1,6 +1,7 @@
 //! The tier's one harness: access to the running control-plane tier (tests/cluster/up.sh) through kubectl
-//! and the rdmakit binary; test namespaces whose pods the node emulator answers with a chosen node kind and
-//! faults; the cluster changes a test makes and undoes on drop; the assertions every module makes on a run.
+//! and the rdmakit binary; test namespaces (any namespace works: the node emulator answers every pod from its
+//! spec and its node); node fixture knobs and images in the emulated registry; the cluster changes a test makes
+//! and undoes on drop; the assertions every module makes on a run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -161,13 +162,27 @@ pub fn eventually<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<
     }
 }
 
-/// Pods requesting one eRDMA device each, on the eRDMA nodes, Running.
+/// The image [`erdma_pods`] run: in the emulated registry with NCCL 2.30.7, as if a build had pushed it.
+pub const RDT_IMAGE: &str = "registry.example.com/rdt:latest";
+
+/// Pods requesting one eRDMA device each, with CAP_IPC_LOCK, on the eRDMA nodes, Running.
 pub fn erdma_pods(ns: &str, names: &[&str]) {
+    push_image(RDT_IMAGE, Some("2.30.7"));
+    erdma_pods_as(ns, names, RDT_IMAGE, true);
+}
+
+/// [`erdma_pods`] with another image and with or without `capabilities: {add: [IPC_LOCK]}`.
+pub fn erdma_pods_as(ns: &str, names: &[&str], image: &str, ipc_lock: bool) {
+    let caps = if ipc_lock {
+        "    securityContext: {capabilities: {add: [IPC_LOCK]}}\n"
+    } else {
+        ""
+    };
     for name in names {
         apply_yaml(&format!(
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{app: rdma-worker}}\n\
              spec:\n  containers:\n  - name: sidecar\n    image: busybox\n\
-             \x20 - name: worker\n    image: registry.example.com/rdt:latest\n    resources:\n\
+             \x20 - name: worker\n    image: {image}\n{caps}    resources:\n\
              \x20     limits: {{nvidia.com/gpu: \"1\", aliyun/erdma: \"1\"}}\n"
         ));
     }
@@ -186,7 +201,8 @@ pub fn erdma_pods(ns: &str, names: &[&str]) {
     });
 }
 
-/// What the emulated pods of a namespace are (tests/cluster/emulator/node-emulator).
+/// The kind of RDMA node a test means its pods to land on. Documentation only: the emulator answers from
+/// the node the scheduler chose (its fixture's `emulator.rdmakit.test/rdma-kind`), never from the test.
 #[derive(Clone, Copy)]
 pub enum Kind {
     Erdma,
@@ -194,14 +210,104 @@ pub enum Kind {
     Efa,
 }
 
-impl Kind {
-    /// The name the emulator reads from the namespace's `kind` file.
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Erdma => "erdma",
-            Kind::Mlx5 => "mlx5",
-            Kind::Efa => "efa",
+/// Puts an image into the emulated registry, as a build that pushed it would: pods of `image` then carry
+/// that NCCL (`None`: no NCCL wheel at all).
+pub fn push_image(image: &str, nccl: Option<&str>) {
+    push_record(
+        image,
+        serde_json::json!({"nccl": nccl, "rdmakit_rdt": false, "built_by": "the test harness"}),
+    );
+}
+
+/// Writes the emulated registry's record of `image` (tests/cluster/emulator/emu/model.py: Pod::image).
+fn push_record(image: &str, record: Value) {
+    let key: String = image
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dir = emu_state().join("images");
+    std::fs::create_dir_all(&dir).expect("registry dir");
+    std::fs::write(dir.join(format!("{key}.json")), record.to_string()).expect("registry record");
+}
+
+/// An image without a shell (distroless) in the emulated registry: `sh -c` in its pods cannot start.
+pub fn push_image_without_shell(image: &str) {
+    push_record(
+        image,
+        serde_json::json!({"nccl": null, "shell": false, "built_by": "the test harness"}),
+    );
+}
+
+/// The nodes of a fixture pool (label `rdmakit.test/pool`), sorted.
+pub fn pool_nodes(pool: &str) -> Vec<String> {
+    let mut v: Vec<String> = kubectl_ok(&[
+        "get",
+        "nodes",
+        "-l",
+        &format!("rdmakit.test/pool={pool}"),
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ])
+    .split_whitespace()
+    .map(str::to_owned)
+    .collect();
+    v.sort();
+    v
+}
+
+/// A node fixture field the emulator reads (annotation `emulator.rdmakit.test/<knob>`, see
+/// tests/cluster/emulator/emu/model.py), set on some nodes for one test; the old values come back on drop.
+/// The knobs: `containerd-memlock` (bytes, or `infinity`), `port-state` (`PORT_DOWN`), `counters` (`frozen`),
+/// `rdma-gid` (`none`: NCCL's IB plugin finds no usable device), `ib-gib-s`/`socket-gib-s` (transfer rates).
+pub struct NodeKnob {
+    restore: Vec<(String, String, Option<String>)>,
+}
+
+impl NodeKnob {
+    pub fn set(nodes: &[String], knob: &str, value: &str) -> NodeKnob {
+        let key = format!("emulator.rdmakit.test/{knob}");
+        let mut restore = Vec::new();
+        for node in nodes {
+            let n = get_json(&["node", node]);
+            let old = n["metadata"]["annotations"][&key]
+                .as_str()
+                .map(str::to_owned);
+            kubectl_ok(&[
+                "annotate",
+                "--overwrite",
+                "node",
+                node,
+                &format!("{key}={value}"),
+            ]);
+            restore.push((node.clone(), key.clone(), old));
         }
+        // The emulator reads a node again after 2 s (emu/model.py's cache).
+        std::thread::sleep(Duration::from_millis(2100));
+        NodeKnob { restore }
+    }
+
+    /// One knob on every node of a fixture pool.
+    pub fn on_pool(pool: &str, knob: &str, value: &str) -> NodeKnob {
+        NodeKnob::set(&pool_nodes(pool), knob, value)
+    }
+}
+
+impl Drop for NodeKnob {
+    fn drop(&mut self) {
+        for (node, key, old) in &self.restore {
+            let arg = match old {
+                Some(v) => format!("{key}={v}"),
+                None => format!("{key}-"),
+            };
+            let _ = kubectl(&["annotate", "--overwrite", "node", node, &arg]);
+        }
+        std::thread::sleep(Duration::from_millis(2100));
     }
 }
 
@@ -216,8 +322,8 @@ fn create_namespace(name: &str) {
     ]);
 }
 
-/// A namespace with none of [`Ns`]'s setup: no ClusterExec, so KWOK has nothing to run a pod exec with.
-/// Dropping it deletes it.
+/// A namespace with none of [`Ns`]'s setup (no registry Secrets, no BuildKit volume, no launcher log): what a
+/// user's own namespace is. Dropping it deletes it.
 pub struct BareNs(pub String);
 
 impl BareNs {
@@ -235,9 +341,9 @@ impl Drop for BareNs {
     }
 }
 
-/// A test namespace: its ClusterExec (pod exec goes to the emulator with EMU_NS), the emulator's node kind
-/// and faults, a PersistentVolume pre-bound to BuildKit's cache claim (no disk CSI driver runs here) and
-/// docker-registry Secrets for the erdma workflow. Dropping it deletes all of that.
+/// A test namespace: a PersistentVolume pre-bound to BuildKit's cache claim (no disk CSI driver runs here),
+/// docker-registry Secrets for the erdma workflow and the launcher log its MPIJobs show. Dropping it deletes
+/// all of that.
 pub struct Ns {
     pub name: String,
     pub out: PathBuf,
@@ -272,24 +378,19 @@ fn sweep_stale_namespaces() {
 }
 
 impl Ns {
-    pub fn new(prefix: &str, kind: Kind) -> Ns {
+    pub fn new(prefix: &str, _kind: Kind) -> Ns {
         SWEPT.call_once(sweep_stale_namespaces);
         let name = format!(
             "{prefix}-{}-{}",
             std::process::id() % 10000,
             SEQ.fetch_add(1, Ordering::SeqCst)
         );
-        let dir = emu_state().join("ns").join(&name);
+        let dir = emu_state().join("ns-logs").join(&name);
         std::fs::create_dir_all(&dir).expect("emulator state dir");
-        std::fs::write(dir.join("kind"), kind.name()).expect("kind file");
         create_namespace(&name);
-        // Container logs (the MPIJob launcher's nccl-tests output) come from a file the test can change.
-        let log = dir.join("container.log");
-        write_cri_log(&emulator_log("launcher-ok.log"), &log);
-        apply_yaml(&format!(
-            "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterExec\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchNamespaces: [{name}]\n  execs:\n  - local:\n      envs:\n      - name: EMU_NS\n        value: {name}\n---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchNamespaces: [{name}]\n  logs:\n  - logsFile: {}\n",
-            log.display()
-        ));
+        // Container logs (the MPIJob launcher's nccl-tests output) come from a file the test can change (the
+        // cluster-wide ClusterLogs of up.sh reads ns-logs/NS/container.log).
+        write_cri_log(&emulator_log("launcher-ok.log"), &dir.join("container.log"));
         for (secret, server, user) in [
             ("acr-pull", "registry.cn-beijing.aliyuncs.com", "puller"),
             ("acr-push", "registry.example.com", "pusher"),
@@ -334,19 +435,10 @@ impl Ns {
         write_cri_log(
             &emulator_log(name),
             &emu_state()
-                .join("ns")
+                .join("ns-logs")
                 .join(&self.name)
                 .join("container.log"),
         );
-    }
-
-    /// Switches emulator faults on for this namespace (tests/cluster/emulator/node-emulator FAULTS).
-    pub fn faults(&self, faults: &[&str]) {
-        std::fs::write(
-            emu_state().join("ns").join(&self.name).join("faults"),
-            faults.join("\n"),
-        )
-        .expect("faults file");
     }
 
     /// `kubectl -n NS apply --server-side -f FILE`.
@@ -440,10 +532,8 @@ impl Ns {
 impl Drop for Ns {
     fn drop(&mut self) {
         let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"]);
-        let _ = kubectl(&["delete", "clusterexec.kwok.x-k8s.io", &self.name]);
-        let _ = kubectl(&["delete", "clusterlogs.kwok.x-k8s.io", &self.name]);
         let _ = kubectl(&["delete", "pv", &format!("{}-buildkit-cache", self.name)]);
-        let _ = std::fs::remove_dir_all(emu_state().join("ns").join(&self.name));
+        let _ = std::fs::remove_dir_all(emu_state().join("ns-logs").join(&self.name));
     }
 }
 

@@ -5,8 +5,9 @@
 use serde_json::Value;
 
 use super::harness::{
-    BareNs, Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, apply_yaml, erdma_pods, eventually,
-    kubeconfig, kubectl, kubectl_ok, rdmakit,
+    BareNs, Kind, NodeKnob, NodePatch, Ns, SeedDeviceClass, SliceFault, apply_yaml, erdma_pods,
+    erdma_pods_as, eventually, kubeconfig, kubectl, kubectl_ok, push_image,
+    push_image_without_shell, rdmakit,
 };
 
 fn preflight(args: &[&str]) -> (i32, Value) {
@@ -250,13 +251,15 @@ fn preflight_reads_memlock_and_devices_inside_the_selected_pods() {
     }
 }
 
-/// A namespace whose pods cannot be exec'd into (no ClusterExec: KWOK has nothing to run the command
-/// with): the pods are named as unreadable with the exec's error, the request is still shown.
+/// A pod whose image has no shell (distroless): the probe's `sh -c` cannot start, the pod is named as
+/// unreadable with the exec's error, the request is still shown. In a user's own namespace (no harness setup).
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn preflight_names_a_pod_it_cannot_exec_into() {
     let ns = BareNs::new("preflight-noexec");
-    erdma_pods(&ns.0, &["worker-0"]);
+    let image = "gcr.io/distroless/static-debian12:nonroot";
+    push_image_without_shell(image);
+    erdma_pods_as(&ns.0, &["worker-0"], image, true);
     let (code, v) = preflight_pods("app=rdma-worker", &ns.0);
     // Nothing was read, so nothing is judged failed: warnings that name the exec error.
     assert_eq!(code, 0, "{v:#}");
@@ -359,8 +362,9 @@ fn preflight_fails_while_a_dranet_pod_never_gets_ready() {
     ]);
 }
 
-/// What the pod probe reads comes from inside the pod (the emulated /proc/self and the image's NCCL wheel):
-/// memlock 64 KiB, no CAP_IPC_LOCK and NCCL 2.28.9 are each named for that pod.
+/// What the pod probe reads comes from inside the pod: memlock from its node's container runtime, CapEff
+/// from its securityContext, the NCCL wheel from its image. A node without LimitMEMLOCK=infinity, a pod
+/// without IPC_LOCK and an image with NCCL 2.28.9 are each named for that pod.
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn preflight_names_the_pods_memlock_ipc_lock_and_nccl_faults() {
@@ -369,7 +373,12 @@ fn preflight_names_the_pods_memlock_ipc_lock_and_nccl_faults() {
     let (code, v) = preflight_pods("app=rdma-worker", &ns.name);
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["pods"][0]["nccl_version"], "2.30.7", "{v:#}");
-    ns.faults(&["memlock-64k", "no-ipc-lock", "nccl-2.28.9"]);
+    assert_eq!(v["pods"][0]["cap_ipc_lock"], true, "{v:#}");
+    let ns = Ns::new("preflight-faults", Kind::Erdma);
+    let bad = "registry.example.com/rdt:nccl-2.28.9";
+    push_image(bad, Some("2.28.9"));
+    erdma_pods_as(&ns.name, &["worker-0"], bad, false);
+    let _memlock = NodeKnob::on_pool("erdma", "containerd-memlock", "65536");
     let (code, v) = preflight_pods("app=rdma-worker", &ns.name);
     assert_eq!(code, 1, "{v:#}");
     let s = format!("{}/worker-0", ns.name);

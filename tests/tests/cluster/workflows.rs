@@ -2,7 +2,7 @@
 //! the used cluster passes, and nothing of a run's own is left behind.
 
 use super::harness::{
-    ERDMA_SECRETS, Kind, NodePatch, Ns, SeedDeviceClass, SliceFault, assert_clean,
+    ERDMA_SECRETS, Kind, NodeKnob, NodePatch, Ns, SeedDeviceClass, SliceFault, assert_clean,
     assert_contains_all, erdma_pods, interrupt_once_applied, kubectl, repo,
 };
 
@@ -25,11 +25,14 @@ fn erdma_ray_rdt_passes_live_then_again_on_the_used_cluster_and_cleans_up() {
             "PASS RDT traffic crossed eRDMA (device counters)",
             "TCP-run eRDMA tx delta: 0.000 GiB",
             "PASS worker 0: NCCL log shows NET/IB on erdma_0",
-            "INFO RDT steady-state throughput, eRDMA vs NCCL_IB_DISABLE=1: ours 11.68 GiB/s beside the TCP run 1.17 GiB/s",
-            // Beside what the profile's instance type should reach (issue 15's model), with its inputs: 59 % of
-            // the expected is probe's `warn`, recorded as WARN (until issue 23 the report turned it into INFO).
-            "WARN RDT demo over eRDMA: steady-state rate vs the expected: RDT over eRDMA: 11.68 GiB/s steady state",
-            "11.7 GiB/s is 59 % of the expected 19.9 GiB/s (staged through host memory, limited by the NIC)",
+            "PASS worker 1: NCCL log shows NET/IB on erdma_0",
+            // The rates are what the demo timed against the node fixtures' transfer rates (ib-gib-s 11.8,
+            // socket-gib-s 1.18), less the interpreter's own time: the exact figure varies from run to run.
+            "INFO RDT steady-state throughput, eRDMA vs NCCL_IB_DISABLE=1: ours ",
+            // Beside what the profile's instance type should reach (issue 15's model), with its inputs: under
+            // 60 % of the expected is probe's `warn`, recorded as WARN.
+            "WARN RDT demo over eRDMA: steady-state rate vs the expected: RDT over eRDMA: ",
+            "% of the expected 19.9 GiB/s (staged through host memory, limited by the NIC)",
             "RDT demo over eRDMA: steady-state rate vs the expected: expected rate (model)",
             "PASS no leftover NCCLUniqueIDStore actors",
             "PASS image built and pushed",
@@ -100,24 +103,48 @@ fn erdma_ray_rdt_through_rdmakit_rdt_passes_live_with_the_wheel_in_the_image() {
     assert_clean(&ns);
 }
 
-/// Each fault the emulator can stage fails the workflow with its cause named, and the failed run still
-/// deletes what it created (the next test's hostNetwork workers need the ports).
+/// Each node fault (a field of the eRDMA nodes' fixture) fails the workflow with its cause named, and the
+/// failed run still deletes what it created (the next test's hostNetwork workers need the ports).
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
-fn erdma_ray_rdt_fails_naming_each_fault_and_cleans_up() {
-    for (fault, needles) in [
-        ("memlock-64k", &["RLIMIT_MEMLOCK", "LimitMEMLOCK"][..]),
-        ("nccl-2.28.9", &["2.28.9", "2.30.7"][..]),
-        ("net-socket", &["NET/Socket"][..]),
-        ("port-down", &["PORT_DOWN"][..]),
-        ("flat-counters", &["counters"][..]),
+fn erdma_ray_rdt_fails_naming_each_node_fault_and_cleans_up() {
+    for (knob, value, needles) in [
+        // containerd without LimitMEMLOCK=infinity: 64 KiB; NCCL's ibv_create_qp then fails with ENOMEM.
+        (
+            "containerd-memlock",
+            "65536",
+            &["RLIMIT_MEMLOCK", "LimitMEMLOCK"][..],
+        ),
+        // The eRDMA device has no usable GID: NCCL's IB plugin finds no device and runs over sockets.
+        ("rdma-gid", "none", &["NET/Socket"][..]),
+        ("port-state", "PORT_DOWN", &["PORT_DOWN"][..]),
+        ("counters", "frozen", &["counters"][..]),
     ] {
+        let _fault = NodeKnob::on_pool("erdma", knob, value);
         let ns = Ns::new("erdma-fault", Kind::Erdma);
-        ns.faults(&[fault]);
         let r = ns.run("erdma-ray-rdt", ERDMA_SECRETS);
         r.assert_fail_naming(needles);
         assert_clean(&ns);
     }
+}
+
+/// The image's NCCL is the Dockerfile's pin as BuildKit built it: with `--set nccl_version=2.28.9` the stand-in
+/// NCCL in the workers is 2.28.9, which crashes in ncclNetInit, and the run names it and the pin that fixes it.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn erdma_ray_rdt_fails_on_an_image_built_with_the_known_bad_nccl() {
+    let ns = Ns::new("erdma-nccl", Kind::Erdma);
+    let r = ns.run(
+        "erdma-ray-rdt",
+        &[ERDMA_SECRETS, &["--set", "nccl_version=2.28.9"]].concat(),
+    );
+    let all = format!("{}{}{}", r.stdout, r.stderr, r.checks("fail").join("\n"));
+    assert!(
+        r.code != 0 && all.contains("2.28.9") && all.contains("2.30.7"),
+        "{}",
+        r.text()
+    );
+    assert_clean(&ns);
 }
 
 #[test]
@@ -161,15 +188,13 @@ fn shared_device_raycluster_passes_live_then_fails_without_device_b() {
 
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
-fn vke_ib_pod_passes_live_then_fails_without_the_topology_mount() {
+fn vke_ib_pod_passes_live_then_fails_on_a_node_without_limit_memlock() {
     let ns = Ns::new("vke", Kind::Mlx5);
     ns.run("vke-ib-pod", &[]).assert_pass();
     assert_clean(&ns);
-    ns.faults(&["no-topology-mount"]);
-    ns.run("vke-ib-pod", &[])
-        .assert_fail_naming(&["/var/run/nvidia-topologyd"]);
-    assert_clean(&ns);
-    ns.faults(&["memlock-64k"]);
+    // The topology mount, IPC_LOCK and the RDMA request are the pod spec's: dropping one is a mutation of the
+    // bundle (`rdmakit run --bundle DIR`), not a fault of the node.
+    let _fault = NodeKnob::on_pool("vke", "containerd-memlock", "65536");
     ns.run("vke-ib-pod", &[])
         .assert_fail_naming(&["RLIMIT_MEMLOCK"]);
     assert_clean(&ns);
@@ -260,7 +285,7 @@ fn exec_many_kills_the_rank_it_stops_in_its_pod() {
              \x20   #{{ pod: \"rank-0\", container: \"worker\", command: [\"sleep\", \"{nap}\"], timeout: 300 }},\n\
              \x20   #{{ pod: \"rank-1\", container: \"worker\", command: [\"sh\", \"-c\", \"sleep 3; echo boom >&2; exit 3\"], timeout: 300 }},\n\
              ]);\n\
-             report::check(\"rank 1 failed\", r[1].code != 0 && !r[1].cancelled && r[1].stderr.contains(\"boom\"), `${{r[1].code}} ${{r[1].stderr}}`);\n\
+             report::check(\"rank 1 failed\", r[1].code == 3 && !r[1].cancelled && r[1].stderr.contains(\"boom\"), `${{r[1].code}} ${{r[1].stderr}}`);\n\
              report::check(\"rank 0 stopped in its pod\", r[0].cancelled == true, `${{r[0].error}}`);\n\
              print(report::finish());\n"
         ),
@@ -274,8 +299,8 @@ fn exec_many_kills_the_rank_it_stops_in_its_pod() {
         t0.elapsed()
     );
     let md = ns.report_md();
-    // KWOK's exec reports a command's exit status inside an internal error (code -1), not as an exit code.
-    assert!(md.contains("PASS rank 1 failed: "), "{md}\n{}", r.stderr);
+    // The command's own exit status (3) comes back through exec (the patched KWOK; upstream gave -1).
+    assert!(md.contains("PASS rank 1 failed: 3 "), "{md}\n{}", r.stderr);
     assert!(
         md.contains(
             "PASS rank 0 stopped in its pod: exec in rank-0: stopped because rank 1 (rank-1: "
