@@ -244,6 +244,26 @@ fn strip(src: &str) -> String {
             out.push(c);
             i += 1;
             while i < b.len() && b[i] != c {
+                // `${...}` in a backtick string is code (`${v.mpi_workers}` reads the field): kept, set
+                // apart from the string by spaces.
+                if c == '`' && !keep && b[i] == '$' && b.get(i + 1) == Some(&'{') {
+                    let mut depth = 0;
+                    out.push(' ');
+                    while i < b.len() {
+                        match b[i] {
+                            '{' => depth += 1,
+                            '}' => depth -= 1,
+                            _ => {}
+                        }
+                        out.push(b[i]);
+                        i += 1;
+                        if depth == 0 && b[i - 1] == '}' {
+                            break;
+                        }
+                    }
+                    out.push(' ');
+                    continue;
+                }
                 if b[i] == '\\' {
                     if keep {
                         out.push(b[i]);
@@ -320,6 +340,12 @@ mod tests {
                 && unknown[0].contains("did you mean \"mpi_workers\""),
             "{unknown:?}"
         );
+        // A field read inside a template string's `${...}` counts too.
+        let u = ParamUse::scan(
+            "let v = render::values(\"p\", #{}); print(`n=${v.size_mib}`);",
+            &[],
+        );
+        assert!(u.knows("size_mib") && !u.knows("iterations"));
         // A system named at run time may read anything.
         let u = ParamUse::scan("let s = \"image\"; render::system(s, \"p\", #{});", &[]);
         assert!(u.render_dynamic && u.knows("worker_replicas"));
