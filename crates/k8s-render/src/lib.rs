@@ -57,6 +57,7 @@
 //!     userspace: Default::default(),
 //!     devices: DeviceSpec {
 //!         name_pattern: "mlx5_*".into(),
+//!         exclude: vec![],
 //!         driver: Some("mlx5_ib".into()),
 //!         tx_counter: "ports/1/counters/port_xmit_data".into(),
 //!         rx_counter: None,

@@ -331,11 +331,15 @@ impl CounterDelta {
 }
 
 /// The transmit counter a vendor profile reads on every device of a glob (k8s-render's `Profile.devices`),
-/// as workflows read it: `cat /sys/class/infiniband/<name_pattern>/<tx_counter>` summed per pod.
+/// as workflows read it: `cat /sys/class/infiniband/<name_pattern>/<tx_counter>` summed per pod, without
+/// the devices of `exclude` ([`CounterSpec::read_command`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterSpec {
-    /// The device glob (`erdma_*`, `mlx5_*`).
+    /// The device glob (`erdma_*`, `mlx5_*`; comma-separated globs are each read).
     pub name_pattern: String,
+    /// Globs of devices the pattern matches but that carry no RDMA traffic of the run (a front-end NIC
+    /// `mlx5_bond_*`): their counters are not read.
+    pub exclude: Vec<String>,
     /// The counter file under the device (`ports/1/hw_counters/hw_tx_bytes_cnt`).
     pub tx_counter: String,
     /// What one unit of the counter is in bytes (4 for `port_xmit_data`'s 4-byte words).
@@ -371,8 +375,13 @@ pub fn summed_delta(spec: &CounterSpec, before: &[u64], after: &[u64]) -> Result
         }
     }
     let bytes = raw.saturating_mul(spec.counter_multiplier.max(1));
+    let but = if spec.exclude.is_empty() {
+        String::new()
+    } else {
+        format!(" but {}", spec.exclude.join(", "))
+    };
     Ok(CounterDelta {
-        device: format!("{} on {} pod(s)", spec.name_pattern, before.len()),
+        device: format!("{}{but} on {} pod(s)", spec.name_pattern, before.len()),
         port: 1,
         kind,
         deltas: BTreeMap::from([(key, raw)]),

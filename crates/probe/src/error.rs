@@ -50,6 +50,9 @@ pub enum ProbeError {
     /// Two counter snapshots that cannot be compared.
     #[error("cannot diff counter snapshots: {0}")]
     SnapshotMismatch(String),
+    /// A profile's counter spec that no safe shell command can read (a glob or path with other characters).
+    #[error("devices: {0}")]
+    CounterSpec(String),
     /// A tool's output could not be parsed.
     #[error(transparent)]
     Parse(#[from] ParseError),

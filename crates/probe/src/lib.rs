@@ -57,12 +57,14 @@
 
 #![forbid(unsafe_code)]
 
+mod counter_command;
 pub mod counters;
 pub mod doctor;
 mod error;
 pub mod expect;
 pub mod facts;
 pub mod judge;
+pub mod nccl_ib_hca;
 pub mod parse;
 pub mod preflight;
 pub mod report;

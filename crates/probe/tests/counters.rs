@@ -323,6 +323,7 @@ fn no_counters_fails_closed() {
 fn summed_pod_readings_prove_the_run_and_the_ab() {
     let erdma = counters::CounterSpec {
         name_pattern: "erdma_*".into(),
+        exclude: vec![],
         tx_counter: "ports/1/hw_counters/hw_tx_bytes_cnt".into(),
         counter_multiplier: 1,
     };
@@ -353,11 +354,13 @@ fn summed_pod_readings_prove_the_run_and_the_ab() {
     );
     let mlx5 = counters::CounterSpec {
         name_pattern: "mlx5_*".into(),
+        exclude: vec!["mlx5_bond_*".into()],
         tx_counter: "ports/1/counters/port_xmit_data".into(),
         counter_multiplier: 4,
     };
     let words = counters::summed_delta(&mlx5, &[10, 20], &[110, 5]).unwrap();
     assert_eq!(words.tx_bytes, Some(400));
+    assert_eq!(words.device, "mlx5_* but mlx5_bond_* on 2 pod(s)");
     assert_eq!(words.reset, vec!["counters/port_xmit_data (pod 1)"]);
     let e = counters::summed_delta(&erdma, &[1], &[1, 2]).unwrap_err();
     assert!(

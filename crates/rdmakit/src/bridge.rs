@@ -27,6 +27,7 @@ pub fn counter_spec(profile: &Profile) -> CounterSpec {
     let d = &profile.devices;
     CounterSpec {
         name_pattern: d.name_pattern.to_string(),
+        exclude: d.exclude.iter().map(ToString::to_string).collect(),
         tx_counter: d.tx_counter.clone(),
         counter_multiplier: d.counter_multiplier,
     }

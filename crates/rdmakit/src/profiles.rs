@@ -352,7 +352,7 @@ pub fn load_source(
         rhai::serde::from_dynamic(&value).map_err(|e| ProfileError::Field {
             file: file.to_owned(),
             field: ".".to_owned(),
-            line: None,
+            line: returned_map_line(source),
             message: e.to_string(),
         })?;
     let profile =
@@ -436,13 +436,7 @@ fn script_error(file: &str, err: &EvalAltResult) -> ProfileError {
 }
 
 fn field_error(file: &str, source: &str, field: String, message: String) -> ProfileError {
-    // Prefer the key named in the message (`unknown field `hostNetwrok``), else the path's last key.
-    let named = message
-        .split('`')
-        .nth(1)
-        .filter(|k| !k.is_empty() && !k.contains(' '))
-        .and_then(|k| find_key_line(source, k));
-    let line = named.or_else(|| last_key(&field).and_then(|k| find_key_line(source, &k)));
+    let line = field_line(source, &field, &message);
     ProfileError::Field {
         file: file.to_owned(),
         field,
@@ -451,25 +445,76 @@ fn field_error(file: &str, source: &str, field: String, message: String) -> Prof
     }
 }
 
-fn last_key(path: &str) -> Option<String> {
-    let last = path.rsplit('.').next()?;
-    let key = last.split('[').next()?;
-    (!key.is_empty()).then(|| key.to_owned())
+/// The line of the field an error names: the path walked key by key (`nccl`, then `extra_env` after it,
+/// then `FI_PROVIDER` after that), so a key that appears in several objects is found in the right one;
+/// where a key is not in the script (a missing field, one a base module gives) the deepest object found,
+/// or the key the message names (`unknown field `hostNetwrok``); for the whole map (`.`) the line of
+/// the map the script returns.
+fn field_line(source: &str, path: &str, message: &str) -> Option<usize> {
+    let keys: Vec<&str> = path
+        .split('.')
+        .map(|k| k.split('[').next().unwrap_or(k))
+        .filter(|k| !k.is_empty())
+        .collect();
+    let mut at: Option<usize> = None;
+    let mut walked = 0;
+    for k in &keys {
+        match find_key_line_from(source, k, at.unwrap_or(0)) {
+            Some(l) => {
+                at = Some(l);
+                walked += 1;
+            }
+            None => break,
+        }
+    }
+    // serde's `unknown field `x`` / `missing field `y``: the key it names, inside the deepest object found.
+    let serde_key = message.starts_with("unknown field") || message.starts_with("missing field");
+    let named = || {
+        message
+            .split('`')
+            .nth(1)
+            .filter(|k| !k.is_empty() && !k.contains(' '))
+            .and_then(|k| find_key_line_from(source, k, at.unwrap_or(0)))
+    };
+    if serde_key && let Some(l) = named() {
+        return Some(l);
+    }
+    if walked == keys.len() && at.is_some() {
+        return at;
+    }
+    named().or(at).or_else(|| returned_map_line(source))
 }
 
-/// 1-based line of the first `key:` (bare or quoted) outside comments.
-fn find_key_line(source: &str, key: &str) -> Option<usize> {
+/// 1-based line of the first `key:` (bare or quoted) outside comments, on line `from` (1-based) or after
+/// it (0: anywhere).
+fn find_key_line_from(source: &str, key: &str, from: usize) -> Option<usize> {
     let quoted = format!("\"{key}\"");
-    source.lines().enumerate().find_map(|(i, line)| {
-        let code = line.split("//").next().unwrap_or("");
-        let trimmed = code.trim_start();
-        let hit = [key, quoted.as_str()].iter().any(|k| {
-            trimmed
-                .strip_prefix(k)
-                .is_some_and(|rest| rest.trim_start().starts_with(':'))
-        });
-        hit.then_some(i + 1)
-    })
+    source
+        .lines()
+        .enumerate()
+        .skip(from.saturating_sub(1))
+        .find_map(|(i, line)| {
+            let code = line.split("//").next().unwrap_or("");
+            let trimmed = code.trim_start();
+            let hit = [key, quoted.as_str()].iter().any(|k| {
+                trimmed
+                    .strip_prefix(k)
+                    .is_some_and(|rest| rest.trim_start().starts_with(':'))
+            });
+            // The key on `from` itself is the parent's own line: look past it.
+            (hit && (from == 0 || i + 1 > from)).then_some(i + 1)
+        })
+}
+
+/// 1-based line of the object map a profile script returns: the last line that opens a map (`#{`) at the
+/// start of a line, unindented.
+fn returned_map_line(source: &str) -> Option<usize> {
+    source
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("#{"))
+        .map(|(i, _)| i + 1)
+        .last()
 }
 
 #[cfg(test)]
@@ -583,6 +628,106 @@ mod tests {
             "{e:?}"
         );
         assert!(e.to_string().contains("known_bad"), "{e}");
+    }
+
+    fn the_error(src: &str) -> (String, Option<usize>, String) {
+        match load_source("t.rhai", src, None) {
+            Err(ProfileError::Field {
+                field,
+                line,
+                message,
+                ..
+            }) => (field, line, message),
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    fn line_of(src: &str, text: &str) -> Option<usize> {
+        src.lines().position(|l| l.contains(text)).map(|i| i + 1)
+    }
+
+    /// Issue 25: a missing top-level field carried no line; it names the map the script returns.
+    #[test]
+    fn a_missing_top_level_field_has_the_maps_line() {
+        let src = erdma_with("    fabric: \"eRDMA\",\n", "");
+        let (field, line, message) = the_error(&src);
+        assert!(
+            message.contains("missing field `fabric`"),
+            "{field}: {message}"
+        );
+        let map = src.lines().position(|l| l == "#{").map(|i| i + 1);
+        assert_eq!((line, map), (Some(5), Some(5)));
+        let e = load_source("t.rhai", &src, None).unwrap_err();
+        assert!(e.to_string().starts_with("t.rhai:5: "), "{e}");
+    }
+
+    /// Issue 25: an EFA profile with FI_PROVIDER in nccl.extra_env and nccl.transport.env rendered the
+    /// variable twice; it is refused at load time, naming both fields, at the extra_env key's line.
+    #[test]
+    fn a_variable_in_two_env_maps_is_refused_at_its_line() {
+        let efa = builtin_source("aws-efa-eks").unwrap_or_default();
+        let edit = "        pip_package: \"nvidia-nccl-cu13\",";
+        assert!(efa.contains(edit));
+        let src = efa.replacen(
+            edit,
+            &format!(
+                "        extra_env: #{{\n            FI_PROVIDER: \"efa\",\n        }},\n{edit}"
+            ),
+            1,
+        );
+        let (field, line, message) = the_error(&src);
+        assert_eq!(field, "nccl.extra_env.FI_PROVIDER");
+        assert!(
+            message.contains("nccl.transport.env.FI_PROVIDER"),
+            "{message}"
+        );
+        let extra = line_of(&src, "extra_env: #{").unwrap_or_default();
+        assert_eq!(
+            line,
+            Some(extra + 1),
+            "the FI_PROVIDER under extra_env, not the transport's"
+        );
+    }
+
+    /// Cross-field errors name the line of the field or object involved, also when the key comes from a
+    /// base module (the object's own line then).
+    #[test]
+    fn cross_field_errors_have_lines() {
+        // (text replaced, its replacement, the field named, the text on the line named)
+        let cases = [
+            // nccl.pin in the known_bad list: the override's line.
+            (
+                "} + erdma::nccl_versions(),",
+                "} + erdma::nccl_versions() + #{\n        pin: \"2.28.9\",\n    },",
+                "nccl.pin",
+                "pin: \"2.28.9\"",
+            ),
+            // A bad exclude glob added to the devices the base gives: the override's line.
+            (
+                "devices: erdma::devices(),",
+                "devices: erdma::devices() + #{ exclude: [\"erdma_9; id\"] },",
+                "devices.exclude[0]",
+                "exclude: [",
+            ),
+            (
+                "devices: erdma::devices(),",
+                "devices: erdma::devices() + #{ counter_multiplier: 0 },",
+                "devices.counter_multiplier",
+                "counter_multiplier: 0",
+            ),
+            (
+                "volume_name: \"shm\"",
+                "volume_name: \"Shm\"",
+                "pod.shm.volume_name",
+                "volume_name: \"Shm\"",
+            ),
+        ];
+        for (edit, with, want_field, on) in cases {
+            let src = erdma_with(edit, with);
+            let (field, line, _) = the_error(&src);
+            assert_eq!(field, want_field);
+            assert_eq!(line, line_of(&src, on), "{field}");
+        }
     }
 
     #[test]

@@ -289,6 +289,108 @@ fn probe_judgements_for_scripts() {
     }
 }
 
+/// Issue 25: NCCL_IB_HCA as NCCL reads it and the counter devices' exclude list, as scripts call them.
+#[test]
+fn nccl_ib_hca_and_counter_excludes_for_scripts() {
+    let out = tempfile::tempdir().unwrap();
+    let (r, _) = common::dry_run(
+        "p",
+        r#"
+        let names = ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_bond_0"];
+        let s = probe::ib_hca_select(names, "mlx5_1");
+        if s != ["mlx5_1", "mlx5_10"] { throw `prefix ${s}`; }
+        s = probe::ib_hca_select(names, "=mlx5_0,mlx5_1");
+        if s != ["mlx5_0", "mlx5_1"] { throw `exact ${s}`; }
+        s = probe::ib_hca_select(names, "^=mlx5_bond_0");
+        if s != ["mlx5_0", "mlx5_1", "mlx5_10"] { throw `exclude ${s}`; }
+        let listed = probe::device_names("unlimited\n2 HCAs found:\n\tmlx5_0\n\tmlx5_1\n");
+        if listed != ["mlx5_0", "mlx5_1"] { throw `listing ${listed}`; }
+        let l = probe::ib_hca_listed("2 HCAs found:\n\tmlx5_0\n\tmlx5_1\n", "erdma");
+        if l.ok || !l.summary.contains("(mlx5_0, mlx5_1)") { throw `listed ${l}`; }
+        let log = "w0 NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
+        let u = probe::nccl_uses_device(log, "=mlx5_0,mlx5_1");
+        if !u.ok { throw `uses ${u}`; }
+        u = probe::nccl_uses_device(log, "^mlx5_1");
+        if u.ok || !u.summary.contains("mlx5_1:1, outside") { throw `outside ${u}`; }
+
+        let prof = profiles::load("mellanox-ib");
+        let plain = probe::counter_command(prof);
+        if plain[2] != "cat /sys/class/infiniband/mlx5_*/ports/1/counters/port_xmit_data | awk '{s+=$1} END {printf \"%.0f\\n\", s}'" { throw `plain ${plain}`; }
+        prof.devices.exclude = ["mlx5_bond_*"];
+        let cmd = probe::counter_command(prof);
+        if !cmd[2].contains("case \"${d##*/}\" in mlx5_bond_*) continue ;; esac") { throw `exclude ${cmd}`; }
+        let t = probe::traffic([0], [100], prof, 400);
+        if !t.ok || !t.summary.contains("mlx5_* but mlx5_bond_*") { throw `traffic ${t}`; }
+        "#,
+        out.path(),
+        &[],
+        None,
+    );
+    ok(&r);
+    let (r, _) = common::dry_run(
+        "p",
+        r#"let prof = profiles::load("mellanox-ib"); prof.devices.exclude = ["x; id"]; probe::counter_command(prof);"#,
+        out.path(),
+        &[],
+        None,
+    );
+    let e = r
+        .error
+        .unwrap_or_else(|| panic!("a bad exclude glob was accepted"));
+    assert!(
+        e.message
+            .contains("exclude `x; id` must be a device-name glob"),
+        "{}",
+        e.message
+    );
+}
+
+/// Issue 25 / 24 item 6: the workflows' device checks (scripts/lib/verify.rhai) with the ib_hca values of
+/// the mlx5 profiles: a prefix (`mlx5`) and lists pass on a working pod; a device outside the value fails
+/// naming it. Before, `ibv_devinfo -d mlx5` was the query and `contains(ib_hca)` the test.
+#[test]
+fn verify_device_checks_take_nccl_ib_hca_values() {
+    let devinfo = "hca_id:\tmlx5_0\n\ttransport:\t\t\tInfiniBand (0)\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tlink_layer:\t\tEthernet\n\nhca_id:\tmlx5_1\n\ttransport:\t\t\tInfiniBand (0)\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tlink_layer:\t\tEthernet\n";
+    let log = "w0 NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
+    let script = format!(
+        r#"
+        import "verify" as verify;
+        fn res(out) {{ #{{ dry_run: false, stdout: out, stderr: "", code: 0 }} }}
+        for hca in ["mlx5", "=mlx5_0,mlx5_1", "^mlx5_2", "=mlx5_2"] {{
+            verify::ib_hca_listed(res("unlimited\nmlx5_0\nmlx5_1\n"), `listed ${{hca}}`, hca, 1, "the fix");
+            verify::ibv_port_active(res({devinfo:?}), `active ${{hca}}`, hca, "the fix");
+            verify::nccl_uses_ib({log:?}, `uses ${{hca}}`, hca);
+        }}
+        "#
+    );
+    let out = tempfile::tempdir().unwrap();
+    let (r, _) = common::dry_run("p", &script, out.path(), &[], None);
+    ok(&r);
+    use rdmakit::report::Status;
+    for hca in ["mlx5", "=mlx5_0,mlx5_1", "^mlx5_2"] {
+        for what in ["listed", "active", "uses"] {
+            let c = check(&r, &format!("{what} {hca}"));
+            assert_eq!(c.status, Status::Pass, "{what} {hca}: {}", c.detail);
+        }
+    }
+    let c = check(&r, "listed =mlx5_2");
+    assert_eq!(c.status, Status::Fail);
+    assert!(
+        c.detail.contains("(mlx5_0, mlx5_1) — the fix"),
+        "{}",
+        c.detail
+    );
+    assert_eq!(check(&r, "active =mlx5_2").status, Status::Fail);
+    let c = check(&r, "uses =mlx5_2");
+    assert_eq!(c.status, Status::Fail);
+    assert!(
+        c.detail
+            .starts_with("NCCL used mlx5_0:1, mlx5_1:1, outside NCCL_IB_HCA==mlx5_2"),
+        "{}",
+        c.detail
+    );
+}
+
 #[test]
 fn shell_runs_with_allow_shell_and_reports_the_exit_code() {
     let (r, _out) = live(

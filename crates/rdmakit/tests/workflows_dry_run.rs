@@ -27,6 +27,22 @@ const WORKFLOWS: &[(&str, &[&str])] = &[
     ("nccl-tests", &["mpi-job.yaml"]),
 ];
 
+/// An nccl-tests image for the profiles that name none (rdmakit has no default: issue 25).
+const NCCL_TESTS_IMAGE: (&str, &str) = (
+    "nccl_tests_image",
+    "registry.example.com/your-namespace/nccl-tests:2.27.7",
+);
+
+/// The `--set` pairs a workflow's snapshot runs with: nccl-tests' default profile (mellanox-ib) names no
+/// nccl-tests image, so the run names one.
+fn workflow_set(name: &str) -> &'static [(&'static str, &'static str)] {
+    if name == "nccl-tests" {
+        std::slice::from_ref(&NCCL_TESTS_IMAGE)
+    } else {
+        &[]
+    }
+}
+
 /// Runs `check` on plan.sh, which must pass: the failure names `case`, what failed and what it printed.
 fn assert_passes(case: &str, what: &str, check: &mut std::process::Command) {
     let r = check.output().unwrap();
@@ -78,7 +94,7 @@ fn check_workflow(name: &str, bundle_files: &[&str]) {
         "embedded copy of {name} is stale"
     );
     let out = tempfile::tempdir().unwrap();
-    let (outcome, plan) = common::dry_run(name, &src, out.path(), &[], None);
+    let (outcome, plan) = common::dry_run(name, &src, out.path(), workflow_set(name), None);
     assert!(
         outcome.error.is_none(),
         "{name}: {}",
@@ -204,7 +220,12 @@ fn a_new_vendor_is_a_profile_file_not_new_rust() {
     assert!(yaml.contains("value: erdma_1"), "{yaml}");
     assert!(!yaml.contains("aliyun/erdma"), "{yaml}");
     let sh = plan.to_shell();
-    assert!(sh.contains("ibv_devinfo -d erdma_1"), "{sh}");
+    // The device checks match the listed devices against the profile's NCCL_IB_HCA (no `-d <value>`).
+    let md = outcome.report.to_markdown();
+    assert!(
+        md.contains("worker 0: NCCL_IB_HCA=erdma_1 selects RDMA devices in the pod"),
+        "{md}"
+    );
     assert!(
         sh.contains("RDMA:.status.capacity.acme\\.example/rdma"),
         "{sh}"
@@ -259,7 +280,7 @@ fn every_seed_plan_is_shellcheck_clean() {
     for (name, _) in WORKFLOWS {
         let out = tempfile::tempdir().unwrap();
         let src = rdmakit::workflows::builtin(name).unwrap();
-        let (_, plan) = common::dry_run(name, src, out.path(), &[], None);
+        let (_, plan) = common::dry_run(name, src, out.path(), workflow_set(name), None);
         let sh = out.path().join("plan.sh");
         std::fs::write(&sh, plan.to_shell()).unwrap();
         assert_shellcheck_clean(name, &sh);
@@ -315,8 +336,13 @@ fn nccl_tests() {
     ] {
         let src = rdmakit::workflows::builtin("nccl-tests").unwrap();
         let out = tempfile::tempdir().unwrap();
-        let (outcome, plan) =
-            common::dry_run("nccl-tests", src, out.path(), &[("profile", profile)], None);
+        let (outcome, plan) = common::dry_run(
+            "nccl-tests",
+            src,
+            out.path(),
+            &[("profile", profile), NCCL_TESTS_IMAGE],
+            None,
+        );
         assert!(
             outcome.error.is_none(),
             "{profile}: {}",
@@ -384,6 +410,40 @@ fn dry_run_text(name: &str, set: &[(&str, &str)]) -> String {
     all
 }
 
+/// The nccl-tests image gke-rdma-dranet names (seed 002's, Alibaba PAI's).
+const GKE_NCCL_TESTS_IMAGE: &str = "dsw-registry.cn-hangzhou.cr.aliyuncs.com/pai/nccl-tests:12.2.2-cudnn8-devel-ubuntu22.04-nccl2.19.3-1-85f9143";
+
+/// Issue 25: rdmakit has no default nccl-tests image (it was Alibaba's Hangzhou registry for every
+/// profile); a profile that names none stops nccl-tests and dranet-nccl-tests naming the key to set, and
+/// the profile's or the user's image reaches the MPIJob.
+#[test]
+fn the_nccl_tests_image_comes_from_the_profile_or_the_user() {
+    assert_eq!(k8s_render::Values::default().nccl_tests_image, "");
+    let (outcome, _, _) = dry_run_builtin("nccl-tests", &[("profile", "mellanox-ib")]);
+    let e = outcome.error.expect("no image: the run stops");
+    assert!(
+        e.message.contains("--set nccl_tests_image=IMAGE")
+            && e.message
+                .contains("values: #{ nccl_tests_image: \"IMAGE\" }")
+            && e.message.contains("profile mellanox-ib names none"),
+        "{e}"
+    );
+    let all = dry_run_text(
+        "nccl-tests",
+        &[("profile", "mellanox-ib"), NCCL_TESTS_IMAGE],
+    );
+    assert!(
+        all.contains(&format!("image: {}", NCCL_TESTS_IMAGE.1)),
+        "{all}"
+    );
+    assert!(!all.contains("aliyuncs"), "{all}");
+    let efa = dry_run_text("nccl-tests", &[("profile", "aws-efa-eks")]);
+    assert!(
+        efa.contains("image: public.ecr.aws/hpc-cloud/nccl-tests:latest"),
+        "{efa}"
+    );
+}
+
 /// Issue 13: the seed workflows take every vendor string from the profile. erdma-ray-rdt with a Ray profile
 /// that is not eRDMA names nothing of Alibaba or eRDMA (resource, device, notes, containerd fix, fix hints),
 /// and shows that profile's resource, device and notes instead; dranet-nccl-tests on GKE's DRANET profile
@@ -391,11 +451,11 @@ fn dry_run_text(name: &str, set: &[(&str, &str)]) -> String {
 #[test]
 fn workflows_take_every_vendor_string_from_the_profile() {
     let vendor_words = |text: &str| -> Vec<String> {
-        // The workflow's own name is not a vendor string, nor render's default nccl-tests image (seed 002's,
-        // on Alibaba's registry), which gke-rdma-dranet keeps on purpose (its notes say why).
+        // The workflow's own name is not a vendor string, nor seed 002's nccl-tests image (on Alibaba's
+        // registry), which gke-rdma-dranet names on purpose (its notes say why).
         let t = text
             .replace("erdma-ray-rdt", "")
-            .replace(&k8s_render::Values::default().nccl_tests_image, "")
+            .replace(GKE_NCCL_TESTS_IMAGE, "")
             .to_lowercase();
         ["erdma", "aliyun", "alibaba"]
             .iter()
@@ -419,7 +479,10 @@ fn workflows_take_every_vendor_string_from_the_profile() {
         "at least 2 nodes report nvidia.com/gpu and rdma/hca_shared_devices_a",
         "Profile mellanox-ib (Generic mlx5 HCAs",
         "On RoCE fabrics set nccl.gid_index",
-        "ibv_devinfo -d mlx5",
+        // Issue 25: not `ibv_devinfo -d mlx5` (rdma-core takes exact names): every device by its name,
+        // judged against NCCL_IB_HCA=mlx5 as NCCL matches it.
+        r#"ibv_devinfo -d "${d##*/}""#,
+        "a port that NCCL_IB_HCA=mlx5 selects in PORT_ACTIVE",
         "/sys/class/infiniband/mlx5_*/ports/1/counters/port_xmit_data",
     ] {
         assert!(all.contains(needle), "missing {needle:?} in\n{all}");

@@ -352,8 +352,10 @@ fn erdma_answer(pods: ErdmaPods) -> Answer {
                 ..out("")
             }
         } else if cmd.contains("ulimit -l") {
+            out("unlimited\nerdma_0\n")
+        } else if cmd.contains("ibv_devinfo -d") {
             out(&format!(
-                "unlimited\nhca_id:\terdma_0\n\ttransport:\t\t\teRDMA (0)\n\tfw_ver:\t\t\t\t0.2.0\n\t\tport:\t1\n\t\t\tstate:\t\t\t{}\n\t\t\tlink_layer:\t\tEthernet\n",
+                "hca_id:\terdma_0\n\ttransport:\t\t\teRDMA (0)\n\tfw_ver:\t\t\t\t0.2.0\n\t\tport:\t1\n\t\t\tstate:\t\t\t{}\n\t\t\tlink_layer:\t\tEthernet\n",
                 pods.port_state
             ))
         } else if cmd.contains("get_version") {

@@ -150,6 +150,7 @@ impl Profile {
             }
         }
         self.check_transport()?;
+        self.check_env_sources()?;
         self.check_instance_types()?;
         if let Some(pin) = &self.nccl.pin {
             check_version("nccl.pin", pin)?;
@@ -168,6 +169,15 @@ impl Profile {
         }
         if let Some(problem) = self.devices.name_pattern.problem() {
             return Err(invalid("devices.name_pattern", problem));
+        }
+        for (i, g) in self.devices.exclude.iter().enumerate() {
+            ensure(
+                is_device_glob(g.as_str()),
+                format!("devices.exclude[{i}]"),
+                format!(
+                    "`{g}` must be one device-name glob (letters, digits, '_', '-', '.', '*', '?'), e.g. mlx5_bond_*"
+                ),
+            )?;
         }
         if self.devices.tx_counter.starts_with('/') || self.devices.tx_counter.is_empty() {
             return Err(invalid(
@@ -309,6 +319,52 @@ impl Profile {
         Ok(())
     }
 
+    /// Every variable the rendered RDMA containers get comes from one field: a second source (FI_PROVIDER
+    /// in `nccl.extra_env` and `nccl.transport.env`) would render the variable twice.
+    fn check_env_sources(&self) -> Result<(), ProfileInvalid> {
+        let n = &self.nccl;
+        let mut set: Vec<(String, String)> = Vec::new();
+        let mut fixed = |var: &str, field: &str| set.push((var.to_owned(), field.to_owned()));
+        match &n.transport {
+            NcclTransport::IbVerbs => {
+                fixed("NCCL_IB_DISABLE", "nccl.transport (ib-verbs)");
+                fixed("NCCL_IB_HCA", "nccl.ib_hca");
+            }
+            NcclTransport::NetPlugin(_) if n.ib_hca.is_some() => {
+                fixed("NCCL_IB_HCA", "nccl.ib_hca")
+            }
+            NcclTransport::NetPlugin(_) => {}
+            NcclTransport::Sockets => fixed("NCCL_NET", "nccl.transport (sockets)"),
+        }
+        if n.socket_ifname.is_some() {
+            fixed("NCCL_SOCKET_IFNAME", "nccl.socket_ifname");
+        }
+        if n.gid_index.is_some() {
+            fixed("NCCL_IB_GID_INDEX", "nccl.gid_index");
+        }
+        let plugin_env = self.net_plugin().map(|p| &p.env);
+        let sources = plugin_env
+            .into_iter()
+            .flat_map(|e| e.keys().map(|k| (k, format!("nccl.transport.env.{k}"))))
+            .chain(
+                n.extra_env
+                    .keys()
+                    .map(|k| (k, format!("nccl.extra_env.{k}"))),
+            );
+        for (var, field) in sources {
+            if let Some((_, first)) = set.iter().find(|(v, _)| v == var) {
+                return Err(invalid(
+                    field.clone(),
+                    format!(
+                        "`{var}` is also set by {first}: the rendered pods would carry it twice; set it in one of {first} and {field}"
+                    ),
+                ));
+            }
+            set.push((var.clone(), field));
+        }
+        Ok(())
+    }
+
     fn check_instance_types(&self) -> Result<(), ProfileInvalid> {
         for (name, it) in &self.instance_types {
             let f = |k: &str| format!("instance_types.{name}.{k}");
@@ -411,6 +467,13 @@ fn check_resource_name(field: &str, name: &str) -> Result<(), ProfileInvalid> {
     }
 }
 
+/// One glob over device names, nothing a shell or a path would read otherwise.
+fn is_device_glob(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '*' | '?'))
+}
+
 pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
@@ -506,6 +569,37 @@ mod tests {
             (f.nics_per_node, f.nics_used, f.nic_line_gbps),
             (4, 4, 200.0)
         );
+    }
+
+    /// Issue 25: FI_PROVIDER in both maps rendered a RayCluster with the variable twice.
+    #[test]
+    fn a_variable_from_two_fields_is_refused_naming_both() {
+        let plugin = serde_json::json!({
+            "kind": "net-plugin", "name": "aws-ofi-nccl", "library": "libnccl-net-ofi.so",
+            "library_dir": "/opt/aws-ofi-nccl/lib", "env": {"FI_PROVIDER": "efa"}, "install": ["true"],
+        });
+        let mut v = minimal(plugin, None);
+        v["nccl"]["extra_env"] =
+            serde_json::json!({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"});
+        let e = Profile::from_json(v.clone()).unwrap().check().unwrap_err();
+        assert_eq!(e.field, "nccl.extra_env.FI_PROVIDER");
+        assert!(e.message.contains("nccl.transport.env.FI_PROVIDER"), "{e}");
+        v["nccl"]["extra_env"] = serde_json::json!({"FI_EFA_USE_DEVICE_RDMA": "1"});
+        Profile::from_json(v).unwrap().check().unwrap();
+        // A variable a field renders counts too.
+        let mut v = minimal(serde_json::json!({"kind": "ib-verbs"}), Some("mlx5"));
+        v["nccl"]["extra_env"] = serde_json::json!({"NCCL_IB_HCA": "=mlx5_0"});
+        let e = Profile::from_json(v).unwrap().check().unwrap_err();
+        assert_eq!(e.field, "nccl.extra_env.NCCL_IB_HCA");
+        assert!(e.message.contains("nccl.ib_hca"), "{e}");
+    }
+
+    #[test]
+    fn exclude_globs_are_checked() {
+        let mut v = minimal(serde_json::json!({"kind": "ib-verbs"}), Some("x"));
+        v["devices"]["exclude"] = serde_json::json!(["x_bond_*", "x_1; id"]);
+        let e = Profile::from_json(v).unwrap().check().unwrap_err();
+        assert_eq!(e.field, "devices.exclude[1]");
     }
 
     #[test]

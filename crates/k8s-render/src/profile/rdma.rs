@@ -47,6 +47,10 @@ fn one() -> u32 {
 pub struct DeviceSpec {
     /// Glob over `/sys/class/infiniband/` names (`erdma_*`, `mlx5_*`, `rdmap*`).
     pub name_pattern: DevicePattern,
+    /// Globs of devices `name_pattern` matches that carry none of the run's RDMA traffic (a front-end
+    /// NIC `mlx5_bond_*`, a storage NIC): the counter proof does not read them.
+    #[serde(default)]
+    pub exclude: Vec<DevicePattern>,
     /// Kernel driver of the devices (`erdma`, `mlx5_ib`, `efa`): which counter names apply.
     #[serde(default)]
     pub driver: Option<String>,

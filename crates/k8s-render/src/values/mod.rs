@@ -151,7 +151,7 @@ impl Default for Values {
             nccl_debug_file: "/tmp/nccl-%h-%p.log".to_owned(),
             node_selector: BTreeMap::new(),
             mpijob_name: None,
-            nccl_tests_image: "dsw-registry.cn-hangzhou.cr.aliyuncs.com/pai/nccl-tests:12.2.2-cudnn8-devel-ubuntu22.04-nccl2.19.3-1-85f9143".to_owned(),
+            nccl_tests_image: String::new(),
             mpi_workers: 2,
             slots_per_worker: None,
             nccl_tests_min_bytes: "512M".to_owned(),

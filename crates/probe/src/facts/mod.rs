@@ -170,36 +170,10 @@ impl HostFacts {
     }
 }
 
-/// Devices selected by an `NCCL_IB_HCA` value (`erdma`, `=mlx5_0:1`, `^mlx5_3`, comma lists).
+/// Devices selected by an `NCCL_IB_HCA` value (`erdma`, `=mlx5_0:1`, `^mlx5_3`, comma lists), as NCCL
+/// selects them ([`crate::nccl_ib_hca::IbHca`]).
 pub fn ib_hca_selects(spec: &str, devices: &[RdmaDevice]) -> Vec<String> {
-    let spec = spec.trim();
-    let (exclude, body) = match spec.strip_prefix('^') {
-        Some(b) => (true, b),
-        None => (false, spec),
-    };
-    let (exact, body) = match body.strip_prefix('=') {
-        Some(b) => (true, b),
-        None => (false, body),
-    };
-    let items: Vec<&str> = body
-        .split(',')
-        .map(|i| i.split(':').next().unwrap_or(i).trim())
-        .filter(|i| !i.is_empty())
-        .collect();
-    devices
-        .iter()
-        .filter(|d| {
-            let hit = items.iter().any(|i| {
-                if exact {
-                    d.name == *i
-                } else {
-                    d.name.starts_with(i)
-                }
-            });
-            hit != exclude
-        })
-        .map(|d| d.name.clone())
-        .collect()
+    crate::nccl_ib_hca::IbHca::parse(spec).select(devices.iter().map(|d| d.name.as_str()))
 }
 
 fn judge(f: &HostFacts) -> Vec<Check> {

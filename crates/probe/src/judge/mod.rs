@@ -31,7 +31,8 @@
 use serde::Serialize;
 
 use crate::facts::limits::{LimitValue, MEMLOCK_FIX, parse_limits};
-use crate::parse::parse_ibv_devinfo;
+use crate::nccl_ib_hca::{IbHca, device_names};
+use crate::parse::{IbvDevice, IbvPort, parse_ibv_devinfo};
 use crate::verdict::{Check, Verdict, wire};
 
 mod nccl;
@@ -94,51 +95,108 @@ pub fn memlock(text: &str) -> MemlockVerdict {
     }
 }
 
-/// Judges that `ibv_devinfo` output lists device `hca` (that name, or one it begins: `erdma` matches
-/// `erdma_0`) with a port in PORT_ACTIVE: `ok` naming the port, its link layer and the transport; `fail`
-/// with the ports' states, or with the devices listed when none is `hca` (output that is no
-/// `ibv_devinfo` lists none; the caller adds the command's stderr and its own fix).
-pub fn ibv_port_active(text: &str, hca: &str) -> Check {
+/// Judges that `ibv_devinfo` output (every device, each queried by its exact name) has a device port
+/// that `ib_hca` (an `NCCL_IB_HCA` value: `mlx5`, `=mlx5_0,mlx5_1`, `^mlx5_2`) selects, as NCCL matches
+/// it ([`IbHca`]), in PORT_ACTIVE: `ok` naming the active selected ports, their link layer and transport;
+/// `fail` with the selected ports' states, or with the devices listed when the value selects none of them
+/// (output that is no `ibv_devinfo` lists none; the caller adds the command's stderr and its own fix).
+pub fn ibv_port_active(text: &str, ib_hca: &str) -> Check {
     let devices = parse_ibv_devinfo(text).unwrap_or_default();
+    let hca = IbHca::parse(ib_hca);
     let text_of = |v: &Option<String>| v.clone().unwrap_or_default();
-    if let Some(d) = devices
+    let selected: Vec<(&IbvDevice, &IbvPort)> = devices
         .iter()
-        .find(|d| d.hca_id == hca || d.hca_id.starts_with(hca))
-    {
-        if let Some(p) = d.ports.iter().find(|p| p.is_active()) {
-            return Check::new(
-                "ibv-port-active",
-                d.hca_id.clone(),
-                Verdict::Ok,
-                format!(
-                    "{} port {} {}, link_layer {}, transport {}",
-                    d.hca_id,
-                    p.port,
-                    text_of(&p.state),
-                    text_of(&p.link_layer),
-                    text_of(&d.transport)
-                ),
-            );
-        }
-        let states: Vec<String> = d
-            .ports
-            .iter()
-            .map(|p| format!("port {} {}", p.port, text_of(&p.state)))
-            .collect();
+        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+        .filter(|(d, p)| hca.selects(&d.hca_id, p.port))
+        .collect();
+    let names: Vec<&str> = devices.iter().map(|d| d.hca_id.as_str()).collect();
+    if selected.is_empty() {
         return Check::new(
             "ibv-port-active",
-            d.hca_id.clone(),
+            ib_hca,
             Verdict::Fail,
-            format!("{} has no active port ({states:?})", d.hca_id),
-        )
-        .with_fix("check the link and the RDMA agent on that node");
+            format!(
+                "NCCL_IB_HCA={ib_hca} selects no device port in the ibv_devinfo output (devices: {names:?})"
+            ),
+        );
     }
-    let names: Vec<&str> = devices.iter().map(|d| d.hca_id.as_str()).collect();
+    let active: Vec<String> = selected
+        .iter()
+        .filter(|(_, p)| p.is_active())
+        .map(|(d, p)| {
+            format!(
+                "{} port {} {}, link_layer {}, transport {}",
+                d.hca_id,
+                p.port,
+                text_of(&p.state),
+                text_of(&p.link_layer),
+                text_of(&d.transport)
+            )
+        })
+        .collect();
+    let subject = selected
+        .iter()
+        .map(|(d, _)| d.hca_id.as_str())
+        .fold(Vec::<&str>::new(), |mut acc, n| {
+            if !acc.contains(&n) {
+                acc.push(n);
+            }
+            acc
+        })
+        .join(",");
+    if !active.is_empty() {
+        return Check::new("ibv-port-active", subject, Verdict::Ok, active.join("; "));
+    }
+    let states: Vec<String> = selected
+        .iter()
+        .map(|(d, p)| format!("{} port {} {}", d.hca_id, p.port, text_of(&p.state)))
+        .collect();
     Check::new(
         "ibv-port-active",
-        hca,
+        subject,
         Verdict::Fail,
-        format!("no {hca} in the ibv_devinfo output (devices: {names:?})"),
+        format!("no port NCCL_IB_HCA={ib_hca} selects is active ({states:?})"),
+    )
+    .with_fix("check the link and the RDMA agent on that node")
+}
+
+/// The RDMA devices of a listing (`ibv_devinfo -l`, `ls /sys/class/infiniband`) that `ib_hca` selects
+/// as NCCL would ([`IbHca::select`]): `ok` naming them beside the listed ones; `fail` when it selects
+/// none, naming what is there (the caller adds why a device can be missing).
+pub fn ib_hca_listed(listing: &str, ib_hca: &str) -> Check {
+    let names = device_names(listing);
+    let hca = IbHca::parse(ib_hca);
+    let picked = hca.select(names.iter().map(String::as_str));
+    let spaced = hca.whitespace();
+    let note = if spaced.is_empty() {
+        String::new()
+    } else {
+        format!("; NCCL keeps the spaces in {spaced:?} as part of the name")
+    };
+    if picked.is_empty() {
+        return Check::new(
+            "ib-hca-devices",
+            ib_hca,
+            Verdict::Fail,
+            format!(
+                "NCCL_IB_HCA={ib_hca} selects none of the RDMA devices in the pod ({}){note}",
+                if names.is_empty() {
+                    "none listed".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        );
+    }
+    Check::new(
+        "ib-hca-devices",
+        ib_hca,
+        Verdict::Ok,
+        format!(
+            "NCCL_IB_HCA={ib_hca} selects {} of {}{note}",
+            picked.join(", "),
+            names.join(", ")
+        ),
     )
 }
 
@@ -252,16 +310,83 @@ mod tests {
         assert_eq!(down.verdict, Verdict::Fail);
         assert_eq!(
             down.summary,
-            r#"erdma_0 has no active port (["port 1 PORT_DOWN (1)"])"#
+            r#"no port NCCL_IB_HCA=erdma_0 selects is active (["erdma_0 port 1 PORT_DOWN (1)"])"#
         );
         let missing = ibv_port_active(out, "mlx5");
         assert_eq!(
             missing.summary,
-            r#"no mlx5 in the ibv_devinfo output (devices: ["erdma_0"])"#
+            r#"NCCL_IB_HCA=mlx5 selects no device port in the ibv_devinfo output (devices: ["erdma_0"])"#
         );
         assert_eq!(
             ibv_port_active("bash: ibv_devinfo: not found", "mlx5").summary,
-            "no mlx5 in the ibv_devinfo output (devices: [])"
+            "NCCL_IB_HCA=mlx5 selects no device port in the ibv_devinfo output (devices: [])"
+        );
+    }
+
+    fn mlx5_devinfo() -> String {
+        let dev = |name: &str, state: &str| {
+            format!(
+                "hca_id:\t{name}\n\ttransport:\t\t\tInfiniBand (0)\n\t\tport:\t1\n\t\t\tstate:\t\t\t{state}\n\t\t\tlink_layer:\t\tEthernet\n\n"
+            )
+        };
+        [
+            dev("mlx5_0", "PORT_ACTIVE (4)"),
+            dev("mlx5_1", "PORT_ACTIVE (4)"),
+            dev("mlx5_bond_0", "PORT_DOWN (1)"),
+        ]
+        .concat()
+    }
+
+    /// Issue 25: the ib_hca values of mlx5 profiles (a prefix, lists) judged as NCCL matches them.
+    #[test]
+    fn nccl_ib_hca_values_over_every_device() {
+        let out = mlx5_devinfo();
+        for hca in ["mlx5", "=mlx5_0,mlx5_1", "^mlx5_bond", "mlx5_0:1"] {
+            let c = ibv_port_active(&out, hca);
+            assert_eq!(c.verdict, Verdict::Ok, "{hca}: {}", c.summary);
+            assert!(
+                c.summary.starts_with("mlx5_0 port 1 PORT_ACTIVE"),
+                "{}",
+                c.summary
+            );
+        }
+        let down = ibv_port_active(&out, "=mlx5_bond_0");
+        assert_eq!(down.verdict, Verdict::Fail);
+        assert!(
+            down.summary.contains("mlx5_bond_0 port 1 PORT_DOWN"),
+            "{}",
+            down.summary
+        );
+        assert_eq!(ibv_port_active(&out, "=mlx5").verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn devices_listed_in_the_pod_against_nccl_ib_hca() {
+        let ls = "unlimited\nrdma_cm\nuverbs0\nuverbs1\n2 HCAs found:\n\tmlx5_0\n\tmlx5_1\n";
+        let ok = ib_hca_listed(ls, "=mlx5_0,mlx5_1");
+        assert_eq!(ok.verdict, Verdict::Ok);
+        assert_eq!(
+            ok.summary,
+            "NCCL_IB_HCA==mlx5_0,mlx5_1 selects mlx5_0, mlx5_1 of mlx5_0, mlx5_1"
+        );
+        let none = ib_hca_listed(ls, "erdma");
+        assert_eq!(none.verdict, Verdict::Fail);
+        assert_eq!(
+            none.summary,
+            "NCCL_IB_HCA=erdma selects none of the RDMA devices in the pod (mlx5_0, mlx5_1)"
+        );
+        let spaced = ib_hca_listed(ls, "=mlx5_0, mlx5_1");
+        assert!(
+            spaced
+                .summary
+                .ends_with(r#"NCCL keeps the spaces in [" mlx5_1"] as part of the name"#),
+            "{}",
+            spaced.summary
+        );
+        assert!(
+            ib_hca_listed("0 HCAs found:\n", "mlx5")
+                .summary
+                .contains("none listed")
         );
     }
 

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::facts::nccl::NcclVersion;
+use crate::nccl_ib_hca::{IbHca, UsedPort, net_ib_using};
 use crate::verdict::{Check, Verdict, wire};
 
 /// Finds an NCCL version in command output: `NCCL version 2.28.9+cuda13.0` (an NCCL log), a version code
@@ -330,23 +331,62 @@ pub fn nccl_net_plugin_path(log: &str, p: &NetPluginFacts) -> crate::Result<NetP
     })
 }
 
-/// Judges that NCCL ran over NET/IB on device `hca` (the deciding NET/IB line names it, as in
-/// `NET/IB : Using [0]erdma_0:1/RoCE`), from its log ([`nccl_transport`]): `ok` with that line; `fail` for
-/// a fallback to sockets, NET/IB on other devices (`NCCL_IB_HCA`) or no transport line, each with the fix.
-pub fn nccl_uses_device(log: &str, hca: &str) -> crate::Result<Check> {
+/// Judges that NCCL ran over NET/IB on the devices `ib_hca` (an `NCCL_IB_HCA` value: `mlx5`,
+/// `=mlx5_0,mlx5_1`, `^mlx5_2`) selects, from its log ([`nccl_transport`]): every device port of its
+/// `NET/IB : Using [0]mlx5_0:1/RoCE …` lines must be one the value selects, as NCCL parses and matches it
+/// ([`IbHca`]). `ok` with the ports; `fail` naming a port outside the value (the variable did not reach
+/// NCCL, or another one was set), a fallback to sockets, NET/IB without a `Using` line, or no transport
+/// line, each with the fix.
+pub fn nccl_uses_device(log: &str, ib_hca: &str) -> crate::Result<Check> {
     let t = nccl_transport(log)?;
-    let c = |verdict, summary: String| Check::new("nccl-transport", hca, verdict, summary);
+    let c = |verdict, summary: String| Check::new("nccl-transport", ib_hca, verdict, summary);
     let with_fix = |c: Check, fix: Option<String>| match fix {
         Some(f) => c.with_fix(f),
         None => c,
     };
     Ok(match t.transport {
-        NcclNet::Ib if t.evidence.contains(hca) => c(Verdict::Ok, t.evidence),
-        NcclNet::Ib => c(
-            Verdict::Fail,
-            format!("NCCL used NET/IB but not {hca}: {}", t.evidence),
-        )
-        .with_fix("check NCCL_IB_HCA"),
+        NcclNet::Ib => {
+            let hca = IbHca::parse(ib_hca);
+            let used = net_ib_using(log);
+            let shown = |u: &[&UsedPort]| {
+                u.iter()
+                    .map(|u| format!("{}:{}", u.device, u.port))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let (inside, outside): (Vec<&UsedPort>, Vec<&UsedPort>) =
+                used.iter().partition(|u| hca.selects(&u.device, u.port));
+            if used.is_empty() {
+                c(
+                    Verdict::Fail,
+                    format!(
+                        "NCCL used NET/IB but printed no `NET/IB : Using [0]dev:port` line naming its devices ({})",
+                        t.evidence
+                    ),
+                )
+                .with_fix("run with NCCL_DEBUG=INFO (the line is printed at init) and keep the whole log")
+            } else if !outside.is_empty() {
+                c(
+                    Verdict::Fail,
+                    format!(
+                        "NCCL used {}, outside NCCL_IB_HCA={ib_hca}: {}",
+                        shown(&outside),
+                        t.evidence
+                    ),
+                )
+                .with_fix(format!(
+                    "check that NCCL_IB_HCA={ib_hca} reaches NCCL (the pod's env, mpirun -x) and that nothing else sets it"
+                ))
+            } else {
+                c(
+                    Verdict::Ok,
+                    format!(
+                        "NCCL used NET/IB on {}, inside NCCL_IB_HCA={ib_hca}",
+                        shown(&inside)
+                    ),
+                )
+            }
+        }
         NcclNet::Socket => with_fix(
             c(
                 Verdict::Fail,
@@ -460,19 +500,20 @@ mod tests {
             "n0:1:1 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n";
         let on = nccl_uses_device(ib, "erdma")?;
         assert_eq!(on.verdict, Verdict::Ok);
-        assert!(
-            on.summary.contains("NET/IB : Using [0]erdma_0"),
-            "{}",
-            on.summary
+        assert_eq!(
+            on.summary,
+            "NCCL used NET/IB on erdma_0:1, inside NCCL_IB_HCA=erdma"
         );
         let other = nccl_uses_device(ib, "mlx5")?;
         assert_eq!(other.verdict, Verdict::Fail);
         assert!(
-            other.summary.starts_with("NCCL used NET/IB but not mlx5: "),
+            other
+                .summary
+                .starts_with("NCCL used erdma_0:1, outside NCCL_IB_HCA=mlx5: "),
             "{}",
             other.summary
         );
-        assert_eq!(other.fix.as_deref(), Some("check NCCL_IB_HCA"));
+        assert!(other.fix.unwrap_or_default().contains("NCCL_IB_HCA=mlx5"));
         let sock = "n0:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.5.76<0>\nn0:1:1 [0] NCCL INFO Using network Socket\n";
         let fell = nccl_uses_device(sock, "erdma")?;
         assert!(
@@ -485,6 +526,45 @@ mod tests {
         let none = nccl_uses_device("hello\n", "erdma")?;
         assert_eq!(none.summary, "no NET/IB line in the log");
         assert!(none.fix.unwrap_or_default().contains("NCCL_DEBUG=INFO"));
+        Ok(())
+    }
+
+    /// Issue 25: a list value never appears in NCCL's line, so a text search failed every working run.
+    #[test]
+    fn list_values_of_nccl_ib_hca_pass_a_working_run() -> crate::Result<()> {
+        let two = "w0:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.5.76<0>\n\
+                   w1:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.5.77<0>\n";
+        for hca in [
+            "=mlx5_0,mlx5_1",
+            "^mlx5_2",
+            "mlx5",
+            "=mlx5_0:1,mlx5_1:1",
+            "^=mlx5_2,mlx5_3",
+        ] {
+            let c = nccl_uses_device(two, hca)?;
+            assert_eq!(c.verdict, Verdict::Ok, "{hca}: {}", c.summary);
+            assert!(c.summary.contains("mlx5_0:1, mlx5_1:1"), "{}", c.summary);
+        }
+        // A device outside the filter fails, named.
+        for (hca, outside) in [
+            ("=mlx5_0", "mlx5_1:1"),
+            ("^mlx5_1", "mlx5_1:1"),
+            ("=mlx5_0:1,mlx5_1:2", "mlx5_1:1"),
+        ] {
+            let c = nccl_uses_device(two, hca)?;
+            assert_eq!(c.verdict, Verdict::Fail, "{hca}");
+            assert!(
+                c.summary
+                    .starts_with(&format!("NCCL used {outside}, outside NCCL_IB_HCA={hca}")),
+                "{}",
+                c.summary
+            );
+        }
+        // NET/IB without the line that names devices proves nothing about them.
+        let bare = "w0:1:1 [0] NCCL INFO Using network IB\n";
+        let c = nccl_uses_device(bare, "mlx5")?;
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.summary);
+        assert!(c.summary.contains("no `NET/IB : Using"), "{}", c.summary);
         Ok(())
     }
 }

@@ -102,6 +102,18 @@ fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
         AbComparison + ok: the `NCCL_IB_DISABLE=1` A/B, the RDMA counters moving with RDMA on and \
         not with it off.",
         ab, rb: Array, ra: Array, tb: Array, ta: Array, profile: Dynamic, expected: i64);
+    let c = ctx.clone();
+    regp!(m, "counter_command",
+        "counter_command(profile) -> argv: the `sh -c` command that prints the sum of the profile's \
+        devices.tx_counter over the devices under /sys/class/infiniband that devices.name_pattern \
+        matches and no glob of devices.exclude does (a front-end NIC's bytes are not counted).",
+        move |profile: Dynamic| -> RResult<Array> {
+        let p = profile_arg(&c, &profile, "probe::counter_command")?;
+        let argv = crate::bridge::counter_spec(&p)
+            .read_command()
+            .map_err(|e| runtime_error(format!("probe::counter_command: profile {}: {e}", p.name)))?;
+        Ok(argv.into_iter().map(Dynamic::from).collect())
+    }, profile: Dynamic);
     regp!(m, "facts",
         "facts(json) -> #{verdict, checks, memlock_unlimited, devices, nccl}: the output of `rdmakit \
         probe --json` run in a pod, summarised.",
@@ -154,20 +166,50 @@ fn register_judgements(m: &mut Module, ctx: &Arc<Ctx>) {
         ser(&probe::judge::nccl_transport(log).map_err(|e| runtime_error(format!("probe::nccl_transport: {e}")))?)
     }, log: &str);
     regp!(m, "nccl_uses_device",
-        "nccl_uses_device(log, hca) -> #{ok, verdict, id, subject, summary, fix}: NCCL ran over NET/IB \
-        on device `hca` (the deciding NET/IB line names it); else why not (a fallback to sockets, \
-        NET/IB on other devices, no transport line) and the fix.",
+        "nccl_uses_device(log, ib_hca) -> #{ok, verdict, id, subject, summary, fix}: NCCL ran over \
+        NET/IB on devices the NCCL_IB_HCA value `ib_hca` selects (`mlx5`, `=mlx5_0,mlx5_1`, \
+        `^mlx5_2`; parsed and matched as NCCL does, see ib_hca_select): every `dev:port` of its \
+        `NET/IB : Using` lines is inside the value; else why not (a port outside it, named; a \
+        fallback to sockets; no transport line) and the fix.",
         |log: &str, hca: &str| -> RResult<Dynamic> {
         check(&probe::judge::nccl_uses_device(log, hca).map_err(|e| runtime_error(format!("probe::nccl_uses_device: {e}")))?)
     }, log: &str, hca: &str);
     regp!(m, "ibv_port_active",
-        "ibv_port_active(text, hca) -> #{ok, verdict, id, subject, summary, fix}: `ibv_devinfo` output \
-        lists device `hca` (or one whose name it begins) with a port in PORT_ACTIVE; else the ports' \
-        states (with a fix), or the devices listed when none is `hca` (fix `()`: the caller knows \
-        why the device is missing).",
+        "ibv_port_active(text, ib_hca) -> #{ok, verdict, id, subject, summary, fix}: `ibv_devinfo` \
+        output (every device, queried by exact name) has a port that the NCCL_IB_HCA value `ib_hca` \
+        selects (NCCL's matching, ports included) in PORT_ACTIVE; else the selected ports' states \
+        (with a fix), or the devices listed when it selects none (fix `()`: the caller knows why a \
+        device is missing).",
         |text: &str, hca: &str| -> RResult<Dynamic> {
         check(&probe::judge::ibv_port_active(text, hca))
     }, text: &str, hca: &str);
+    regp!(m, "ib_hca_listed",
+        "ib_hca_listed(listing, ib_hca) -> #{ok, verdict, id, subject, summary, fix}: the devices of a \
+        listing (`ibv_devinfo -l` after its `N HCAs found:` line, else `ls /sys/class/infiniband`'s \
+        words) that the NCCL_IB_HCA value selects: ok naming them, fail naming what is listed.",
+        |listing: &str, hca: &str| -> RResult<Dynamic> {
+        check(&probe::judge::ib_hca_listed(listing, hca))
+    }, listing: &str, hca: &str);
+    reg!(m, "ib_hca_select",
+        "ib_hca_select(names, ib_hca) -> array: the device names NCCL would use under NCCL_IB_HCA=ib_hca, \
+        in order, as NCCL parses and matches it: a leading `^` excludes, then `=` makes names exact \
+        (else each entry is a prefix: `mlx5` takes mlx5_0 and mlx5_10), comma-separated `dev[:port]` \
+        entries (no port: every port; with `^`, a device is dropped only by an entry without a port), \
+        nothing trimmed (a space is part of a name), an empty list selects every device.",
+        |names: Array, hca: &str| -> Array {
+        let names: Vec<String> = names.into_iter().map(|n| n.to_string()).collect();
+        probe::nccl_ib_hca::IbHca::parse(hca)
+            .select(names.iter().map(String::as_str))
+            .into_iter()
+            .map(Dynamic::from)
+            .collect()
+    }, names: Array, hca: &str);
+    reg!(m, "device_names",
+        "device_names(listing) -> array: the RDMA device names of `ibv_devinfo -l` output (after its \
+        `N HCAs found:` line) or of `ls /sys/class/infiniband` (every word).",
+        |listing: &str| -> Array {
+        probe::nccl_ib_hca::device_names(listing).into_iter().map(Dynamic::from).collect()
+    }, listing: &str);
 }
 
 /// A probe [`Check`](probe::Check) as scripts get it: its fields, `ok` when there is nothing to fix
