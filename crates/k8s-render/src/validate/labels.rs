@@ -194,7 +194,7 @@ pub(crate) fn check_data_size(doc: &Document) -> Option<LabelProblem> {
         return None;
     }
     let mut largest = sizes;
-    largest.sort_by(|a, b| b.1.cmp(&a.1));
+    largest.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     let named: Vec<String> = largest
         .iter()
         .take(3)

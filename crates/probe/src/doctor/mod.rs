@@ -1,10 +1,12 @@
-//! The log doctor: reads a whole log (NCCL, UCX/NIXL, Ray, ibverbs, BuildKit, registry,
-//! `kubectl logs`/events output) and reports every known signature in order of first
-//! appearance, with the evidence line, the cause and the fix — including the positive ones.
+//! The log doctor: reads a log (NCCL, UCX/NIXL, Ray, ibverbs, BuildKit, registry,
+//! `kubectl logs`/events output) a line at a time and reports every known signature in order of
+//! first appearance, with the evidence line, the cause and the fix — including the positive ones.
+//! Memory is bounded whatever the log's length (see [`Stream`]).
 
 mod rules;
 pub mod signatures;
 
+use std::collections::VecDeque;
 use std::io::BufRead;
 use std::sync::LazyLock;
 
@@ -135,23 +137,21 @@ impl KnowledgeBase {
 
     /// Diagnose a whole log held in memory.
     pub fn diagnose_str(&self, text: &str) -> Diagnosis {
-        if text.is_empty() {
-            return self.diagnose_lines(&[]);
+        let mut stream = self.stream();
+        if !text.is_empty() {
+            // A trailing newline does not make an extra line.
+            let body = text.strip_suffix('\n').unwrap_or(text);
+            for line in body.split('\n') {
+                stream.push_line(line);
+            }
         }
-        let lines: Vec<String> = text.split('\n').map(|l| self.clean(l)).collect();
-        // A trailing newline does not make an extra line.
-        let n = if text.ends_with('\n') {
-            lines.len().saturating_sub(1)
-        } else {
-            lines.len()
-        };
-        self.diagnose_lines(&lines[..n])
+        stream.finish()
     }
 
-    /// Diagnose a log from a reader (file, stdin, `kubectl logs` pipe). Invalid UTF-8 is
-    /// replaced, not rejected: logs often carry binary noise.
+    /// Diagnose a log from a reader (file, stdin, `kubectl logs` pipe), a line at a time in
+    /// bounded memory. Invalid UTF-8 is replaced, not rejected: logs often carry binary noise.
     pub fn diagnose_reader<R: BufRead>(&self, mut r: R) -> Result<Diagnosis> {
-        let mut lines = Vec::new();
+        let mut stream = self.stream();
         let mut buf = Vec::new();
         loop {
             buf.clear();
@@ -161,9 +161,31 @@ impl KnowledgeBase {
             if n == 0 {
                 break;
             }
-            lines.push(self.clean(&String::from_utf8_lossy(&buf)));
+            stream.push_line(&String::from_utf8_lossy(&buf));
         }
-        Ok(self.diagnose_lines(&lines))
+        Ok(stream.finish())
+    }
+
+    /// A diagnosis fed a line at a time ([`Stream::push_line`]), for logs that never end
+    /// (`kubectl logs -f`): it keeps only the lines a context pattern may still look at, the
+    /// findings, and the few whole-log facts the rules need, so memory does not grow with the log.
+    pub fn stream(&self) -> Stream<'_> {
+        let window = self
+            .compiled
+            .iter()
+            .filter_map(|c| c.context.as_ref().map(|(_, w)| *w))
+            .max()
+            .unwrap_or(0);
+        Stream {
+            kb: self,
+            window,
+            ring: VecDeque::new(),
+            base: 0,
+            next: 0,
+            read: 0,
+            findings: Vec::new(),
+            facts: rules::LogFacts::default(),
+        }
     }
 
     fn clean(&self, line: &str) -> String {
@@ -176,51 +198,118 @@ impl KnowledgeBase {
             l.to_string()
         }
     }
+}
 
-    fn diagnose_lines(&self, lines: &[String]) -> Diagnosis {
-        let mut findings: Vec<Finding> = Vec::new();
-        // Context patterns are checked lazily per signature.
-        for (idx, line) in lines.iter().enumerate() {
-            let hits: Vec<usize> = self.set.matches(line).into_iter().collect();
-            if hits.is_empty() {
-                continue;
-            }
-            let mut matched_primary = false;
-            let mut pending_fallbacks = Vec::new();
-            for &i in &hits {
-                let c = &self.compiled[i];
-                if c.sig.fallback {
-                    pending_fallbacks.push(i);
-                    continue;
-                }
-                if self.record(c, lines, idx, &mut findings) {
-                    matched_primary = true;
-                }
-            }
-            if !matched_primary {
-                for i in pending_fallbacks {
-                    self.record(&self.compiled[i], lines, idx, &mut findings);
-                }
-            }
+/// Most distinct findings (signature and cause) one diagnosis keeps; an endless log whose
+/// captures vary (addresses, sizes) would otherwise grow without bound. Occurrences of those kept
+/// are still counted.
+const MAX_FINDINGS: usize = 1000;
+
+/// A diagnosis in progress; see [`KnowledgeBase::stream`].
+pub struct Stream<'k> {
+    kb: &'k KnowledgeBase,
+    /// The widest context window of any signature: a line is matched once this many lines after it
+    /// were read (or the log ended).
+    window: usize,
+    /// Lines `base..read`: those a pending match or a context window may still read.
+    ring: VecDeque<String>,
+    base: usize,
+    /// The next line (0-based) to match.
+    next: usize,
+    read: usize,
+    findings: Vec<Finding>,
+    facts: rules::LogFacts,
+}
+
+impl std::fmt::Debug for Stream<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("lines_read", &self.read)
+            .field("findings", &self.findings.len())
+            .finish()
+    }
+}
+
+impl Stream<'_> {
+    /// Reads one line (its line end, if any, is ignored) and returns the findings it made new —
+    /// findings of this line or of one up to the widest context window before it — in order.
+    pub fn push_line(&mut self, raw: &str) -> Vec<Finding> {
+        let line = self.kb.clean(raw);
+        self.facts.see(self.read, &line);
+        self.ring.push_back(line);
+        self.read += 1;
+        let before = self.findings.len();
+        while self.next + self.window < self.read {
+            self.match_line(self.next);
+            self.next += 1;
         }
-        rules::post_pass(lines, &mut findings);
-        let verdict = Verdict::worst(findings.iter().map(|f| f.severity));
+        // Keep what a context window of a line still to be matched can reach.
+        while self.base + self.window < self.next {
+            self.ring.pop_front();
+            self.base += 1;
+        }
+        self.findings[before..].to_vec()
+    }
+
+    /// Lines read so far.
+    pub fn lines_read(&self) -> usize {
+        self.read
+    }
+
+    /// Matches the lines still pending, runs the whole-log rules, and returns the diagnosis.
+    pub fn finish(mut self) -> Diagnosis {
+        while self.next < self.read {
+            self.match_line(self.next);
+            self.next += 1;
+        }
+        rules::post_pass(&self.facts, &mut self.findings);
+        let verdict = Verdict::worst(self.findings.iter().map(|f| f.severity));
         Diagnosis {
-            lines_read: lines.len(),
-            findings,
+            lines_read: self.read,
+            findings: self.findings,
             verdict,
         }
     }
 
-    fn record(&self, c: &Compiled, lines: &[String], idx: usize, out: &mut Vec<Finding>) -> bool {
-        let line = &lines[idx];
+    fn match_line(&mut self, idx: usize) {
+        let kb = self.kb;
+        let line = &self.ring[idx - self.base];
+        let hits: Vec<usize> = kb.set.matches(line).into_iter().collect();
+        if hits.is_empty() {
+            return;
+        }
+        let mut matched_primary = false;
+        let mut pending_fallbacks = Vec::new();
+        for &i in &hits {
+            let c = &kb.compiled[i];
+            if c.sig.fallback {
+                pending_fallbacks.push(i);
+                continue;
+            }
+            if self.record(c, idx) {
+                matched_primary = true;
+            }
+        }
+        if !matched_primary {
+            for i in pending_fallbacks {
+                self.record(&kb.compiled[i], idx);
+            }
+        }
+    }
+
+    fn record(&mut self, c: &Compiled, idx: usize) -> bool {
+        let line = &self.ring[idx - self.base];
         let Some(caps) = c.re.captures(line) else {
             return false;
         };
         if let Some((ctx, window)) = &c.context {
-            let lo = idx.saturating_sub(*window);
-            let hi = (idx + window + 1).min(lines.len());
-            if !lines[lo..hi].iter().any(|l| ctx.is_match(l)) {
+            let lo = idx.saturating_sub(*window).max(self.base);
+            let hi = (idx + window + 1).min(self.read);
+            if !self
+                .ring
+                .range(lo - self.base..hi - self.base)
+                .any(|l| ctx.is_match(l))
+            {
                 return false;
             }
         }
@@ -233,8 +322,8 @@ impl KnowledgeBase {
             s
         };
         let cause = fill(c.sig.cause);
-        let fix = (!c.sig.fix.is_empty()).then(|| fill(c.sig.fix));
-        if let Some(f) = out
+        if let Some(f) = self
+            .findings
             .iter_mut()
             .find(|f| f.id == c.sig.id && f.cause == cause)
         {
@@ -244,7 +333,11 @@ impl KnowledgeBase {
             }
             return true;
         }
-        out.push(Finding {
+        if self.findings.len() >= MAX_FINDINGS {
+            return true;
+        }
+        let fix = (!c.sig.fix.is_empty()).then(|| fill(c.sig.fix));
+        self.findings.push(Finding {
             id: c.sig.id.to_string(),
             severity: c.sig.severity,
             source: c.sig.source,

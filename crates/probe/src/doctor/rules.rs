@@ -1,8 +1,11 @@
 //! Whole-log rules: findings that depend on more than one line (a silent TCP fallback is the
 //! absence of a line), and findings whose cause is sharpened by another line of the same log
 //! (the `NCCL_IB_HCA` value next to `No device found`, the vendor next to an NCCL version).
+//! The rules read [`LogFacts`], gathered a line at a time, not the lines: a log that never ends
+//! needs no line store.
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 
 use regex::Regex;
 
@@ -12,15 +15,66 @@ use crate::facts::rdma::DeviceKind;
 use crate::units::human_bytes;
 use crate::verdict::Verdict;
 
+/// Most watchdog ranks kept (a job's rank count; a bound for an endless log).
+const MAX_RANKS: usize = 100_000;
+
+static WATCHDOG: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"\[Rank (\d+)\] Watchdog caught collective operation timeout").ok()
+});
+
+/// What the whole-log rules need to know of the lines, gathered by [`LogFacts::see`].
+#[derive(Debug, Default)]
+pub(super) struct LogFacts {
+    /// Device families the log mentions (`[0]erdma_0:1`, `hca mlx5_1`, ...).
+    kinds: BTreeSet<&'static str>,
+    /// A line shows GKE's gIB plugin (its paths, its shim, `NET/gIB`).
+    gib: bool,
+    /// The first line (0-based index, text) where NCCL says it uses sockets.
+    socket_line: Option<(usize, String)>,
+    /// Ranks whose collective watchdog fired.
+    watchdog_ranks: BTreeSet<u32>,
+}
+
+impl LogFacts {
+    /// Takes in line `idx` (0-based), already cleaned.
+    pub(super) fn see(&mut self, idx: usize, l: &str) {
+        for k in DeviceKind::ALL {
+            if !self.kinds.contains(k.label())
+                && k.name_prefixes().iter().any(|p| mentions_device(l, p))
+            {
+                self.kinds.insert(k.label());
+            }
+        }
+        self.gib |=
+            l.contains("/usr/local/gib") || l.contains("NCCL_SHIMNET") || l.contains("NET/gIB");
+        if self.socket_line.is_none()
+            && (l.contains("NET/Socket : Using")
+                || l.contains("NET/Socket: Using")
+                || l.contains("Using network Socket")
+                || l.contains("Initialized NET plugin Socket")
+                || l.contains("Assigned NET plugin Socket"))
+        {
+            self.socket_line = Some((idx, l.to_owned()));
+        }
+        if self.watchdog_ranks.len() < MAX_RANKS
+            && l.contains("Watchdog caught collective operation timeout")
+            && let Some(re) = WATCHDOG.as_ref()
+            && let Some(rank) = re.captures(l).and_then(|c| c[1].parse().ok())
+        {
+            self.watchdog_ranks.insert(rank);
+        }
+    }
+}
+
 /// Run every whole-log rule over the per-line findings.
-pub(super) fn post_pass(lines: &[String], findings: &mut Vec<Finding>) {
-    plugin_expected(lines, findings);
-    tcp_fallback(lines, findings);
-    known_bad_nccl(lines, findings);
+pub(super) fn post_pass(facts: &LogFacts, findings: &mut Vec<Finding>) {
+    plugin_expected(facts, findings);
+    tcp_fallback(facts, findings);
+    known_bad_nccl(facts, findings);
     ib_hca_matches_nothing(findings);
     socket_ifname_value(findings);
-    erdma_registration_cap(lines, findings);
-    watchdog_ranks(lines, findings);
+    erdma_registration_cap(facts, findings);
+    watchdog_ranks(facts, findings);
 }
 
 fn find<'a>(findings: &'a [Finding], id: &str) -> Option<&'a Finding> {
@@ -44,8 +98,7 @@ fn insert_ordered(findings: &mut Vec<Finding>, f: Finding) {
 fn whole_log_finding(
     id: &str,
     severity: Verdict,
-    lines: &[String],
-    idx: usize,
+    (idx, line): (usize, &str),
     cause: String,
     fix: Option<String>,
 ) -> Finding {
@@ -54,7 +107,7 @@ fn whole_log_finding(
         severity,
         source: Source::Nccl,
         line: idx + 1,
-        evidence: truncate(lines[idx].trim(), MAX_EVIDENCE),
+        evidence: truncate(line.trim(), MAX_EVIDENCE),
         cause,
         fix,
         occurrences: 1,
@@ -76,22 +129,19 @@ const PLUGIN_FAILURES: &[&str] = &[
 
 /// Which fabric of this log needs an external net plugin: EFA devices (aws-ofi-nccl) or GKE's
 /// gIB (its paths and config checker in the log).
-fn plugin_fabric(lines: &[String]) -> Option<&'static str> {
-    if kinds_in_log(lines).contains(DeviceKind::Efa.label()) {
+fn plugin_fabric(facts: &LogFacts) -> Option<&'static str> {
+    if facts.kinds.contains(DeviceKind::Efa.label()) {
         return Some("EFA, which NCCL reaches only through aws-ofi-nccl");
     }
-    lines
-        .iter()
-        .any(|l| {
-            l.contains("/usr/local/gib") || l.contains("NCCL_SHIMNET") || l.contains("NET/gIB")
-        })
+    facts
+        .gib
         .then_some("GKE's RDMA NICs, which NCCL reaches through Google's gIB plugin")
 }
 
 /// `nccl-net-plugin-absent` is normal on most fabrics; where the log shows a fabric that needs a
 /// plugin (EFA, gIB), the absent plugin is the failure and says so.
-fn plugin_expected(lines: &[String], findings: &mut [Finding]) {
-    let Some(fabric) = plugin_fabric(lines) else {
+fn plugin_expected(facts: &LogFacts, findings: &mut [Finding]) {
+    let Some(fabric) = plugin_fabric(facts) else {
         return;
     };
     if let Some(f) = findings
@@ -109,7 +159,7 @@ fn plugin_expected(lines: &[String], findings: &mut [Finding]) {
 
 /// NCCL on TCP with no NET/IB anywhere: every form NCCL prints it in (`NET/Socket : Using`,
 /// `Using network Socket`, `Initialized NET plugin Socket`, `Assigned NET plugin Socket`).
-fn tcp_fallback(lines: &[String], findings: &mut Vec<Finding>) {
+fn tcp_fallback(facts: &LogFacts, findings: &mut Vec<Finding>) {
     let uses_ib = findings.iter().any(|f| {
         matches!(
             f.id.as_str(),
@@ -121,14 +171,7 @@ fn tcp_fallback(lines: &[String], findings: &mut Vec<Finding>) {
         )
     });
     let ib_disabled = find(findings, "nccl-ib-disabled-env").is_some();
-    let socket_line = lines.iter().position(|l| {
-        l.contains("NET/Socket : Using")
-            || l.contains("NET/Socket: Using")
-            || l.contains("Using network Socket")
-            || l.contains("Initialized NET plugin Socket")
-            || l.contains("Assigned NET plugin Socket")
-    });
-    let (Some(idx), false) = (socket_line, uses_ib) else {
+    let (Some((idx, line)), false) = (&facts.socket_line, uses_ib) else {
         return;
     };
     let (severity, cause, fix) = if ib_disabled {
@@ -157,22 +200,8 @@ fn tcp_fallback(lines: &[String], findings: &mut Vec<Finding>) {
             p.line, p.id
         ));
     }
-    let f = whole_log_finding("nccl-tcp-fallback", severity, lines, idx, cause, fix);
+    let f = whole_log_finding("nccl-tcp-fallback", severity, (*idx, line), cause, fix);
     insert_ordered(findings, f);
-}
-
-/// Which device families the log mentions (`[0]erdma_0:1`, `hca mlx5_1`, ...).
-fn kinds_in_log(lines: &[String]) -> BTreeSet<&'static str> {
-    let mut out = BTreeSet::new();
-    for k in DeviceKind::ALL {
-        if k.name_prefixes()
-            .iter()
-            .any(|p| lines.iter().any(|l| mentions_device(l, p)))
-        {
-            out.insert(k.label());
-        }
-    }
-    out
 }
 
 /// `prefix` followed by a digit or `_` (a device name), not inside a longer word.
@@ -189,7 +218,7 @@ fn mentions_device(line: &str, prefix: &str) -> bool {
 
 /// The log's `NCCL version` against the per-vendor known-bad table: `fail` when the log also
 /// shows that vendor's devices, `warn` otherwise.
-fn known_bad_nccl(lines: &[String], findings: &mut Vec<Finding>) {
+fn known_bad_nccl(facts: &LogFacts, findings: &mut Vec<Finding>) {
     let Some(v) = find(findings, "nccl-version").cloned() else {
         return;
     };
@@ -199,7 +228,7 @@ fn known_bad_nccl(lines: &[String], findings: &mut Vec<Finding>) {
     if version.known_bad().next().is_none() {
         return;
     }
-    let seen = kinds_in_log(lines);
+    let seen = &facts.kinds;
     for bad in version.known_bad() {
         let label = bad.kind.label();
         let (severity, cause) = if seen.contains(label) {
@@ -260,9 +289,9 @@ fn socket_ifname_value(findings: &mut [Finding]) {
 
 /// Memory registration ENOMEM on eRDMA: with unlimited memlock the device's ~64 GiB total MR cap
 /// is the usual cause (vLLM/NIXL register the whole KV cache at once).
-fn erdma_registration_cap(lines: &[String], findings: &mut [Finding]) {
+fn erdma_registration_cap(facts: &LogFacts, findings: &mut [Finding]) {
     if find(findings, "memlock-reg-mr-enomem").is_none()
-        || !lines.iter().any(|l| mentions_device(l, "erdma"))
+        || !facts.kinds.contains(DeviceKind::Erdma.label())
     {
         return;
     }
@@ -296,22 +325,14 @@ fn erdma_registration_cap(lines: &[String], findings: &mut [Finding]) {
 
 /// Which ranks hit the collective watchdog, and which of the ranks up to the highest one did not
 /// (the one to read first: it is stuck elsewhere or dead).
-fn watchdog_ranks(lines: &[String], findings: &mut [Finding]) {
+fn watchdog_ranks(facts: &LogFacts, findings: &mut [Finding]) {
     let Some(f) = findings
         .iter_mut()
         .find(|f| f.id == "torch-watchdog-timeout")
     else {
         return;
     };
-    let Ok(re) = Regex::new(r"\[Rank (\d+)\] Watchdog caught collective operation timeout") else {
-        return;
-    };
-    let ranks: BTreeSet<u32> = f
-        .lines
-        .iter()
-        .filter_map(|&n| lines.get(n - 1))
-        .filter_map(|l| re.captures(l).and_then(|c| c[1].parse().ok()))
-        .collect();
+    let ranks = &facts.watchdog_ranks;
     let Some(&max) = ranks.iter().next_back() else {
         return;
     };

@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
 use clap::Args;
 
-use super::io::{Format, print_json, read_input, sarif_tool, table};
+use super::io::{Format, Input, expand, is_yaml, print_json, report_problems, sarif_tool, table};
 use super::{CmdResult, Failure, code};
 
 /// `rdmakit lint` arguments.
@@ -37,71 +36,95 @@ pub struct LintArgs {
     pub json: bool,
 }
 
-/// What lint reads: YAML documents and Dockerfiles, each named as given on the command line.
-#[derive(Default)]
-struct LintInputs {
-    docs: Vec<k8s_render::manifest::Document>,
-    /// (shown name, text) of each Dockerfile.
-    dockerfiles: Vec<(String, String)>,
+/// What lint found in its inputs, read and linted a document at a time.
+struct Linted {
+    findings: Vec<k8s_render::lint::Finding>,
+    documents: usize,
+    dockerfiles: usize,
+    /// Inputs that could not be read or parsed, each a message naming the file.
+    problems: Vec<String>,
 }
 
-impl LintInputs {
-    /// Adds one file's text: a Dockerfile ([`k8s_render::lint::is_dockerfile`]) or YAML manifests.
-    fn add(&mut self, shown: String, text: String) -> Result<(), Failure> {
-        if k8s_render::lint::is_dockerfile(&shown, &text) {
-            self.dockerfiles.push((shown, text));
-        } else {
-            self.docs.extend(
-                k8s_render::manifest::parse_str(&shown, &text)
-                    .map_err(|e| Failure::input(anyhow::anyhow!(e.to_string())))?,
-            );
+impl Linted {
+    /// Lints one input's text: a Dockerfile ([`k8s_render::lint::is_dockerfile`]) or YAML manifests,
+    /// parsed and linted one document at a time so memory stays bounded by the largest document.
+    fn add(&mut self, shown: &str, text: &str, opts: &k8s_render::lint::LintOptions) {
+        if k8s_render::lint::is_dockerfile(shown, text) {
+            self.dockerfiles += 1;
+            self.findings
+                .extend(k8s_render::lint::lint_dockerfile(shown, text, opts));
+            return;
         }
-        Ok(())
-    }
-
-    /// A file, `-` (stdin, named `<stdin>`), or a directory: its `*.yaml`/`*.yml` and its
-    /// Dockerfiles (by name, or text that starts with `FROM`), in name order; other files are skipped.
-    fn read(&mut self, path: &std::path::Path) -> Result<(), Failure> {
-        if path.as_os_str() == "-" {
-            return self.add("<stdin>".to_owned(), read_input("-")?);
-        }
-        if !path.is_dir() {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))
-                .map_err(Failure::input)?;
-            return self.add(path.display().to_string(), text);
-        }
-        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-            .with_context(|| format!("cannot read {}", path.display()))
-            .map_err(Failure::input)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
-        files.sort();
-        let mut read_any = false;
-        for f in files {
-            let shown = f.display().to_string();
-            let yaml = matches!(f.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
-            let text = match std::fs::read_to_string(&f) {
-                Ok(t) => t,
-                // A binary file in the directory is neither YAML nor a Dockerfile.
-                Err(_) if !yaml => continue,
-                Err(e) => return Err(Failure::input(anyhow::anyhow!("cannot read {shown}: {e}"))),
-            };
-            if yaml || k8s_render::lint::is_dockerfile(&shown, &text) {
-                read_any = true;
-                self.add(shown, text)?;
+        for doc in k8s_render::manifest::documents(shown, text) {
+            match doc {
+                Ok(d) => {
+                    self.documents += 1;
+                    self.findings
+                        .extend(k8s_render::lint::lint(std::slice::from_ref(&d), opts));
+                }
+                Err(e) => self.problems.push(e.to_string()),
             }
         }
-        if !read_any {
-            return Err(Failure::input(anyhow::anyhow!(
-                "{}: no .yaml files or Dockerfiles in this directory",
-                path.display()
-            )));
-        }
-        Ok(())
     }
+}
+
+/// A file, `-` (stdin, named `<stdin>`), or a directory: its `*.yaml`/`*.yml` and its Dockerfiles (by
+/// name, or text that starts with `FROM`), in name order; other files are skipped. An input that cannot be
+/// read is a problem (reported, the rest still linted); a binary file in a directory is not an input.
+fn lint_inputs(paths: &[PathBuf], opts: &k8s_render::lint::LintOptions) -> Linted {
+    let found = expand(paths, &|_| true);
+    let mut out = Linted {
+        findings: Vec::new(),
+        documents: 0,
+        dockerfiles: 0,
+        problems: found.problems,
+    };
+    let given: Vec<&PathBuf> = paths.iter().collect();
+    let mut linted: Vec<&PathBuf> = Vec::new();
+    for input in &found.inputs {
+        let shown = input.shown();
+        let in_dir = matches!(input, Input::File(p) if !given.contains(&p));
+        let yaml = matches!(input, Input::File(p) if is_yaml(p));
+        let bytes = match input.read() {
+            Ok(b) => b,
+            Err(p) => {
+                out.problems.push(p);
+                continue;
+            }
+        };
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            // A binary file in the directory is neither YAML nor a Dockerfile.
+            Err(_) if in_dir && !yaml => continue,
+            Err(e) => {
+                out.problems
+                    .push(format!("{shown}: not UTF-8 text: {}", e.utf8_error()));
+                continue;
+            }
+        };
+        if in_dir && !yaml && !k8s_render::lint::is_dockerfile(&shown, &text) {
+            continue;
+        }
+        out.add(&shown, &text, opts);
+        if let Input::File(f) = input {
+            linted.push(f);
+        }
+    }
+    for p in paths.iter().filter(|p| p.is_dir()) {
+        let any = linted.iter().any(|f| f.starts_with(p));
+        if !any
+            && !out
+                .problems
+                .iter()
+                .any(|m| m.starts_with(&p.display().to_string()))
+        {
+            out.problems.push(format!(
+                "{}: no .yaml files or Dockerfiles in this directory",
+                p.display()
+            ));
+        }
+    }
+    out
 }
 
 /// Lints the inputs and prints the findings.
@@ -112,19 +135,28 @@ pub fn lint(a: LintArgs) -> CmdResult {
         println!("{text}");
         return Ok(code::OK);
     }
-    let mut inputs = LintInputs::default();
-    for p in &a.paths {
-        inputs.read(p)?;
-    }
     let profile = match &a.profile {
         Some(p) => Some(rdmakit::profiles::load(p).map_err(Failure::input)?),
         None => None,
     };
     let opts = rdmakit::bridge::lint_options(profile.as_ref(), a.nodes, a.benchmark);
-    let mut findings = k8s_render::lint::lint(&inputs.docs, &opts);
-    for (shown, text) in &inputs.dockerfiles {
-        findings.extend(k8s_render::lint::lint_dockerfile(shown, text, &opts));
+    let mut linted = lint_inputs(&a.paths, &opts);
+    if linted.documents == 0 && linted.dockerfiles == 0 && linted.problems.is_empty() {
+        return Err(Failure::input(anyhow::anyhow!(
+            "no input: {} held no Kubernetes document or Dockerfile (empty, or only comments and `---`); nothing was linted",
+            a.paths
+                .iter()
+                .map(|p| if p.as_os_str() == "-" {
+                    "<stdin>".to_owned()
+                } else {
+                    p.display().to_string()
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
     }
+    k8s_render::lint::sort_findings(&mut linted.findings);
+    let findings = linted.findings;
     let errors = findings
         .iter()
         .filter(|f| f.severity == k8s_render::manifest::Severity::Error)
@@ -132,11 +164,11 @@ pub fn lint(a: LintArgs) -> CmdResult {
     match Format::of(a.format, a.json) {
         Format::Json => print_json(&findings)?,
         Format::Sarif => print_json(&k8s_render::sarif::lint_log(&findings, &sarif_tool()))?,
-        Format::Plain if findings.is_empty() => match inputs.dockerfiles.len() {
-            0 => println!("no RDMA pitfalls in {} document(s)", inputs.docs.len()),
+        Format::Plain if findings.is_empty() => match linted.dockerfiles {
+            0 => println!("no RDMA pitfalls in {} document(s)", linted.documents),
             n => println!(
                 "no RDMA pitfalls in {} document(s) and {n} Dockerfile(s)",
-                inputs.docs.len()
+                linted.documents
             ),
         },
         Format::Plain => {
@@ -158,5 +190,12 @@ pub fn lint(a: LintArgs) -> CmdResult {
             println!("{t}");
         }
     }
-    Ok(if errors > 0 { code::FINDINGS } else { code::OK })
+    report_problems(&linted.problems);
+    Ok(if !linted.problems.is_empty() {
+        code::INPUT
+    } else if errors > 0 {
+        code::FINDINGS
+    } else {
+        code::OK
+    })
 }

@@ -22,7 +22,8 @@ pub struct RenderArgs {
     /// Bundle directory.
     #[arg(long, default_value = "out/bundle")]
     pub out: PathBuf,
-    /// Print the manifests as one YAML stream instead of writing files.
+    /// Print instead of writing files: the manifests as one YAML stream (a Dockerfile or program beside
+    /// them follows, commented out, after its own `---`), or a lone Dockerfile or program as it is.
     #[arg(long)]
     pub stdout: bool,
 }
@@ -56,7 +57,7 @@ pub fn render(_g: &Global, a: RenderArgs) -> CmdResult {
     }
     let bundle = k8s_render::render_systems(&systems, &profile, &values).map_err(Failure::input)?;
     if a.stdout {
-        print!("{}", bundle.to_stream());
+        print!("{}", stdout_text(&bundle));
         return Ok(code::OK);
     }
     let written = bundle.write_to(&a.out).map_err(Failure::input)?;
@@ -64,4 +65,43 @@ pub fn render(_g: &Global, a: RenderArgs) -> CmdResult {
         println!("{}", p.display());
     }
     Ok(code::OK)
+}
+
+/// What `--stdout` prints. A bundle of one Dockerfile or program is that file as it is (`render image
+/// --stdout | docker build -f - .`); several such files each follow a `# ===== file: NAME =====` line.
+/// Beside manifests, each one follows the YAML stream as a document of comment lines, so the output
+/// still pipes into `kubectl apply -f -` (which skips an empty document) and nothing is left out.
+fn stdout_text(bundle: &k8s_render::bundle::Bundle) -> String {
+    use k8s_render::bundle::FileKind;
+    let files = bundle.files();
+    let others: Vec<_> = files
+        .iter()
+        .filter(|f| f.kind != FileKind::Manifest)
+        .collect();
+    if others.len() == files.len() {
+        if let [only] = others.as_slice() {
+            return only.contents.clone();
+        }
+        return others
+            .iter()
+            .map(|f| format!("# ===== file: {} =====\n{}", f.path, f.contents))
+            .collect();
+    }
+    let mut out = bundle.to_stream();
+    for f in others {
+        let what = match f.kind {
+            FileKind::Dockerfile => "a Dockerfile",
+            _ => "a program",
+        };
+        out.push_str(&format!(
+            "---\n# ===== file: {} ({what}, not a manifest: its lines are commented out so kubectl skips them; `--out DIR` writes the file) =====\n",
+            f.path
+        ));
+        for line in f.contents.lines() {
+            out.push_str(if line.is_empty() { "#" } else { "# " });
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }

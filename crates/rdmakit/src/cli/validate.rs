@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::io::{Format, print_json, sarif_tool};
+use super::io::{Format, Input, expand, is_yaml, print_json, report_problems, sarif_tool};
 use super::{CmdResult, Failure, code};
 
 /// `rdmakit validate` arguments.
@@ -24,30 +24,50 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-/// The documents of files, directories and `-` (stdin), each named as given.
-fn docs_of(paths: &[PathBuf]) -> Result<Vec<k8s_render::manifest::Document>, Failure> {
-    let mut docs = Vec::new();
-    for p in paths {
-        if p.as_os_str() == "-" {
-            docs.extend(k8s_render::manifest::read_path(p).map_err(Failure::input)?);
-            continue;
-        }
-        docs.extend(
-            rdmakit::manifests::read_docs(p, &|f| f.display().to_string())
-                .map_err(|e| Failure::input(anyhow::anyhow!(e)))?,
-        );
-    }
-    Ok(docs)
-}
-
-/// Validates the documents and prints the violations.
+/// Validates the documents and prints the violations. Each file is parsed and validated a document at
+/// a time (memory bounded by the largest document, not the file). A file that cannot be read or parsed is
+/// reported on stderr and the rest still validated; the exit code is then 2. No document at all is
+/// exit 2 too ("no input"), not a pass.
 pub fn validate(a: ValidateArgs) -> CmdResult {
-    let docs = docs_of(&a.paths)?;
+    let found = expand(&a.paths, &is_yaml);
+    let mut problems = found.problems;
     let opts = k8s_render::validate::ValidateOptions {
         strict: a.strict,
         ..Default::default()
     };
-    let violations = k8s_render::validate::validate(&docs, &opts);
+    let mut stream = k8s_render::validate::Stream::new(opts);
+    for input in &found.inputs {
+        let bytes = match input.read() {
+            Ok(b) => b,
+            Err(p) => {
+                problems.push(p);
+                continue;
+            }
+        };
+        let shown = input.shown();
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(format!("{shown}: not UTF-8 text: {e}"));
+                continue;
+            }
+        };
+        for doc in k8s_render::manifest::documents(&shown, text) {
+            match doc {
+                Ok(d) => stream.push(&d),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+    }
+    let documents = stream.documents();
+    let violations = stream.finish();
+    if documents == 0 && problems.is_empty() {
+        let names: Vec<String> = found.inputs.iter().map(Input::shown).collect();
+        return Err(Failure::input(anyhow::anyhow!(
+            "no input: {} held no Kubernetes document (empty, or only comments and `---`); nothing was validated",
+            names.join(", ")
+        )));
+    }
     let errors = violations
         .iter()
         .filter(|v| v.severity == k8s_render::manifest::Severity::Error)
@@ -60,11 +80,17 @@ pub fn validate(a: ValidateArgs) -> CmdResult {
                 println!("{}: {v}", v.severity);
             }
             println!(
-                "{} document(s), {errors} error(s), {} warning(s)",
-                docs.len(),
+                "{documents} document(s), {errors} error(s), {} warning(s)",
                 violations.len() - errors
             );
         }
     }
-    Ok(if errors > 0 { code::FINDINGS } else { code::OK })
+    report_problems(&problems);
+    Ok(if !problems.is_empty() {
+        code::INPUT
+    } else if errors > 0 {
+        code::FINDINGS
+    } else {
+        code::OK
+    })
 }

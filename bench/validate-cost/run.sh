@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Cost of `rdmakit validate --strict` and `rdmakit lint` on a 50 MB multi-document YAML file (issue 25's
+# target: each <= 2 s and <= 300 MB peak RSS). Generates the input from rendered bundles (every document
+# renamed so none repeats), runs the release binary under /usr/bin/time -v, and writes the figures to
+# bench/results/validate-cost.json (or $1). Usage: bench/validate-cost/run.sh [out.json] [MB]
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${1:-$repo/bench/results/validate-cost.json}"
+mb="${2:-50}"
+bin="${RDMAKIT:-$repo/target/release/rdmakit}"
+[ -x "$bin" ] || (cd "$repo" && cargo build --release -p rdmakit --bin rdmakit)
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# One copy of several profiles' manifests (RayCluster, MPIJob, DRA objects, pods, ConfigMaps).
+# A system a profile does not render (DRA without a DeviceClass) is skipped.
+for p in aliyun-erdma mellanox-ib volcengine-ib; do
+  for s in raycluster mpijob dra rdma-test-pod nccl-check buildkit; do
+    if "$bin" render "$s" --profile "$p" --stdout >"$work/one.yaml" 2>/dev/null; then
+      cat "$work/one.yaml" >>"$work/seed.yaml"
+      printf -- '---\n' >>"$work/seed.yaml"
+    fi
+  done
+done
+python3 - "$work/seed.yaml" "$work/big.yaml" "$mb" <<'PY'
+import re, sys
+seed = open(sys.argv[1]).read()
+target = int(sys.argv[3]) * 1000 * 1000
+with open(sys.argv[2], "w") as f:
+    n = written = 0
+    while written < target:
+        # Unique names, so the documents are 50 MB of distinct objects, not one object repeated.
+        chunk = re.sub(r"(?m)^(  name: )([a-z0-9-]+)$", lambda m: f"{m.group(1)}{m.group(2)}-{n}", seed)
+        f.write(chunk)
+        written += len(chunk)
+        n += 1
+PY
+bytes=$(stat -c %s "$work/big.yaml")
+docs=$(grep -c '^kind: ' "$work/big.yaml" || true)
+
+measure() { # name, then the command
+  local name="$1"; shift
+  local t0 t1 rc=0
+  t0=$(date +%s.%N)
+  /usr/bin/time -v -o "$work/$name.time" "$@" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+  t1=$(date +%s.%N)
+  local rss wall
+  rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$work/$name.time")
+  wall=$(python3 -c "print(round($t1 - $t0, 3))")
+  # The last line that says something (lint's table ends with a border).
+  grep '[[:alnum:]]' "$work/$name.out" | tail -1 >"$work/$name.summary" || true
+  printf '{"command": "%s", "exit": %d, "wall_s": %s, "max_rss_kib": %s, "last_line": %s}' \
+    "$name" "$rc" "$wall" "$rss" "$(python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read().strip()[:300]))' "$work/$name.summary")"
+}
+v=$(measure validate "$bin" validate --strict "$work/big.yaml")
+l=$(measure lint "$bin" lint "$work/big.yaml")
+commit=$(cd "$repo" && git rev-parse --short HEAD)
+mkdir -p "$(dirname "$out")"
+python3 - "$out" "$commit" "$bytes" "$docs" "$v" "$l" "$(nproc)" <<'PY'
+import json, sys
+out, commit, size, docs, v, l, cpus = sys.argv[1:]
+runs = [json.loads(v), json.loads(l)]
+doc = {
+    "what": "rdmakit validate --strict and rdmakit lint on one generated multi-document YAML file",
+    "commit": commit,
+    "input_bytes": int(size),
+    "input_documents": int(docs),
+    "cpus": int(cpus),
+    "target": {"wall_s": 2.0, "max_rss_kib": 300 * 1024},
+    "runs": runs,
+    "within_target": all(r["wall_s"] <= 2.0 and r["max_rss_kib"] <= 300 * 1024 for r in runs),
+}
+json.dump(doc, open(out, "w"), indent=2)
+open(out, "a").write("\n")
+print(json.dumps(doc, indent=2))
+PY
