@@ -32,15 +32,20 @@ class _Group:
             json.dump(obj, f)
         os.replace(tmp, os.path.join(self.dir, name))
 
-    def gather(self, name_of, timeout=120):
+    def gather(self, name_of, timeout=120, live=False):
+        """Every rank's file `name_of(rank)`; with live=True only files of processes still running (a rank
+        killed in an earlier run leaves its registration behind)."""
         t0 = time.time()
         while True:
             got = []
             for r in range(self.world):
                 try:
                     with open(os.path.join(self.dir, name_of(r))) as f:
-                        got.append(json.load(f))
-                except (OSError, ValueError):
+                        v = json.load(f)
+                    if live:
+                        os.kill(v["pid"], 0)
+                    got.append(v)
+                except (OSError, ValueError, KeyError, TypeError):
                     break
             if len(got) == self.world:
                 return got
@@ -76,11 +81,13 @@ def init_process_group(backend, init_method, rank, world_size, **_kw):
     atexit.register(g.cleanup)
     r = nccl.Rank(pod, env, rank)
     g.publish(f"rank{rank}.json", {"pod": pod.name, "pid": os.getpid()})
-    g.gather(lambda i: f"rank{i}.json")
+    ranks = g.gather(lambda i: f"rank{i}.json", live=True)
+    # This run's files carry rank 0's pid: what a killed earlier run left under the same address is not read.
+    g.gen = ranks[0]["pid"]
     try:
         r.init()
-        g.publish(f"r{rank}-transport", r.transport)
-        transports = g.gather(lambda i: f"r{i}-transport")
+        g.publish(f"r{rank}-{g.gen}-transport", r.transport)
+        transports = g.gather(lambda i: f"r{i}-{g.gen}-transport")
         if len(set(transports)) != 1:
             r.warn("transport/net.cc:683", f"peer ranks use different networks: {transports}")
             raise nccl.NcclError("ncclRemoteError", "remote process exited or there was a network error", 6)
@@ -95,11 +102,10 @@ def init_process_group(backend, init_method, rank, world_size, **_kw):
 def _sync(kind, value):
     g = _group
     g.calls += 1
-    name = f"r{g.rank}-{kind}{g.calls}"
-    g.publish(name, value)
-    vals = g.gather(lambda i: f"r{i}-{kind}{g.calls}")
+    g.publish(f"r{g.rank}-{g.gen}-{kind}{g.calls}", value)
+    vals = g.gather(lambda i: f"r{i}-{g.gen}-{kind}{g.calls}")
     if g.calls > 2:  # what every rank has read by now
-        for old in (f"r{g.rank}-all_reduce{g.calls - 2}", f"r{g.rank}-barrier{g.calls - 2}"):
+        for old in (f"r{g.rank}-{g.gen}-all_reduce{g.calls - 2}", f"r{g.rank}-{g.gen}-barrier{g.calls - 2}"):
             try:
                 os.remove(os.path.join(g.dir, old))
             except OSError:
