@@ -32,9 +32,10 @@ class _Group:
             json.dump(obj, f)
         os.replace(tmp, os.path.join(self.dir, name))
 
-    def gather(self, name_of, timeout=120, live=False):
-        """Every rank's file `name_of(rank)`; with live=True only files of processes still running (a rank
-        killed in an earlier run leaves its registration behind)."""
+    def gather(self, name_of, timeout=120, live=None):
+        """Every rank's file `name_of(rank)`. With live=NAMESPACE only registrations of running processes in
+        that namespace count (a rank killed in an earlier run, or another test's, leaves its file behind);
+        once the ranks are known, a peer that died is NCCL's remote error, not a wait."""
         t0 = time.time()
         while True:
             got = []
@@ -42,11 +43,19 @@ class _Group:
                 try:
                     with open(os.path.join(self.dir, name_of(r))) as f:
                         v = json.load(f)
-                    if live:
+                    if live is not None:
                         os.kill(v["pid"], 0)
+                        if v.get("ns") != live:
+                            break
                     got.append(v)
                 except (OSError, ValueError, KeyError, TypeError):
                     break
+            for peer in getattr(self, "pids", []):
+                try:
+                    os.kill(peer, 0)
+                except OSError:
+                    raise DistBackendError(f"NCCL error: remote process exited or there was a network error "
+                                           f"(rank with pid {peer} is gone)")
             if len(got) == self.world:
                 return got
             if time.time() - t0 > timeout:
@@ -80,8 +89,9 @@ def init_process_group(backend, init_method, rank, world_size, **_kw):
     g = _Group(m.group(1), m.group(2), rank, world_size)
     atexit.register(g.cleanup)
     r = nccl.Rank(pod, env, rank)
-    g.publish(f"rank{rank}.json", {"pod": pod.name, "pid": os.getpid()})
-    ranks = g.gather(lambda i: f"rank{i}.json", live=True)
+    g.publish(f"rank{rank}.json", {"pod": pod.name, "pid": os.getpid(), "ns": pod.ns})
+    ranks = g.gather(lambda i: f"rank{i}.json", live=pod.ns)
+    g.pids = [x["pid"] for x in ranks]
     # This run's files carry rank 0's pid: what a killed earlier run left under the same address is not read.
     g.gen = ranks[0]["pid"]
     try:
