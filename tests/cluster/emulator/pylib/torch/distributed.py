@@ -50,14 +50,14 @@ class _Group:
                     got.append(v)
                 except (OSError, ValueError, KeyError, TypeError):
                     break
+            if len(got) == self.world:
+                return got
             for peer in getattr(self, "pids", []):
                 try:
                     os.kill(peer, 0)
                 except OSError:
                     raise DistBackendError(f"NCCL error: remote process exited or there was a network error "
                                            f"(rank with pid {peer} is gone)")
-            if len(got) == self.world:
-                return got
             if time.time() - t0 > timeout:
                 raise DistBackendError(f"Timed out after {timeout} s waiting for all {self.world} ranks "
                                        f"(rendezvous {os.path.basename(self.dir)})")
@@ -65,7 +65,8 @@ class _Group:
 
     def cleanup(self):
         for f in os.listdir(self.dir) if os.path.isdir(self.dir) else []:
-            if f.startswith((f"rank{self.rank}.", f"r{self.rank}-")):
+            # Only the registration: a peer may still read this rank's last values (they carry the run's key).
+            if f == f"rank{self.rank}.json":
                 try:
                     os.remove(os.path.join(self.dir, f))
                 except OSError:
