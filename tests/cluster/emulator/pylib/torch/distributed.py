@@ -34,8 +34,7 @@ class _Group:
 
     def gather(self, name_of, timeout=120, live=None):
         """Every rank's file `name_of(rank)`. With live=NAMESPACE only registrations of running processes in
-        that namespace count (a rank killed in an earlier run, or another test's, leaves its file behind);
-        once the ranks are known, a peer that died is NCCL's remote error, not a wait."""
+        that namespace count (a rank killed in an earlier run, or another test's, leaves its file behind)."""
         t0 = time.time()
         while True:
             got = []
@@ -52,12 +51,6 @@ class _Group:
                     break
             if len(got) == self.world:
                 return got
-            for peer in getattr(self, "pids", []):
-                try:
-                    os.kill(peer, 0)
-                except OSError:
-                    raise DistBackendError(f"NCCL error: remote process exited or there was a network error "
-                                           f"(rank with pid {peer} is gone)")
             if time.time() - t0 > timeout:
                 raise DistBackendError(f"Timed out after {timeout} s waiting for all {self.world} ranks "
                                        f"(rendezvous {os.path.basename(self.dir)})")
