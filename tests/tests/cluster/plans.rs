@@ -6,7 +6,7 @@ use std::process::Command;
 use rdmakit_tests::path_with;
 
 use super::harness::{
-    ERDMA_SECRETS, Kind, Ns, assert_clean, kubeconfig, kubectl_path, output_ok, rdmakit,
+    ERDMA_SECRETS, Kind, Ns, assert_clean, kubeconfig, kubectl_path, output_ok, push_image, rdmakit,
 };
 
 /// Writes the plan with `rdmakit run --dry-run -n NS` and runs it with the tier's kubectl first on PATH.
@@ -57,9 +57,16 @@ fn assert_plan_fails(ns: &Ns, workflow: &str, args: &[&str], any_of: &[&str]) {
 fn erdma_ray_rdt_plan_runs_under_kubectl_and_fails_on_the_known_bad_nccl() {
     let ns = Ns::new("plan-erdma", Kind::Erdma);
     assert_plan_passes(&ns, "erdma-ray-rdt", ERDMA_SECRETS);
-    // The image the plan builds pins NCCL 2.28.9 (the stand-in BuildKit reads the pin from the Dockerfile).
+    // A prebuilt image that carries torch 2.11's NCCL 2.28.9 (the render refuses to pin it itself).
+    let image = "registry.example.com/rdt:torch-2.11";
+    push_image(image, Some("2.28.9"));
     let bad = Ns::new("plan-erdma-bad", Kind::Erdma);
-    let args = [ERDMA_SECRETS, &["--set", "nccl_version=2.28.9"]].concat();
+    let set_image = format!("image={image}");
+    let args = [
+        ERDMA_SECRETS,
+        &["--set", "skip_build=true", "--set", &set_image],
+    ]
+    .concat();
     assert_plan_fails(&bad, "erdma-ray-rdt", &args, &["SIGSEGV", "2.28.9"]);
 }
 

@@ -37,6 +37,10 @@ UNIT = {"mlx5": 4}  # port_xmit_data counts 4-byte words
 INITIAL = {"erdma": 7340032000, "efa": 91268055040, "mlx5": 1835008000}
 
 
+# Paths every pod has, mapped into its own directory wherever they appear.
+BASE_PATHS = ("/tmp", "/ctx", "/dev/infiniband", "/sys/class/infiniband", "/proc/self/limits", "/proc/self/status")
+
+
 class EmuError(Exception):
     """The emulator cannot answer (no pod identity, the API server unreachable): a cluster error, exit 125."""
 
@@ -321,9 +325,7 @@ class Pod:
 
     def mapped(self):
         """Absolute paths inside the pod -> where they are here, longest first."""
-        m = {p: os.path.join(self.root, p.lstrip("/")) for p in
-             ("/tmp", "/ctx", "/dev/infiniband", "/sys/class/infiniband", "/proc/self/limits",
-              "/proc/self/status", "/dev/shm")}
+        m = {p: os.path.join(self.root, p.lstrip("/")) for p in BASE_PATHS + ("/dev/shm",)}
         for path, v in self.volumes():
             if "hostPath" in v:
                 m[path] = os.path.join(self.node.dir, "host", v["hostPath"]["path"].lstrip("/"))
@@ -344,10 +346,14 @@ class Pod:
                 return here + path[len(inside):]
         return path
 
-    def map_text(self, text):
-        """Every mapped absolute path in a script's text (the pod's mount namespace, by substitution): one
-        pass, longest path first, so a replacement is never mapped again."""
+    def map_text(self, text, volumes=False):
+        """The mapped absolute paths in a script's text (the pod's mount namespace, by substitution): one
+        pass, longest path first, so a replacement is never mapped again. Volume mount paths only for a
+        command's own path arguments (volumes=True): in a script they are as often grep patterns matched
+        against what `mount` prints."""
         m = self.mapped()
+        if not volumes:
+            m = {k: v for k, v in m.items() if k in BASE_PATHS}
         m = {state_dir(): state_dir(), **m}  # already mapped: stays
         m = dict(sorted(m.items(), key=lambda kv: -len(kv[0])))
         alt = "|".join(re.escape(p) for p in m)

@@ -84,7 +84,10 @@ class Rank:
             hca = self.env.get("NCCL_IB_HCA", "")
             if hca:
                 self.info(f"NCCL_IB_HCA set to {hca}")
-            usable = [] if self.pod.node.knob("rdma-gid") == "none" else self.pod.devices()
+            # NCCL's IB plugin skips ports that are not ACTIVE and devices without a usable GID.
+            node = self.pod.node
+            broken = node.knob("rdma-gid") == "none" or node.knob("port-state", "PORT_ACTIVE") != "PORT_ACTIVE"
+            usable = [] if broken else self.pod.devices()
             devs = match_list(hca, usable)
             if not devs:
                 self.info("NET/IB : No device found.")

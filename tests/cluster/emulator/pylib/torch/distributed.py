@@ -32,15 +32,22 @@ class _Group:
             json.dump(obj, f)
         os.replace(tmp, os.path.join(self.dir, name))
 
-    def gather(self, name_of, timeout=120):
+    def gather(self, name_of, timeout=120, live=None):
+        """Every rank's file `name_of(rank)`. With live=NAMESPACE only registrations of running processes in
+        that namespace count (a rank killed in an earlier run, or another test's, leaves its file behind)."""
         t0 = time.time()
         while True:
             got = []
             for r in range(self.world):
                 try:
                     with open(os.path.join(self.dir, name_of(r))) as f:
-                        got.append(json.load(f))
-                except (OSError, ValueError):
+                        v = json.load(f)
+                    if live is not None:
+                        os.kill(v["pid"], 0)
+                        if v.get("ns") != live:
+                            break
+                    got.append(v)
+                except (OSError, ValueError, KeyError, TypeError):
                     break
             if len(got) == self.world:
                 return got
@@ -51,7 +58,8 @@ class _Group:
 
     def cleanup(self):
         for f in os.listdir(self.dir) if os.path.isdir(self.dir) else []:
-            if f.startswith((f"rank{self.rank}.", f"r{self.rank}-")):
+            # Only the registration: a peer may still read this rank's last values (they carry the run's key).
+            if f == f"rank{self.rank}.json":
                 try:
                     os.remove(os.path.join(self.dir, f))
                 except OSError:
@@ -75,12 +83,15 @@ def init_process_group(backend, init_method, rank, world_size, **_kw):
     g = _Group(m.group(1), m.group(2), rank, world_size)
     atexit.register(g.cleanup)
     r = nccl.Rank(pod, env, rank)
-    g.publish(f"rank{rank}.json", {"pod": pod.name, "pid": os.getpid()})
-    g.gather(lambda i: f"rank{i}.json")
+    g.publish(f"rank{rank}.json", {"pod": pod.name, "pid": os.getpid(), "ns": pod.ns})
+    ranks = g.gather(lambda i: f"rank{i}.json", live=pod.ns)
+    g.pids = [x["pid"] for x in ranks]
+    # This run's files carry rank 0's pid: what a killed earlier run left under the same address is not read.
+    g.gen = ranks[0]["pid"]
     try:
         r.init()
-        g.publish(f"r{rank}-transport", r.transport)
-        transports = g.gather(lambda i: f"r{i}-transport")
+        g.publish(f"r{rank}-{g.gen}-transport", r.transport)
+        transports = g.gather(lambda i: f"r{i}-{g.gen}-transport")
         if len(set(transports)) != 1:
             r.warn("transport/net.cc:683", f"peer ranks use different networks: {transports}")
             raise nccl.NcclError("ncclRemoteError", "remote process exited or there was a network error", 6)
@@ -95,11 +106,10 @@ def init_process_group(backend, init_method, rank, world_size, **_kw):
 def _sync(kind, value):
     g = _group
     g.calls += 1
-    name = f"r{g.rank}-{kind}{g.calls}"
-    g.publish(name, value)
-    vals = g.gather(lambda i: f"r{i}-{kind}{g.calls}")
+    g.publish(f"r{g.rank}-{g.gen}-{kind}{g.calls}", value)
+    vals = g.gather(lambda i: f"r{i}-{g.gen}-{kind}{g.calls}")
     if g.calls > 2:  # what every rank has read by now
-        for old in (f"r{g.rank}-all_reduce{g.calls - 2}", f"r{g.rank}-barrier{g.calls - 2}"):
+        for old in (f"r{g.rank}-{g.gen}-all_reduce{g.calls - 2}", f"r{g.rank}-{g.gen}-barrier{g.calls - 2}"):
             try:
                 os.remove(os.path.join(g.dir, old))
             except OSError:
