@@ -85,6 +85,7 @@
 pub mod bundle;
 pub mod crd;
 pub mod profile;
+pub mod quote;
 mod render;
 pub mod system;
 pub mod values;

@@ -72,6 +72,15 @@ pub enum RenderError {
         /// Comma-separated known-good versions.
         good: String,
     },
+    /// A value cannot be written into the artifact without changing its structure (a newline in a
+    /// Dockerfile line, an environment name that is no shell name).
+    #[error("profile `{profile}`: {source}")]
+    Unsafe {
+        /// Profile name.
+        profile: String,
+        /// The field, the value and why.
+        source: crate::quote::Unsafe,
+    },
     /// Assembling the bundle failed.
     #[error(transparent)]
     Bundle(#[from] BundleError),
