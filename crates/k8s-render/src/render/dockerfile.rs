@@ -22,12 +22,12 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
 
 /// `value` for a comment or `RUN` line, or the error naming `field`.
 fn text<'a>(ctx: &Ctx<'_>, field: &str, value: &'a str) -> Result<&'a str, RenderError> {
-    dockerfile::text(field, value).map_err(|source| unsafe_value(ctx, source))
+    dockerfile::text(field, value).map_err(|problem| unsafe_value(ctx, problem))
 }
 
 /// `value` as one token of `FROM`/`ENV`, or the error naming `field`.
 fn token<'a>(ctx: &Ctx<'_>, field: &str, value: &'a str) -> Result<&'a str, RenderError> {
-    dockerfile::token(field, value).map_err(|source| unsafe_value(ctx, source))
+    dockerfile::token(field, value).map_err(|problem| unsafe_value(ctx, problem))
 }
 
 /// Each of `values` checked with [`text`], the field named with its index.
@@ -38,10 +38,10 @@ fn texts(ctx: &Ctx<'_>, field: &str, values: &[String]) -> Result<(), RenderErro
     Ok(())
 }
 
-fn unsafe_value(ctx: &Ctx<'_>, source: crate::quote::Unsafe) -> RenderError {
+fn unsafe_value(ctx: &Ctx<'_>, problem: crate::quote::Unsafe) -> RenderError {
     RenderError::Unsafe {
         profile: ctx.profile.name.clone(),
-        source,
+        problem,
     }
 }
 

@@ -90,7 +90,7 @@ pub(crate) fn launcher_script(ctx: &Ctx<'_>) -> Result<String, RenderError> {
 fn export(ctx: &Ctx<'_>, name: &str, value: &str) -> Result<String, RenderError> {
     shell::assignment(name, value).ok_or_else(|| RenderError::Unsafe {
         profile: ctx.profile.name.clone(),
-        source: Unsafe {
+        problem: Unsafe {
             field: format!("nccl environment variable `{name}`"),
             value: name.to_owned(),
             reason: "it is not a shell variable name".to_owned(),

@@ -63,8 +63,7 @@ impl Sandbox {
         let root = tempfile::tempdir().unwrap();
         let bin = root.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let log =
-            "{ printf '%s\\0' \"${0##*/}\" \"$@\"; printf '\\036\\0'; } >>\"$RDMAKIT_FUZZ_LOG\"";
+        let log = "{ printf '%s\\0' \"${0##*/}\" \"$@\"; printf '\\036\\0'; } >\"$RDMAKIT_FUZZ_LOG/${EPOCHREALTIME}.$$\"";
         for name in LOGGING {
             write_exec(&bin.join(name), &format!("#!/bin/bash\n{log}\nexit 0\n"));
         }
@@ -93,7 +92,9 @@ impl Sandbox {
     pub fn run(&self, script: &Path, cwd: &Path, limit: Duration) -> Ran {
         let log = self.root.path().join("started.log");
         let cnf = self.root.path().join("not_found.log");
-        let _ = std::fs::remove_file(&log);
+        // One file per started stub (ranks run side by side: one shared file would interleave).
+        let _ = std::fs::remove_dir_all(&log);
+        std::fs::create_dir_all(&log).unwrap();
         let _ = std::fs::remove_file(&cnf);
         let before = pwned_files(self.root.path());
         let mut child = Command::new("/bin/bash")
@@ -129,7 +130,7 @@ impl Sandbox {
         }
         let after = pwned_files(self.root.path());
         Ran {
-            started: records(&log),
+            started: started(&log),
             not_found: records(&cnf),
             canaries: after.difference(&before).cloned().collect(),
             code,
@@ -149,6 +150,15 @@ fn real(name: &str) -> Option<PathBuf> {
         .iter()
         .map(|d| Path::new(d).join(name))
         .find(|p| p.is_file())
+}
+
+/// Every stub's record in `dir`, in the order they started (file names are start times).
+fn started(dir: &Path) -> Vec<Started> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files.iter().flat_map(|f| records(f)).collect()
 }
 
 /// The records of a stub log: NUL-separated fields, each record ended by a lone `\x1e` field.
