@@ -81,7 +81,9 @@ test-deps:
 	@.ci/pip-install.sh $(TEST_PYPI) virtme-ng
 
 ## fuzz: bounded cargo-fuzz run of every probe parser and of k8s-render's untrusted-input entry points (manifest
-## loader, validate, lint; see crates/probe/FUZZING.md and crates/k8s-render/FUZZING.md); not part of `make test`.
+## loader, validate, lint; see crates/probe/FUZZING.md and crates/k8s-render/FUZZING.md), then the injection fuzz
+## target for FUZZ_SECONDS (crates/rdmakit/tests/fuzz_injection/FUZZING.md); not part of `make test` (a bounded
+## run of the injection target is: `cargo test -p rdmakit --test fuzz_injection`).
 ## -timeout=1: an input that takes over a second is a failure.
 FUZZ_SECONDS ?= 30
 fuzz:
@@ -91,6 +93,10 @@ fuzz:
 	cd crates/k8s-render/fuzz && mkdir -p corpus/manifest corpus/validate corpus/lint && \
 	  for t in manifest validate lint; do cp ../tests/fixtures/check/*.yaml corpus/$$t/; \
 	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=1 || exit 1; done
+	# Injection (issue 25): proptest feeds hostile strings into every --set key and profile string, renders the
+	# launcher, Dockerfile and .py programs and runs plan.sh among logging stubs (crates/rdmakit/tests/fuzz_injection/).
+	RDMAKIT_FUZZ_CASES=100000000 RDMAKIT_FUZZ_SECONDS=$(FUZZ_SECONDS) RDMAKIT_FUZZ_SHELLCHECK_EVERY=1 \
+	  nice -n 10 $(CARGO) test -p rdmakit --test fuzz_injection -- --nocapture --test-threads=2 rendered_scripts plan_sh
 
 clean:
 	rm -rf $(OUT) target

@@ -86,6 +86,7 @@
 pub mod bundle;
 pub mod crd;
 pub mod profile;
+pub mod quote;
 mod render;
 pub mod system;
 pub mod values;

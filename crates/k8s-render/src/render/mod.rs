@@ -72,6 +72,15 @@ pub enum RenderError {
         /// Comma-separated known-good versions.
         good: String,
     },
+    /// A value cannot be written into the artifact without changing its structure (a newline in a
+    /// Dockerfile line, an environment name that is no shell name).
+    #[error("profile `{profile}`: {problem}")]
+    Unsafe {
+        /// Profile name.
+        profile: String,
+        /// The field, the value and why (in the message itself, not a `source`: said once).
+        problem: crate::quote::Unsafe,
+    },
     /// Assembling the bundle failed.
     #[error(transparent)]
     Bundle(#[from] BundleError),

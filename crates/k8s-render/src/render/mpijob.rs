@@ -9,11 +9,13 @@ use super::pod::{ContainerSpec, spread_by_hostname, strings};
 use super::{Ctx, RenderError};
 use crate::bundle::Bundle;
 use crate::crd::{MpiJob, MpiJobSpec, MpiReplicaSpec};
+use crate::quote::Unsafe;
+use crate::quote::shell::{self, word};
 
 pub(crate) const FILE: &str = "mpi-job.yaml";
 
 pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderError> {
-    bundle.add_manifests(FILE, &[mpi_job(ctx)])?;
+    bundle.add_manifests(FILE, &[mpi_job(ctx)?])?;
     Ok(())
 }
 
@@ -23,7 +25,10 @@ fn to_i32(n: u32) -> i32 {
 
 /// The launcher's shell script: wait for workers' sshd, then mpirun all_reduce_perf with NCCL pointed
 /// at the RDMA devices. MPI's own traffic stays on TCP over the pod interface.
-pub(crate) fn launcher_script(ctx: &Ctx<'_>) -> String {
+///
+/// Every value is one shell word ([`quote::shell::word`]): a `--set` or a profile field can change an
+/// argument, never the script. An environment name that is not a shell name is refused.
+pub(crate) fn launcher_script(ctx: &Ctx<'_>) -> Result<String, RenderError> {
     let v = ctx.values;
     let n = &ctx.profile.nccl;
     let ifname = n.socket_ifname.clone().unwrap_or_else(|| "eth0".to_owned());
@@ -38,12 +43,12 @@ pub(crate) fn launcher_script(ctx: &Ctx<'_>) -> String {
     // An exclusion list (`^docker,lo,veth`) is NCCL syntax, not Open MPI's: MPI keeps the
     // image's own interface choice then (OMPI_MCA_btl_tcp_if_exclude in the EFA images).
     if !ifname.starts_with('^') {
-        lines.push(format!("  --mca btl_tcp_if_include {ifname}"));
+        lines.push(format!("  --mca btl_tcp_if_include {}", word(&ifname)));
     }
     let transport = ctx.transport_env();
     // The plugin's own LD_LIBRARY_PATH (gIB: /usr/local/nvidia/lib64) replaces the launcher's.
     let ld_path = match transport.iter().find(|(k, _)| k == "LD_LIBRARY_PATH") {
-        Some((_, v)) => format!("  -x LD_LIBRARY_PATH={}", shell_word(v)),
+        Some((_, v)) => format!("  -x {}", export(ctx, "LD_LIBRARY_PATH", v)?),
         None => "  -x LD_LIBRARY_PATH".to_owned(),
     };
     lines.extend([
@@ -56,14 +61,17 @@ pub(crate) fn launcher_script(ctx: &Ctx<'_>) -> String {
     } else {
         v.nccl_debug.as_str()
     };
-    lines.push(format!("  -x NCCL_DEBUG={debug}"));
-    lines.push(format!("  -x NCCL_SOCKET_IFNAME={ifname}"));
+    lines.push(format!("  -x {}", export(ctx, "NCCL_DEBUG", debug)?));
+    lines.push(format!(
+        "  -x {}",
+        export(ctx, "NCCL_SOCKET_IFNAME", &ifname)?
+    ));
     for (k, val) in transport {
         // LD_LIBRARY_PATH is exported as the launcher sees it (above); the socket interface too.
         if k == "NCCL_SOCKET_IFNAME" || k == "LD_LIBRARY_PATH" || k == "NCCL_IB_DISABLE" {
             continue;
         }
-        lines.push(format!("  -x {k}={}", shell_word(&val)));
+        lines.push(format!("  -x {}", export(ctx, &k, &val)?));
     }
     if v.nccl_shm_disable {
         // Forces intra-node traffic through the NIC too: right for a benchmark, wrong for production.
@@ -71,32 +79,34 @@ pub(crate) fn launcher_script(ctx: &Ctx<'_>) -> String {
     }
     lines.push(format!(
         "  {} -b {} -e {} -f 2 -g 1 -c 0",
-        v.all_reduce_perf, v.nccl_tests_min_bytes, v.nccl_tests_max_bytes
+        word(&v.all_reduce_perf),
+        word(&v.nccl_tests_min_bytes.to_string()),
+        word(&v.nccl_tests_max_bytes.to_string())
     ));
-    format!("sleep 10\n{}\n", lines.join(" \\\n"))
+    Ok(format!("sleep 10\n{}\n", lines.join(" \\\n")))
 }
 
-/// `value` as one shell word: as it is when it is plain, single-quoted otherwise.
-fn shell_word(value: &str) -> String {
-    if !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-./:=,@%+^".contains(c))
-    {
-        value.to_owned()
-    } else {
-        format!("'{}'", value.replace('\'', "'\\''"))
-    }
+/// `NAME=value` for `mpirun -x`, or an error naming the profile's bad variable name.
+fn export(ctx: &Ctx<'_>, name: &str, value: &str) -> Result<String, RenderError> {
+    shell::assignment(name, value).ok_or_else(|| RenderError::Unsafe {
+        profile: ctx.profile.name.clone(),
+        problem: Unsafe {
+            field: format!("nccl environment variable `{name}`"),
+            value: name.to_owned(),
+            reason: "it is not a shell variable name".to_owned(),
+            fix: "use letters, digits and `_`, not starting with a digit".to_owned(),
+        },
+    })
 }
 
-pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> MpiJob {
+pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> Result<MpiJob, RenderError> {
     let v = ctx.values;
     let name = v.mpijob_name_for(ctx.profile);
     let launcher = ctx.container(ContainerSpec {
         name: "nccl",
         image: v.nccl_tests_image.clone(),
         command: Some(strings(&["/bin/bash", "-c"])),
-        args: Some(vec![launcher_script(ctx)]),
+        args: Some(vec![launcher_script(ctx)?]),
         gpus: 0,
         cpu: None,
         memory: None,
@@ -143,13 +153,13 @@ pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> MpiJob {
             },
         ),
     ]);
-    MpiJob::new(
+    Ok(MpiJob::new(
         ctx.meta(&name, &[]),
         MpiJobSpec {
             slots_per_worker: Some(to_i32(v.slots_for())),
             mpi_replica_specs: specs,
         },
-    )
+    ))
 }
 
 fn template(ctx: &Ctx<'_>, spec: PodSpec, rdma: bool) -> PodTemplateSpec {

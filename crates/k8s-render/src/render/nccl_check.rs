@@ -3,9 +3,10 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::pod::{ContainerSpec, spread_by_hostname, strings};
-use super::template::{fill, py_str};
+use super::template::fill;
 use super::{Ctx, RenderError};
 use crate::bundle::{Bundle, FileKind};
+use crate::quote::python::{doc_text, str_lit as py_str};
 
 pub(crate) const PROGRAM: &str = "nccl_allreduce_check.py";
 const TEMPLATE: &str = include_str!("../../templates/nccl_allreduce_check.py");
@@ -65,22 +66,22 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
         PROGRAM,
         TEMPLATE,
         &[
-            ("FABRIC", p.fabric.clone()),
+            ("FABRIC", doc_text(&p.fabric)),
             ("FABRIC_PY", py_str(&p.fabric)),
-            ("PROFILE", p.name.clone()),
-            ("PODS_FILE", file),
-            ("POD0", names[0].clone()),
-            ("POD1", names[1].clone()),
-            ("DEVICE_GLOB", p.devices.name_pattern.to_string()),
+            ("PROFILE", doc_text(&p.name)),
+            ("PODS_FILE", doc_text(&file)),
+            ("POD0", doc_text(&names[0])),
+            ("POD1", doc_text(&names[1])),
+            ("DEVICE_GLOB", doc_text(p.devices.name_pattern.as_str())),
             ("DEVICE_GLOB_PY", py_str(p.devices.name_pattern.as_str())),
-            ("TX_COUNTER", p.devices.tx_counter.clone()),
+            ("TX_COUNTER", doc_text(&p.devices.tx_counter)),
             ("TX_COUNTER_PY", py_str(&p.devices.tx_counter)),
             ("MULTIPLIER", p.devices.counter_multiplier.to_string()),
             ("SIZE_MIB", v.check_size_mib.to_string()),
-            ("NCCL_DEBUG_FILE", debug_file),
+            ("NCCL_DEBUG_FILE", doc_text(&debug_file)),
             ("TCP_KEY", ctx.tcp_switch().0.to_owned()),
             ("TCP_VALUE", ctx.tcp_switch().1.to_owned()),
-            ("LOG_MARKER", ctx.log_marker()),
+            ("LOG_MARKER", doc_text(&ctx.log_marker())),
         ],
     )?;
     bundle.add_text(PROGRAM, FileKind::Python, text)?;

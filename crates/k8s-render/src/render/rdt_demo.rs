@@ -1,9 +1,10 @@
 //! `rdt_nccl_demo.py` / `rdt_rdmakit_demo.py`: Ray Direct Transport of a GPU tensor between two nodes over
 //! NCCL (seed 000) or over gpu-stage (`rdt_transport=rdmakit`), from one template.
 
-use super::template::{fill, py_str};
+use super::template::fill;
 use super::{Ctx, RenderError};
 use crate::bundle::{Bundle, FileKind};
+use crate::quote::python::{doc_text, str_lit as py_str};
 
 pub(crate) const FILE: &str = "rdt_nccl_demo.py";
 /// The demo's name with `rdt_transport=rdmakit`.
@@ -28,8 +29,8 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
         file,
         TEMPLATE,
         &[
-            ("FILE", file.to_owned()),
-            ("TRANSPORT", v.rdt_transport.clone()),
+            ("FILE", doc_text(file)),
+            ("TRANSPORT", doc_text(&v.rdt_transport)),
             ("TRANSPORT_PY", py_str(&v.rdt_transport)),
             ("TRANSPORT_NAME", name.to_owned()),
             // rdmakit_rdt.register()'s default name.
@@ -39,14 +40,14 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
             ),
             ("TCP_KEY_PY", py_str(tcp.0)),
             ("TCP_VALUE_PY", py_str(tcp.1)),
-            ("FABRIC", p.fabric.clone()),
+            ("FABRIC", doc_text(&p.fabric)),
             ("FABRIC_PY", py_str(&p.fabric)),
-            ("PROFILE", p.name.clone()),
-            ("CLUSTER", v.cluster_name_for(p)),
+            ("PROFILE", doc_text(&p.name)),
+            ("CLUSTER", doc_text(&v.cluster_name_for(p))),
             ("SIZE_MIB", v.size_mib.to_string()),
             ("ITERATIONS", v.iterations.to_string()),
-            ("TX_COUNTER", p.devices.tx_counter.clone()),
-            ("DEVICE_GLOB", p.devices.name_pattern.to_string()),
+            ("TX_COUNTER", doc_text(&p.devices.tx_counter)),
+            ("DEVICE_GLOB", doc_text(p.devices.name_pattern.as_str())),
             ("TCP_KEY", tcp.0.to_owned()),
             ("TCP_VALUE", tcp.1.to_owned()),
         ],

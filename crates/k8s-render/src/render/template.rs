@@ -3,41 +3,35 @@
 
 use super::RenderError;
 
-/// Replaces each `@@KEY@@` and fails if any placeholder is left.
+/// Replaces each `@@KEY@@` in one pass over the template (a value that holds `@@` is never read as a
+/// placeholder) and fails if the template has one that `vars` does not name.
 pub(crate) fn fill(
     file: &'static str,
     template: &str,
     vars: &[(&str, String)],
 ) -> Result<String, RenderError> {
-    let mut out = template.to_owned();
-    for (key, value) in vars {
-        out = out.replace(&format!("@@{key}@@"), value);
-    }
-    if let Some(start) = out.find("@@") {
-        let rest = &out[start + 2..];
-        let end = rest.find("@@").unwrap_or(rest.len().min(32));
-        return Err(RenderError::Template {
-            file,
-            placeholder: format!("@@{}@@", &rest[..end]),
-        });
-    }
-    Ok(out)
-}
-
-/// A Python string literal (double-quoted, escaped).
-pub(crate) fn py_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("@@") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let key = after.find("@@").map(|end| &after[..end]);
+        match key.and_then(|k| vars.iter().find(|(name, _)| *name == k)) {
+            Some((k, value)) => {
+                out.push_str(value);
+                rest = &after[k.len() + 2..];
+            }
+            None => {
+                let shown = key.unwrap_or(&after[..after.len().min(32)]);
+                return Err(RenderError::Template {
+                    file,
+                    placeholder: format!("@@{shown}@@"),
+                });
+            }
         }
     }
-    out.push('"');
-    out
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -53,6 +47,10 @@ mod tests {
         );
         let e = fill("t", t, &[("A", "1".into())]).unwrap_err();
         assert!(e.to_string().contains("@@B@@"), "{e}");
-        assert_eq!(py_str("a\"b\\"), "\"a\\\"b\\\\\"");
+        // A value is not a template: its `@@B@@` stays as it is.
+        assert_eq!(
+            fill("t", t, &[("A", "@@B@@".into()), ("B", "2".into())]).unwrap(),
+            "a=@@B@@ b=2"
+        );
     }
 }

@@ -268,7 +268,7 @@ pub fn run(global: &Global, args: RunArgs) -> CmdResult {
     };
 
     if let Some(d) = &dry {
-        let plan = d.plan();
+        let plan = d.plan().refusing_failed(&outcome.report);
         let sh = out.join("plan.sh");
         let redact = |t: &str| host.ctx().redactor.redact(t);
         std::fs::write(&sh, redact(&plan.to_shell()))

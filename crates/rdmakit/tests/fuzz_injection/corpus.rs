@@ -1,0 +1,70 @@
+//! The seed corpus: the injections of issue 25, and the classic ways out of a shell word, a comment, a
+//! Dockerfile line, a Python string or docstring, and a template. Every payload that would run a
+//! command runs `touch PWNED` (or a command named `canary`), which the sandbox catches.
+
+/// Hostile values.
+pub const SEEDS: &[&str] = &[
+    // Issue 25, as reported.
+    "a\ntouch PWNED",
+    "INFO $(touch PWNED)",
+    "/opt/x;touch PWNED;#",
+    "r.example.com/me\nRUN echo injected",
+    "r.example.com/me\nRUN touch PWNED",
+    // Shell.
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "; touch PWNED",
+    "&& touch PWNED",
+    "|| touch PWNED",
+    "| touch PWNED",
+    "& touch PWNED &",
+    ">PWNED",
+    "<(touch PWNED)",
+    "'; touch PWNED; '",
+    "\"; touch PWNED; \"",
+    "\"$(touch PWNED)\"",
+    "\\'$(touch PWNED)",
+    "${IFS}canary",
+    "$'\\x41'canary",
+    "x\ncanary",
+    "x\rcanary",
+    "x\r\ncanary",
+    "\ncanary\n#",
+    "*",
+    "~",
+    "!!",
+    "#",
+    "-",
+    "--help",
+    "",
+    " ",
+    "a b",
+    "${HOME}",
+    "$((1+1))",
+    "{a,b}",
+    "[a-z]*",
+    "\\",
+    "x\\",
+    "\\\ncanary",
+    // Terminal and Unicode line breaks.
+    "\u{1b}[2Jcanary",
+    "x\u{85}canary",
+    "x\u{2028}canary",
+    "x\u{2029}canary",
+    "x\u{0b}\u{0c}canary",
+    "nul\u{0}canary",
+    // Dockerfile.
+    "x\nFROM scratch",
+    "x AS y",
+    "$BUILDKIT_SYNTAX",
+    "x \\\nRUN touch PWNED",
+    // Python.
+    "\"\"\"\nimport os; os.system('touch PWNED')\n\"\"\"",
+    "\"; __import__('os').system('touch PWNED'); \"",
+    "{__import__('os').system('touch PWNED')}",
+    "'''",
+    // The renderer's own template placeholders.
+    "@@FABRIC@@",
+    "@@",
+    "@@X",
+];

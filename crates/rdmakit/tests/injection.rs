@@ -1,0 +1,140 @@
+//! Issue 25's injections, as a user runs them: a `--set` value in a step title, in the MPIJob launcher
+//! and in the Dockerfile changes a value, never the generated script; a dry-run that failed a check
+//! writes a plan.sh that stops before it applies anything.
+#![allow(clippy::unwrap_used)] // a failure is a test failure
+
+mod common;
+
+use common::cli::{Workflow, fake_kubectl, rdmakit, run_plan};
+
+/// A fake kubectl that logs its arguments beside itself.
+const LOGGING_KUBECTL: &str = "#!/bin/sh\necho \"$*\" >>\"$(dirname \"$0\")/kubectl.log\"\n";
+
+#[test]
+fn a_newline_in_a_step_title_stays_in_the_comment() {
+    let wf = Workflow::new(
+        "s.rhai",
+        "let t = params::get(\"target\", \"a\");\nstep(`Deploy to ${t}`);\n",
+    );
+    wf.dry_run()
+        .args(["--set", "target=a\ntouch PWNED"])
+        .assert()
+        .success();
+    let sh = std::fs::read_to_string(wf.out().join("plan.sh")).unwrap();
+    assert!(
+        sh.contains("# --- Step 1: Deploy to a\\ntouch PWNED\n"),
+        "{sh}"
+    );
+    let bin = fake_kubectl(wf.dir.path(), LOGGING_KUBECTL);
+    let r = run_plan(&wf.out().join("plan.sh"), &bin);
+    assert!(r.status.success(), "{r:?}");
+    // The echo of the title prints it as it is, newline included; nothing else runs.
+    assert!(String::from_utf8_lossy(&r.stdout).contains("Deploy to a\ntouch PWNED"));
+    for dir in [wf.dir.path().to_path_buf(), wf.out(), common::workspace()] {
+        assert!(
+            !dir.join("PWNED").exists(),
+            "PWNED created in {}",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn the_launcher_script_runs_no_value() {
+    let out = rdmakit()
+        .args(["render", "mpijob", "--profile", "mellanox-ib"])
+        .args(["--set", "nccl_debug=INFO $(touch P)"])
+        .args(["--set", "all_reduce_perf=/opt/x;id;#"])
+        .arg("--stdout")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let yaml = String::from_utf8(out).unwrap();
+    let docs = k8s_render::manifest::parse_str("mpi-job.yaml", &yaml).unwrap();
+    let job = docs.iter().find(|d| d.kind == "MPIJob").unwrap();
+    let script = job.value["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
+        [0]["args"][0]
+        .as_str()
+        .unwrap();
+    assert!(
+        script.contains("-x NCCL_DEBUG='INFO $(touch P)'"),
+        "{script}"
+    );
+    assert!(script.contains("  '/opt/x;id;#' -b "), "{script}");
+    // bash itself: with mpirun and sleep as functions that print their argv, the script prints the two
+    // values as whole arguments and runs nothing else.
+    let run = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "sleep() {{ :; }}; mpirun() {{ printf '<%s>\\n' \"$@\"; }}; id() {{ echo RAN-ID; }}\n{script}"
+        ))
+        .current_dir(tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    let argv = String::from_utf8_lossy(&run.stdout);
+    assert!(argv.contains("<NCCL_DEBUG=INFO $(touch P)>\n"), "{argv}");
+    assert!(argv.contains("</opt/x;id;#>\n<-b>\n"), "{argv}");
+    assert!(!argv.contains("RAN-ID"), "{argv}");
+}
+
+#[test]
+fn a_newline_in_the_image_reference_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = rdmakit()
+        .args(["render", "image", "--profile", "mellanox-ib"])
+        .args([
+            "--set",
+            "registry=r.example.com/me\nRUN echo injected",
+            "--out",
+        ])
+        .arg(dir.path().join("d"))
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&r.get_output().stderr).into_owned();
+    assert!(err.contains("image") && err.contains("a newline"), "{err}");
+    assert!(
+        !dir.path().join("d/Dockerfile").exists(),
+        "nothing is written"
+    );
+}
+
+#[test]
+fn plan_sh_stops_before_applying_a_bundle_that_failed_lint() {
+    // A bundle with a lint error (a pod asking for an RDMA device without IPC_LOCK), applied after lint.
+    let wf = Workflow::new(
+        "w.rhai",
+        r#"step("Write a bad pod");
+fs::write("bundle/pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources: {limits: {rdma/hca_shared_devices_a: 1}}\n");
+step("Lint and apply it");
+lint::bundle("bundle", #{ profile: "mellanox-ib" });
+kube::apply("bundle/pod.yaml");
+"#,
+    );
+    let r = wf.dry_run().assert();
+    let text = String::from_utf8_lossy(&r.get_output().stdout).into_owned();
+    let sh = std::fs::read_to_string(wf.out().join("plan.sh")).unwrap();
+    assert!(
+        sh.contains("kubectl apply"),
+        "the plan applies the pod: {sh}"
+    );
+    assert!(
+        text.contains("== FAILED: "),
+        "the printed plan says it: {text}"
+    );
+    let bin = fake_kubectl(wf.dir.path(), LOGGING_KUBECTL);
+    let run = run_plan(&wf.out().join("plan.sh"), &bin);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("plan.sh refuses to run: the dry-run failed"),
+        "{err}"
+    );
+    assert!(
+        err.contains("FAIL [Lint and apply it] bundle lint: "),
+        "{err}"
+    );
+    let log = std::fs::read_to_string(wf.dir.path().join("bin/kubectl.log")).unwrap_or_default();
+    assert!(log.is_empty(), "kubectl ran: {log}");
+}
