@@ -155,7 +155,7 @@ fn values_with(sets: &[(usize, String)]) -> (Values, Vec<(&'static str, String)>
     let mut v = Values::default();
     let mut accepted = Vec::new();
     for (at, s) in sets {
-        let key = pick(*at, Values::KEYS).0;
+        let key = pick(*at, Values::KEYS).name;
         if v.set(key, s).is_ok() {
             accepted.push((key, s.clone()));
         }
@@ -405,7 +405,7 @@ fn check_plan(case: &Case, sb: &Sandbox, shellcheck: bool) -> Vec<String> {
             let key = if workflow == "title" && i % 2 == 0 {
                 "target"
             } else {
-                pick(*i, Values::KEYS).0
+                pick(*i, Values::KEYS).name
             };
             (key.to_owned(), v.clone())
         })
@@ -522,7 +522,7 @@ fn the_seed_corpus_changes_no_structure() {
     ];
     let mut problems = Vec::new();
     for (n, seed) in corpus::SEEDS.iter().enumerate() {
-        let key_at = |k: &str| Values::KEYS.iter().position(|(key, ..)| *key == k).unwrap();
+        let key_at = |k: &str| Values::KEYS.iter().position(|key| key.name == k).unwrap();
         let render_case = Case {
             which: 0,
             sets: keys
