@@ -379,7 +379,7 @@ impl Values {
             &[MPI],
             "MPIJob name (default nccl-test-<short>)",
         ).optional(),
-        key("nccl_tests_image", K::Image, &[MPI], "nccl-tests image"),
+        key("nccl_tests_image", K::Image, &[MPI], "nccl-tests image (no default: the profile or --set names it)").optional(),
         key("mpi_workers", count(1, 1024), &[MPI], "MPI worker pods"),
         key(
             "slots_per_worker",
