@@ -55,7 +55,11 @@ fn profile_values_replace_crate_defaults_but_not_set_keys() {
 #[test]
 fn rendering_applies_the_profile_values() {
     let p = profile(json!({"gpus_per_worker": 2}));
-    let b = render(System::MpiJob, &p, &Values::default()).unwrap();
+    // nccl_tests_image has no default: the MPIJob needs one named.
+    let mut v = Values::default();
+    v.set("nccl_tests_image", "registry.example.com/nccl-tests:2.19")
+        .unwrap();
+    let b = render(System::MpiJob, &p, &v).unwrap();
     let job = &b.get("mpi-job.yaml").expect("rendered").documents[0];
     assert_eq!(job["spec"]["slotsPerWorker"], json!(2));
     let worker = &job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];

@@ -114,6 +114,10 @@ fn a_render_value_the_workflow_never_reads_is_refused() {
     // The key it does read works.
     dry_run("nccl-tests", out.path())
         .args(["--set", "mpi_workers=5"])
+        .args([
+            "--set",
+            "nccl_tests_image=registry.example.com/nccl-tests:2.19",
+        ])
         .assert()
         .success();
     // render: a key the chosen systems do not read.

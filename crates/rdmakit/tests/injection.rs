@@ -41,23 +41,42 @@ fn a_newline_in_a_step_title_stays_in_the_comment() {
 
 #[test]
 fn the_launcher_script_runs_no_value() {
-    let out = rdmakit()
-        .args(["render", "mpijob", "--profile", "mellanox-ib"])
-        .args(["--set", "nccl_debug=INFO $(touch P)"])
-        .args(["--set", "all_reduce_perf=/opt/x;id;#"])
-        .arg("--stdout")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let yaml = String::from_utf8(out).unwrap();
-    let docs = k8s_render::manifest::parse_str("mpi-job.yaml", &yaml).unwrap();
-    let job = docs.iter().find(|d| d.kind == "MPIJob").unwrap();
-    let script = job.value["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
-        [0]["args"][0]
-        .as_str()
-        .unwrap();
+    // Layer 1: the --set boundary refuses both values, naming the key.
+    for (set, key) in [
+        ("nccl_debug=INFO $(touch P)", "nccl_debug"),
+        ("all_reduce_perf=/opt/x;id;#", "all_reduce_perf"),
+    ] {
+        let r = rdmakit()
+            .args([
+                "render",
+                "mpijob",
+                "--profile",
+                "mellanox-ib",
+                "--set",
+                set,
+                "--stdout",
+            ])
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&r.get_output().stderr).into_owned();
+        assert!(err.contains(key), "{err}");
+    }
+    // Layer 2, on its own: values that reach the renderer without `set` (a library caller) are still one
+    // shell word each in the launcher.
+    let profile = rdmakit::profiles::load_builtin("mellanox-ib").unwrap();
+    let mut values = k8s_render::Values::default();
+    values.nccl_debug = "INFO $(touch P)".into();
+    values.all_reduce_perf = "/opt/x;id;#".into();
+    values.nccl_tests_image = "registry.example.com/nccl-tests:2.19".into();
+    let bundle = k8s_render::render(k8s_render::System::MpiJob, &profile, &values).unwrap();
+    let (_, _, doc) = bundle
+        .documents()
+        .find(|(_, _, d)| d["kind"] == "MPIJob")
+        .expect("an MPIJob");
+    let script =
+        doc["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"][0]
+            .as_str()
+            .unwrap();
     assert!(
         script.contains("-x NCCL_DEBUG='INFO $(touch P)'"),
         "{script}"
@@ -93,7 +112,8 @@ fn a_newline_in_the_image_reference_is_refused_naming_the_field() {
         .assert()
         .failure();
     let err = String::from_utf8_lossy(&r.get_output().stderr).into_owned();
-    assert!(err.contains("image") && err.contains("a newline"), "{err}");
+    // Refused at the --set boundary (the Dockerfile's own refusal of a newline is k8s-render's quote test).
+    assert!(err.contains("registry") && err.contains("\\n"), "{err}");
     assert!(
         !dir.path().join("d/Dockerfile").exists(),
         "nothing is written"

@@ -217,7 +217,7 @@ const MUTATIONS: &[Mutation] = &[
         name: "efa: NCCL_SOCKET_IFNAME names a missing interface",
         on: EFA,
         file: "mpi-job.yaml",
-        from: "-x NCCL_SOCKET_IFNAME=^docker,lo,veth",
+        from: "-x NCCL_SOCKET_IFNAME='^docker,lo,veth'",
         to: "-x NCCL_SOCKET_IFNAME=ib9",
         lint: None,
         names: &["NCCL_SOCKET_IFNAME", "ib9"],

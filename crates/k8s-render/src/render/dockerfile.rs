@@ -118,7 +118,25 @@ fn plugin_steps(ctx: &Ctx<'_>, d: &mut String) -> Result<(), RenderError> {
     Ok(())
 }
 
-/// Shell words, space-separated (package lists; a newline in one stays inside its quotes).
+/// Every profile field that becomes a shell word of a `RUN` line: shell quotes do not hold a Dockerfile
+/// instruction together (a raw line break ends it, quoted or not), so each must pass [`text`] first
+/// (found by the injection fuzz target: `nccl.pip_package` with a newline).
+fn run_words_safe(ctx: &Ctx<'_>) -> Result<(), RenderError> {
+    let p = ctx.profile;
+    text(ctx, "nccl.pip_package", &p.nccl.pip_package)?;
+    texts(ctx, "userspace.packages", &p.userspace.packages)?;
+    if let Some(src) = &p.userspace.apt_source {
+        text(ctx, "userspace.apt_source.name", &src.name)?;
+        text(ctx, "userspace.apt_source.key_url", &src.key_url)?;
+        text(ctx, "userspace.apt_source.repo", &src.repo)?;
+    }
+    if let Some(plugin) = p.net_plugin() {
+        texts(ctx, "nccl.net_plugin.packages", &plugin.packages)?;
+    }
+    Ok(())
+}
+
+/// Shell words, space-separated (package lists, checked by [`run_words_safe`]).
 fn words(list: &[String]) -> String {
     list.iter().map(|s| word(s)).collect::<Vec<_>>().join(" ")
 }
@@ -126,6 +144,7 @@ fn words(list: &[String]) -> String {
 fn dockerfile(ctx: &Ctx<'_>) -> Result<String, RenderError> {
     let p = ctx.profile;
     let v = ctx.values;
+    run_words_safe(ctx)?;
     let mut d = String::new();
     // `writeln!` into a String cannot fail; the results are ignored on purpose.
     let _ = writeln!(d, "# syntax=docker/dockerfile:1");

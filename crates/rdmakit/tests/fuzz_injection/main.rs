@@ -265,7 +265,26 @@ fn check_renders(case: &Case, sb: &Sandbox, shellcheck: bool) -> Vec<String> {
     let (values, accepted) = values_with(&case.sets);
     let base_case = benign(case);
     let base_profile = serde_json::from_value::<Profile>(mutated(name, &base_case.fields).0).ok();
-    let base_values = values_with(&base_case.sets).0;
+    // The base sets only what the case's own `set` accepted: a value refused at the boundary is not
+    // rendered, so its benign stand-in must not be either; a stand-in its key's grammar refuses keeps the
+    // accepted value (a count, a version), which the grammar already vouches for.
+    let base_sets: Vec<(usize, String)> = case
+        .sets
+        .iter()
+        .zip(&base_case.sets)
+        .filter(|((at, s), _)| {
+            Values::default()
+                .set(pick(*at, Values::KEYS).name, s)
+                .is_ok()
+        })
+        .map(|((at, s), (_, b))| {
+            let ok = Values::default()
+                .set(pick(*at, Values::KEYS).name, b)
+                .is_ok();
+            (*at, if ok { b.clone() } else { s.clone() })
+        })
+        .collect();
+    let base_values = values_with(&base_sets).0;
     let mut problems = Vec::new();
     let dir = sb.root.path().join("render");
     let _ = std::fs::remove_dir_all(&dir);
