@@ -32,18 +32,6 @@ pub enum RenderError {
     /// A value is unusable.
     #[error(transparent)]
     Values(#[from] ValuesError),
-    /// A value the system needs has no default and was not given.
-    #[error("system `{system}` needs `{key}` and profile `{profile}` names none: {fix}")]
-    MissingValue {
-        /// The system.
-        system: System,
-        /// The `--set` key.
-        key: &'static str,
-        /// Profile name.
-        profile: String,
-        /// How to give it.
-        fix: &'static str,
-    },
     /// The system does not exist for this profile (e.g. DRA objects for a device-plugin profile).
     #[error("system `{system}` does not apply to profile `{profile}`: {reason}")]
     NotApplicable {

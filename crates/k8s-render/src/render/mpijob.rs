@@ -15,15 +15,6 @@ use crate::quote::shell::{self, word};
 pub(crate) const FILE: &str = "mpi-job.yaml";
 
 pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderError> {
-    // No vendor's registry is a safe default for everyone: an empty image is refused here, not rendered as "".
-    if ctx.values.nccl_tests_image.trim().is_empty() {
-        return Err(RenderError::MissingValue {
-            system: crate::system::System::MpiJob,
-            key: "nccl_tests_image",
-            profile: ctx.profile.name.clone(),
-            fix: "`--set nccl_tests_image=IMAGE` or `values: #{ nccl_tests_image: \"IMAGE\" }` in the profile",
-        });
-    }
     bundle.add_manifests(FILE, &[mpi_job(ctx)?])?;
     Ok(())
 }
