@@ -61,41 +61,10 @@ fn the_launcher_script_runs_no_value() {
         let err = String::from_utf8_lossy(&r.get_output().stderr).into_owned();
         assert!(err.contains(key), "{err}");
     }
-    // Layer 2, on its own: values that reach the renderer without `set` (a library caller) are still one
-    // shell word each in the launcher.
-    let profile = rdmakit::profiles::load_builtin("mellanox-ib").unwrap();
-    let mut values = k8s_render::Values::default();
-    values.nccl_debug = "INFO $(touch P)".into();
-    values.all_reduce_perf = "/opt/x;id;#".into();
-    values.nccl_tests_image = "registry.example.com/nccl-tests:2.19".into();
-    let bundle = k8s_render::render(k8s_render::System::MpiJob, &profile, &values).unwrap();
-    let (_, _, doc) = bundle
-        .documents()
-        .find(|(_, _, d)| d["kind"] == "MPIJob")
-        .expect("an MPIJob");
-    let script =
-        doc["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"][0]
-            .as_str()
-            .unwrap();
-    assert!(
-        script.contains("-x NCCL_DEBUG='INFO $(touch P)'"),
-        "{script}"
-    );
-    assert!(script.contains("  '/opt/x;id;#' -b "), "{script}");
-    // bash itself: with mpirun and sleep as functions that print their argv, the script prints the two
-    // values as whole arguments and runs nothing else.
-    let run = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "sleep() {{ :; }}; mpirun() {{ printf '<%s>\\n' \"$@\"; }}; id() {{ echo RAN-ID; }}\n{script}"
-        ))
-        .current_dir(tempfile::tempdir().unwrap().path())
-        .output()
-        .unwrap();
-    let argv = String::from_utf8_lossy(&run.stdout);
-    assert!(argv.contains("<NCCL_DEBUG=INFO $(touch P)>\n"), "{argv}");
-    assert!(argv.contains("</opt/x;id;#>\n<-b>\n"), "{argv}");
-    assert!(!argv.contains("RAN-ID"), "{argv}");
+    // The launcher's own quoting (every value one shell word, whatever reaches it: profile fields such as
+    // nccl.socket_ifname are not --set values) is what the fuzz target checks: tests/fuzz_injection runs the
+    // rendered launcher among logging stubs with hostile profile fields and asserts sleep, then mpirun,
+    // each value one whole argument.
 }
 
 #[test]
