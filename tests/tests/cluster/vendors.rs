@@ -154,7 +154,7 @@ fn nccl_tests_passes_live_on_azure_nd_h100_v5_nodes() {
         &[
             "PASS at least 2 nodes with nvidia.com/gpu=8, rdma/shared_ib=1 and labels none: 2 node(s)",
             "aks-ndh100-31415926-vmss000000 (nvidia.com/gpu=8, rdma/shared_ib=63)",
-            "PASS NCCL uses InfiniBand (NET/IB : Using) on mlx5: nccl-test-azib-worker-0:45:102 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB",
+            "PASS NCCL uses InfiniBand (NET/IB : Using) on mlx5: NCCL used NET/IB on mlx5_0:1, mlx5_1:1",
             "PASS all_reduce traffic crossed InfiniBand (mlx5_* ports/1/counters/port_xmit_data)",
             "PASS nccl-tests peak busbw vs the rate Standard_ND96isr_H100_v5 should reach: peak bus bandwidth 350.44 GB/s",
             "PASS launcher log: no known failure signature",
