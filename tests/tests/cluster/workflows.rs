@@ -19,7 +19,7 @@ fn erdma_ray_rdt_passes_live_then_again_on_the_used_cluster_and_cleans_up() {
         &[
             "PASS NCCL 2.30.7 (23007) in the image",
             "PASS worker 0: RLIMIT_MEMLOCK unlimited",
-            "PASS worker 1: erdma_0 visible and PORT_ACTIVE: erdma_0 port 1 PORT_ACTIVE (4), link_layer Ethernet, transport eRDMA (0)",
+            "PASS worker 1: a device port NCCL_IB_HCA=erdma_0 selects is PORT_ACTIVE: erdma_0 port 1 PORT_ACTIVE (4), link_layer Ethernet, transport eRDMA (0)",
             "PASS NCCL all_reduce over eRDMA moved its bytes on the device (rank 0): eRDMA tx during check: 2.5 GiB (want >= 1.25 GiB)",
             "PASS NCCL all_reduce with NCCL_IB_DISABLE=1 left the device idle (rank 0): eRDMA tx during check: 0.0 GiB",
             "PASS RDT traffic crossed eRDMA (device counters)",
