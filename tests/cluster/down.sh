@@ -24,7 +24,7 @@ fi
 # program it started from this cluster's state.
 if [[ -d "$out/emu-state" ]]; then
   for p in /proc/[0-9]*; do
-    if tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "RDMAKIT_EMU_STATE=$out/emu-state"; then
+    if tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "RDMAKIT_EMU_STATE=$out/emu-state"; then
       kill "${p#/proc/}" 2>/dev/null
     fi
   done
