@@ -391,8 +391,12 @@ def slice_device(driver, pool, device):
 
 def cached_pod(ns, name, uid):
     """The pod's JSON; once per uid (a pod's spec does not change; its status is read again after 2 s)."""
-    key = f"pod-{uid}" if uid else f"pod-{ns}-{name}"
-    return cached("pod", ns, name, key=key, ttl=10)
+    # Without a uid (the API server's exec URL to the kubelet often carries none) a name is no identity: a pod
+    # deleted and re-created under the same name within the TTL got the old pod's spec (found by hand: an
+    # edited bundle run right after an unedited one PASSed). Read it afresh then.
+    if not uid:
+        return cached("pod", ns, name, key=f"pod-{ns}-{name}", ttl=0)
+    return cached("pod", ns, name, key=f"pod-{uid}", ttl=10)
 
 
 def cached(kind, ns, name, key, ttl=2.0):
