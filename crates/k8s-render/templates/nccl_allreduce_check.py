@@ -13,13 +13,14 @@ A/B against TCP: run both ranks again with @@TCP_KEY@@=@@TCP_VALUE@@, e.g.
     kubectl exec @@POD0@@ -- env @@TCP_KEY@@=@@TCP_VALUE@@ python /tmp/nccl_allreduce_check.py --rank 0 --master-addr $MASTER
 
 Each rank prints the time of every all_reduce and how many bytes its RDMA devices (@@DEVICE_GLOB@@,
-counter @@TX_COUNTER@@) sent meanwhile. Over RDMA the counter grows by about the data moved; with
+excluded: @@DEVICE_EXCLUDE@@; counter @@TX_COUNTER@@) sent meanwhile. Over RDMA the counter grows by
+about the data moved; with
 @@TCP_KEY@@=@@TCP_VALUE@@ the time can be similar but the counter stays flat: that tells the two paths apart.
 NCCL logs go to @@NCCL_DEBUG_FILE@@ when NCCL_DEBUG is set (look for "@@LOG_MARKER@@").
 """
 
 import argparse
-import glob
+import fnmatch
 import os
 import sys
 import time
@@ -35,12 +36,32 @@ TX_COUNTER = @@TX_COUNTER_PY@@
 COUNTER_MULTIPLIER = @@MULTIPLIER@@
 
 
+# Devices DEVICE_GLOB matches that carry none of this traffic (a front-end or storage NIC).
+DEVICE_EXCLUDE = @@DEVICE_EXCLUDE_PY@@
+SYSFS = "/sys/class/infiniband"
+
+
+def counter_devices():
+    """This pod's devices of the profile: a DEVICE_GLOB match (a comma-separated list of globs) and no
+    DEVICE_EXCLUDE match, the same rule the product's counter proof uses."""
+    try:
+        names = sorted(os.listdir(SYSFS))
+    except OSError:
+        return []
+    globs = [g.strip() for g in DEVICE_GLOB.split(",") if g.strip()]
+    return [
+        n for n in names
+        if any(fnmatch.fnmatchcase(n, g) for g in globs)
+        and not any(fnmatch.fnmatchcase(n, g) for g in DEVICE_EXCLUDE)
+    ]
+
+
 def tx_bytes():
-    """Sum of the transmit counters of every matching RDMA device, in bytes (None if none is readable)."""
+    """Sum of the transmit counters of every counter device, in bytes (None if none is readable)."""
     total, found = 0, False
-    for dev in sorted(glob.glob(os.path.join("/sys/class/infiniband", DEVICE_GLOB))):
+    for dev in counter_devices():
         try:
-            with open(os.path.join(dev, TX_COUNTER)) as f:
+            with open(os.path.join(SYSFS, dev, TX_COUNTER)) as f:
                 total += int(f.read().strip())
                 found = True
         except (OSError, ValueError):

@@ -141,3 +141,21 @@ fn gpus_per_worker_precedence_over_the_instance_type() {
     let e = render(System::MpiJob, &p, &v).unwrap_err().to_string();
     assert!(e.contains("small") && e.contains("big"), "{e}");
 }
+
+#[test]
+fn an_mpijob_without_an_image_is_refused_naming_the_key() {
+    // Before: `image: ""` was written and the API server accepted it; every worker then failed to pull.
+    let p = profile(json!({}));
+    let e = render(System::MpiJob, &p, &Values::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`nccl_tests_image` has no default")
+            && e.contains("--set nccl_tests_image=IMAGE"),
+        "{e}"
+    );
+    let mut v = Values::default();
+    v.set("nccl_tests_image", "registry.example.com/nccl-tests:2.19")
+        .unwrap();
+    assert!(render(System::MpiJob, &p, &v).is_ok());
+}

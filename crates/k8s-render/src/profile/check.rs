@@ -216,6 +216,19 @@ impl Profile {
     }
 
     fn check_transport(&self) -> Result<(), ProfileInvalid> {
+        if let Some(ifname) = &self.nccl.socket_ifname {
+            // It reaches NCCL_SOCKET_IFNAME and the MPIJob launcher's `btl_tcp_if_include`: a value NCCL
+            // cannot parse leaves NCCL with no bootstrap interface ("no socket interface found").
+            ensure(
+                crate::values::grammar::is_socket_ifname(ifname),
+                "nccl.socket_ifname",
+                format!(
+                    "`{}` is not NCCL_SOCKET_IFNAME's grammar: an optional `^` (exclude) or `=` (exact), then \
+                     comma-separated interface names or prefixes, e.g. \"eth0\", \"^docker,lo\", \"=ens1f0\"",
+                    crate::values::grammar::escaped(ifname)
+                ),
+            )?;
+        }
         let hca = self.nccl.ib_hca.as_deref().map(str::trim);
         match &self.nccl.transport {
             NcclTransport::IbVerbs => {
@@ -509,6 +522,22 @@ mod tests {
             "nccl": {"transport": transport, "ib_hca": ib_hca},
             "devices": {"name_pattern": "x_*", "tx_counter": "ports/1/counters/port_xmit_data"},
         })
+    }
+
+    #[test]
+    fn a_socket_ifname_outside_nccls_grammar_is_refused() {
+        let mut json = minimal(serde_json::json!({"kind": "ib-verbs"}), Some("x"));
+        json["nccl"]["socket_ifname"] = serde_json::json!("eth0 eth1");
+        let e = Profile::from_json(json.clone())
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert_eq!(e.field, "nccl.socket_ifname");
+        assert!(e.message.contains("^docker,lo"), "{e}");
+        json["nccl"]["socket_ifname"] = serde_json::json!("$(id)");
+        assert!(Profile::from_json(json.clone()).unwrap().check().is_err());
+        json["nccl"]["socket_ifname"] = serde_json::json!("^docker,lo");
+        assert!(Profile::from_json(json).unwrap().check().is_ok());
     }
 
     #[test]

@@ -11,10 +11,22 @@ use crate::bundle::Bundle;
 use crate::crd::{MpiJob, MpiJobSpec, MpiReplicaSpec};
 use crate::quote::Unsafe;
 use crate::quote::shell::{self, word};
+use crate::values::ValuesError;
 
 pub(crate) const FILE: &str = "mpi-job.yaml";
 
 pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderError> {
+    // An empty `image:` is accepted by the API server and fails only at pull time on every node.
+    if ctx.values.nccl_tests_image.trim().is_empty() {
+        return Err(ValuesError::Missing {
+            key: "nccl_tests_image".to_owned(),
+            system: "mpijob".to_owned(),
+            fix: "pass `--set nccl_tests_image=IMAGE`, an image with nccl-tests' all_reduce_perf, \
+                  mpirun and sshd built for this fabric (no vendor's registry is a default)"
+                .to_owned(),
+        }
+        .into());
+    }
     bundle.add_manifests(FILE, &[mpi_job(ctx)?])?;
     Ok(())
 }

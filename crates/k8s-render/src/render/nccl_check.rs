@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::pod::{ContainerSpec, spread_by_hostname, strings};
 use super::template::fill;
 use super::{Ctx, RenderError};
+use crate::DevicePattern;
 use crate::bundle::{Bundle, FileKind};
 use crate::quote::python::{doc_text, str_lit as py_str};
 
@@ -74,6 +75,11 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
             ("POD1", doc_text(&names[1])),
             ("DEVICE_GLOB", doc_text(p.devices.name_pattern.as_str())),
             ("DEVICE_GLOB_PY", py_str(p.devices.name_pattern.as_str())),
+            (
+                "DEVICE_EXCLUDE",
+                doc_text(&exclude_text(&p.devices.exclude)),
+            ),
+            ("DEVICE_EXCLUDE_PY", py_list(&p.devices.exclude)),
             ("TX_COUNTER", doc_text(&p.devices.tx_counter)),
             ("TX_COUNTER_PY", py_str(&p.devices.tx_counter)),
             ("MULTIPLIER", p.devices.counter_multiplier.to_string()),
@@ -86,4 +92,22 @@ pub(crate) fn render(ctx: &Ctx<'_>, bundle: &mut Bundle) -> Result<(), RenderErr
     )?;
     bundle.add_text(PROGRAM, FileKind::Python, text)?;
     Ok(())
+}
+
+/// The exclude globs as the docstring shows them (`none` for an empty list).
+fn exclude_text(exclude: &[DevicePattern]) -> String {
+    if exclude.is_empty() {
+        return "none".to_owned();
+    }
+    exclude
+        .iter()
+        .map(DevicePattern::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A Python list literal of the exclude globs, each a quoted string.
+fn py_list(exclude: &[DevicePattern]) -> String {
+    let items: Vec<String> = exclude.iter().map(|g| py_str(g.as_str())).collect();
+    format!("[{}]", items.join(", "))
 }

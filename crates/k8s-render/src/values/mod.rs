@@ -200,6 +200,16 @@ pub enum ValuesError {
         /// The keys these systems read.
         keys: String,
     },
+    /// A key with no default that the system being rendered needs.
+    #[error("`{key}` has no default and {system} needs it: {fix}")]
+    Missing {
+        /// The key.
+        key: String,
+        /// The system that reads it.
+        system: String,
+        /// How to give it.
+        fix: String,
+    },
     /// The value does not parse or is out of range. The value is shown escaped (a newline as `\n`).
     #[error("value `{key}={}`: expected {expected}", grammar::escaped(value))]
     BadValue {
