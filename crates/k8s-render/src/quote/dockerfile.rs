@@ -20,6 +20,12 @@ pub fn text<'a>(field: &str, value: &'a str) -> Result<&'a str, Unsafe> {
     }
 }
 
+/// `value` as one shell word of a `RUN` command ([`super::shell::word`]), after [`text`]: shell quotes do not
+/// hold a Dockerfile instruction together (a raw line break ends it, quoted or not).
+pub fn run_word(field: &str, value: &str) -> Result<String, Unsafe> {
+    Ok(super::shell::word(text(field, value)?))
+}
+
 /// `value` as one token of an instruction the Dockerfile parser itself expands (`FROM`, `ENV`, `COPY`,
 /// `USER`): no whitespace (a second argument: `FROM x AS y`), no `$` (a build variable), no quote or
 /// backslash (the parser's own quoting), no control character.

@@ -30,6 +30,20 @@ fn token<'a>(ctx: &Ctx<'_>, field: &str, value: &'a str) -> Result<&'a str, Rend
     dockerfile::token(field, value).map_err(|problem| unsafe_value(ctx, problem))
 }
 
+/// `value` as one shell word of a `RUN` command, or the error naming `field`.
+fn run_word(ctx: &Ctx<'_>, field: &str, value: &str) -> Result<String, RenderError> {
+    dockerfile::run_word(field, value).map_err(|problem| unsafe_value(ctx, problem))
+}
+
+/// Each of `values` as a [`run_word`], space-separated, the field named with its index.
+fn run_words(ctx: &Ctx<'_>, field: &str, values: &[String]) -> Result<String, RenderError> {
+    let mut words = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        words.push(run_word(ctx, &format!("{field}[{i}]"), v)?);
+    }
+    Ok(words.join(" "))
+}
+
 /// Each of `values` checked with [`text`], the field named with its index.
 fn texts(ctx: &Ctx<'_>, field: &str, values: &[String]) -> Result<(), RenderError> {
     for (i, v) in values.iter().enumerate() {
@@ -99,7 +113,7 @@ fn plugin_steps(ctx: &Ctx<'_>, d: &mut String) -> Result<(), RenderError> {
         steps.push("apt-get update -qq".to_owned());
         steps.push(format!(
             "apt-get install -y -qq --no-install-recommends {}",
-            words(&plugin.packages)
+            run_words(ctx, "nccl.net_plugin.packages", &plugin.packages)?
         ));
     }
     texts(ctx, "nccl.net_plugin.install", &plugin.install)?;
@@ -118,33 +132,9 @@ fn plugin_steps(ctx: &Ctx<'_>, d: &mut String) -> Result<(), RenderError> {
     Ok(())
 }
 
-/// Every profile field that becomes a shell word of a `RUN` line: shell quotes do not hold a Dockerfile
-/// instruction together (a raw line break ends it, quoted or not), so each must pass [`text`] first
-/// (found by the injection fuzz target: `nccl.pip_package` with a newline).
-fn run_words_safe(ctx: &Ctx<'_>) -> Result<(), RenderError> {
-    let p = ctx.profile;
-    text(ctx, "nccl.pip_package", &p.nccl.pip_package)?;
-    texts(ctx, "userspace.packages", &p.userspace.packages)?;
-    if let Some(src) = &p.userspace.apt_source {
-        text(ctx, "userspace.apt_source.name", &src.name)?;
-        text(ctx, "userspace.apt_source.key_url", &src.key_url)?;
-        text(ctx, "userspace.apt_source.repo", &src.repo)?;
-    }
-    if let Some(plugin) = p.net_plugin() {
-        texts(ctx, "nccl.net_plugin.packages", &plugin.packages)?;
-    }
-    Ok(())
-}
-
-/// Shell words, space-separated (package lists, checked by [`run_words_safe`]).
-fn words(list: &[String]) -> String {
-    list.iter().map(|s| word(s)).collect::<Vec<_>>().join(" ")
-}
-
 fn dockerfile(ctx: &Ctx<'_>) -> Result<String, RenderError> {
     let p = ctx.profile;
     let v = ctx.values;
-    run_words_safe(ctx)?;
     let mut d = String::new();
     // `writeln!` into a String cannot fail; the results are ignored on purpose.
     let _ = writeln!(d, "# syntax=docker/dockerfile:1");
@@ -192,21 +182,21 @@ fn dockerfile(ctx: &Ctx<'_>) -> Result<String, RenderError> {
             );
             steps.push(format!(
                 "wget -qO - {} | gpg --dearmor -o {}",
-                word(&src.key_url),
-                word(&keyring)
+                run_word(ctx, "userspace.apt_source.key_url", &src.key_url)?,
+                run_word(ctx, "userspace.apt_source.name", &keyring)?
             ));
             steps.push(". /etc/os-release".to_owned());
             steps.push(format!(
                 "echo deb {} {} > {}",
                 word(&format!("[signed-by={keyring}]")),
-                apt_repo_words(&src.repo),
+                apt_repo_words(text(ctx, "userspace.apt_source.repo", &src.repo)?),
                 word(&format!("/etc/apt/sources.list.d/{}.list", src.name))
             ));
             steps.push("apt-get update -qq".to_owned());
         }
         steps.push(format!(
             "apt-get install -y -qq --no-install-recommends {}",
-            words(&p.userspace.packages)
+            run_words(ctx, "userspace.packages", &p.userspace.packages)?
         ));
         steps.push("rm -rf /var/lib/apt/lists/*".to_owned());
         let _ = writeln!(d, "RUN {}", steps.join(" \\\n && "));
@@ -248,7 +238,11 @@ fn dockerfile(ctx: &Ctx<'_>) -> Result<String, RenderError> {
         let _ = writeln!(
             d,
             "RUN pip install --no-cache-dir --upgrade {}",
-            word(&format!("{}=={version}", p.nccl.pip_package))
+            run_word(
+                ctx,
+                "nccl.pip_package",
+                &format!("{}=={version}", p.nccl.pip_package)
+            )?
         );
     }
     if v.rdt_transport == "rdmakit" {
