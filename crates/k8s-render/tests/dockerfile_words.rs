@@ -27,6 +27,9 @@ fn dockerfile(edit: impl FnOnce(&mut serde_json::Value)) -> Result<String, Strin
         .unwrap_or_default())
 }
 
+/// A change to the profile's JSON.
+type Edit = fn(&mut serde_json::Value);
+
 #[test]
 fn plain_fields_render() {
     let d = dockerfile(|_| {}).expect("renders");
@@ -42,7 +45,7 @@ fn plain_fields_render() {
 
 #[test]
 fn a_line_break_in_a_run_word_is_refused_naming_the_field() {
-    let cases: [(&str, fn(&mut serde_json::Value)); 4] = [
+    let cases: [(&str, Edit); 4] = [
         ("nccl.pip_package", |p| {
             p["nccl"]["pip_package"] = json!("nccl\nRUN touch PWNED")
         }),
