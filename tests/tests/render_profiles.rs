@@ -5,12 +5,23 @@ use k8s_render::{FileKind, RenderError, System, Values, render, render_all};
 use rdmakit::profiles::{builtin_names, load_builtin};
 use rdmakit_tests::bundle_listing as listing;
 
+/// Default values, plus an nccl-tests image when the profile names none (rdmakit has no default: issue 25),
+/// so `render_all` renders the MPIJob; a profile's own image stays in the snapshots.
+fn named_image(profile: &k8s_render::Profile) -> Values {
+    let mut v = Values::default();
+    if !profile.values.contains_key("nccl_tests_image") {
+        v.set("nccl_tests_image", "registry.example.com/nccl-tests:2.19")
+            .expect("a valid image reference");
+    }
+    v
+}
+
 #[test]
 fn snapshot_every_profile_and_system() {
-    let values = Values::default();
     let mut rendered = 0;
     for name in builtin_names() {
         let profile = load_builtin(name).unwrap();
+        let values = named_image(&profile);
         for &system in System::all() {
             let result = render(system, &profile, &values);
             if !system.applies_to(&profile) {
@@ -33,9 +44,9 @@ fn snapshot_every_profile_and_system() {
 
 #[test]
 fn rdma_pods_carry_the_profile_settings() {
-    let values = Values::default();
     for name in builtin_names() {
         let profile = load_builtin(name).unwrap();
+        let values = named_image(&profile);
         let bundle = render_all(&profile, &values).unwrap();
         for (file, index, doc) in bundle.documents() {
             // Every pod spec that sets NCCL_IB_HCA must also hold an RDMA resource or claim and IPC_LOCK.
@@ -80,7 +91,7 @@ fn rdma_pods_carry_the_profile_settings() {
 #[test]
 fn rendering_is_byte_stable_and_writes_atomically() {
     let profile = load_builtin("aliyun-erdma").unwrap();
-    let values = Values::default();
+    let values = named_image(&profile);
     let a = render_all(&profile, &values).unwrap();
     let b = render_all(&profile, &values).unwrap();
     assert_eq!(a, b);
@@ -151,7 +162,7 @@ fn workload_systems_of_a_dra_profile_include_the_dra_objects() {
             "ray-cluster-erdma.yaml"
         ]
     );
-    let all = render_all(&profile, &Values::default()).unwrap();
+    let all = render_all(&profile, &named_image(&profile)).unwrap();
     assert_eq!(
         all.paths()
             .iter()

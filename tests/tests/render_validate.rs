@@ -6,6 +6,17 @@ use k8s_render::validate::{ValidateOptions, validate};
 use k8s_render::{FileKind, Values, render_all};
 use rdmakit::profiles::{builtin_names, load_builtin};
 
+/// Default values, plus an nccl-tests image when the profile names none (rdmakit has no default: issue 25),
+/// so `render_all` renders the MPIJob; a profile's own image stays in the snapshots.
+fn named_image(profile: &k8s_render::Profile) -> Values {
+    let mut v = Values::default();
+    if !profile.values.contains_key("nccl_tests_image") {
+        v.set("nccl_tests_image", "registry.example.com/nccl-tests:2.19")
+            .expect("a valid image reference");
+    }
+    v
+}
+
 #[test]
 fn every_rendered_bundle_validates_strictly() {
     let options = ValidateOptions {
@@ -54,7 +65,7 @@ fn every_rendered_bundle_validates_strictly() {
 #[test]
 fn the_stream_validates_as_one_input() {
     let profile = load_builtin("aliyun-erdma-dra").unwrap();
-    let bundle = render_all(&profile, &Values::default()).unwrap();
+    let bundle = render_all(&profile, &named_image(&profile)).unwrap();
     let docs = parse_str("stream", &bundle.to_stream()).unwrap();
     assert_eq!(docs.len(), bundle.documents().count());
     let violations = validate(&docs, &ValidateOptions::default());

@@ -11,6 +11,17 @@ use k8s_render::validate::{ValidateOptions, validate};
 use k8s_render::{FileKind, Profile, RenderError, System, Values, render, render_all};
 use rdmakit_tests::bundle_listing as listing;
 
+/// Default values, plus an nccl-tests image when the profile names none (rdmakit has no default: issue 25),
+/// so `render_all` renders the MPIJob; a profile's own image stays in the snapshots.
+fn named_image(profile: &k8s_render::Profile) -> Values {
+    let mut v = Values::default();
+    if !profile.values.contains_key("nccl_tests_image") {
+        v.set("nccl_tests_image", "registry.example.com/nccl-tests:2.19")
+            .expect("a valid image reference");
+    }
+    v
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -39,7 +50,7 @@ fn every_profile_renders_every_system_snapshot() {
     for file in FILES {
         let profile = load(file);
         for &system in System::all() {
-            let result = render(system, &profile, &Values::default());
+            let result = render(system, &profile, &named_image(&profile));
             if !system.applies_to(&profile) {
                 assert!(matches!(result, Err(RenderError::NotApplicable { .. })));
                 continue;
@@ -305,7 +316,7 @@ fn dranet_gke_claims_eight_nics_and_mounts_the_plugin() {
 #[test]
 fn the_made_up_vendor_carries_its_annotations() {
     let p = load(FILES[3]);
-    let b = render_all(&p, &Values::default()).unwrap();
+    let b = render_all(&p, &named_image(&p)).unwrap();
     let rc = &b.get("ray-cluster-roce.yaml").unwrap().contents;
     assert!(
         rc.contains("k8s.v1.cni.cncf.io/networks: contoso-roce-net"),
@@ -358,7 +369,7 @@ fn expectation_facts_per_instance_type() {
 #[test]
 fn seed_002_gpu_count_comes_from_the_instance_type() {
     let dra = rdmakit::profiles::load_builtin("aliyun-erdma-dra").unwrap();
-    let job = render(System::MpiJob, &dra, &Values::default()).unwrap();
+    let job = render(System::MpiJob, &dra, &named_image(&dra)).unwrap();
     let text = &job.get("mpi-job.yaml").unwrap().contents;
     assert!(text.contains("slotsPerWorker: 2"), "{text}");
     assert!(text.contains("mpirun -np 4"), "{text}");
