@@ -16,7 +16,10 @@ trap 'rm -rf "$work"' EXIT
 # A system a profile does not render (DRA without a DeviceClass) is skipped.
 for p in aliyun-erdma mellanox-ib volcengine-ib; do
   for s in raycluster mpijob dra rdma-test-pod nccl-check buildkit; do
-    if "$bin" render "$s" --profile "$p" --stdout >"$work/one.yaml" 2>/dev/null; then
+    # The MPIJob has no default image (issue 25): name one, as a user must.
+    set_image=()
+    [ "$s" = mpijob ] && set_image=(--set nccl_tests_image=registry.example.com/nccl-tests:2.19)
+    if "$bin" render "$s" --profile "$p" "${set_image[@]}" --stdout >"$work/one.yaml" 2>/dev/null; then
       cat "$work/one.yaml" >>"$work/seed.yaml"
       printf -- '---\n' >>"$work/seed.yaml"
     fi
