@@ -19,21 +19,71 @@ pub enum Place {
     Cuda(usize),
 }
 
-/// One checked buffer description.
+/// One checked buffer description: what [`crate::channel::SendChannel::send`] reads and
+/// [`crate::channel::RecvChannel::recv`] writes, both safe functions. So a description can only be made
+/// by an `unsafe` constructor whose caller promises the memory ([`BufferSpec::from_raw`],
+/// [`BufferSpec::parse`]); the fields are private.
+///
+/// ```compile_fail,E0451
+/// use _native::buffer::{BufferSpec, Place};
+/// // Before (issue 26, F1): a safe struct literal named any address for the host worker to write.
+/// let s = BufferSpec { place: Place::Cpu, addr: 0x5555_0000_0000, len: 4096 };
+/// ```
+///
+/// ```compile_fail,E0133
+/// use _native::buffer::{BufferSpec, Place};
+/// let s = BufferSpec::from_raw(Place::Cpu, 0x5555_0000_0000, 4096);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferSpec {
-    /// Where it lives.
-    pub place: Place,
-    /// First byte (a host or device address).
-    pub addr: u64,
-    /// Length in bytes.
-    pub len: usize,
+    place: Place,
+    addr: u64,
+    len: usize,
 }
 
 impl BufferSpec {
+    /// A description of `len` bytes at `addr` in `place`, checked for what can be seen (non-null when
+    /// non-empty, no wrap-around, a length that fits `isize`).
+    ///
+    /// # Safety
+    ///
+    /// For every [`SendChannel::send`](crate::channel::SendChannel::send) this description (or a copy)
+    /// is passed to, `[addr, addr + len)` must be memory of `place` that stays allocated and is not
+    /// written by anyone else until the call returns; for every
+    /// [`RecvChannel::recv`](crate::channel::RecvChannel::recv), memory that stays allocated and is
+    /// neither read nor written by anyone else until the call returns (the receiver writes all of it).
+    /// For `Place::Cuda(n)` it must be device memory of GPU `n` (the driver's view is checked as well).
+    pub unsafe fn from_raw(place: Place, addr: u64, len: usize) -> Result<Self, BindError> {
+        Self::checked(0, place, addr, len as u64)
+    }
+
+    /// Where it lives.
+    pub fn place(&self) -> Place {
+        self.place
+    }
+
+    /// First byte (a host or device address).
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Checks one `(device type, index, address, length)` description (position `index` in the
     /// list, for the message).
-    pub fn parse(
+    ///
+    /// # Safety
+    ///
+    /// As for [`BufferSpec::from_raw`].
+    pub unsafe fn parse(
         position: usize,
         device: &str,
         device_index: i64,
@@ -57,6 +107,10 @@ impl BufferSpec {
                 ));
             }
         };
+        Self::checked(position, place, addr, len)
+    }
+
+    fn checked(position: usize, place: Place, addr: u64, len: u64) -> Result<Self, BindError> {
         let len = usize::try_from(len)
             .ok()
             .filter(|l| isize::try_from(*l).is_ok())
@@ -186,6 +240,18 @@ impl Header {
 mod tests {
     use super::*;
 
+    /// The descriptions made here are compared, never passed to a transfer: no memory is promised.
+    fn parse(
+        pos: usize,
+        dev: &str,
+        idx: i64,
+        addr: u64,
+        len: u64,
+    ) -> Result<BufferSpec, BindError> {
+        // SAFETY: the result is only compared; no send/recv reads or writes its range.
+        unsafe { BufferSpec::parse(pos, dev, idx, addr, len) }
+    }
+
     fn spec(len: usize) -> BufferSpec {
         BufferSpec {
             place: Place::Cpu,
@@ -196,37 +262,26 @@ mod tests {
 
     #[test]
     fn parse_accepts_cpu_and_cuda() {
+        assert_eq!(parse(0, "cpu", 0, 0x1000, 10).expect("valid"), spec(10));
         assert_eq!(
-            BufferSpec::parse(0, "cpu", 0, 0x1000, 10).expect("valid"),
-            spec(10)
-        );
-        assert_eq!(
-            BufferSpec::parse(0, "cuda", 3, 0x1000, 10)
-                .expect("valid")
-                .place,
+            parse(0, "cuda", 3, 0x1000, 10).expect("valid").place,
             Place::Cuda(3)
         );
         // An empty buffer may have a null address (torch.empty(0).data_ptr() == 0).
-        assert_eq!(BufferSpec::parse(0, "cpu", 0, 0, 0).expect("valid").len, 0);
+        assert_eq!(parse(0, "cpu", 0, 0, 0).expect("valid").len, 0);
     }
 
     #[test]
     fn parse_refuses_what_it_can_see_is_wrong() {
         let cases = [
             (
-                BufferSpec::parse(4, "mps", 0, 0x1000, 1),
+                parse(4, "mps", 0, 0x1000, 1),
                 "buffer 4: device type \"mps\"",
             ),
-            (BufferSpec::parse(0, "cuda", -1, 0x1000, 1), "negative"),
-            (
-                BufferSpec::parse(1, "cpu", 0, 0, 8),
-                "buffer 1: null address",
-            ),
-            (BufferSpec::parse(0, "cpu", 0, u64::MAX - 2, 8), "wraps"),
-            (
-                BufferSpec::parse(0, "cpu", 0, 0x1000, u64::MAX),
-                "too large",
-            ),
+            (parse(0, "cuda", -1, 0x1000, 1), "negative"),
+            (parse(1, "cpu", 0, 0, 8), "buffer 1: null address"),
+            (parse(0, "cpu", 0, u64::MAX - 2, 8), "wraps"),
+            (parse(0, "cpu", 0, 0x1000, u64::MAX), "too large"),
         ];
         for (r, needle) in cases {
             let e = r.expect_err("must be refused").to_string();

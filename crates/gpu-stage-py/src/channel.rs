@@ -242,7 +242,7 @@ fn host_view(index: usize, spec: &BufferSpec) -> Result<HostMemory, BindError> {
     // SAFETY: `spec` came from a contiguous numpy array / CPU tensor that the Python caller keeps
     // alive, and does not otherwise touch, for the whole call (documented on `send`/`recv` and
     // on the Python API); BufferSpec::parse checked non-null and no wrap-around.
-    unsafe { HostMemory::borrowed(spec.addr as *mut u8, spec.len) }
+    unsafe { HostMemory::borrowed(spec.addr() as *mut u8, spec.len()) }
         .map_err(|e| BindError::buffer(index, e.to_string()))
 }
 
@@ -254,7 +254,7 @@ fn cuda_view(
 ) -> Result<gpu_stage::BorrowedCudaMemory, BindError> {
     // SAFETY: as for `host_view`; the Python layer also synchronised the tensor's stream before
     // a send, so no queued kernel still writes it.
-    unsafe { dev.borrow_raw(spec.addr, spec.len) }
+    unsafe { dev.borrow_raw(spec.addr(), spec.len()) }
         .map_err(|e| BindError::buffer(index, e.to_string()))
 }
 
@@ -356,10 +356,10 @@ impl SendChannel {
         send_over(&mut self.host, &mem, &mut self.link)?;
         let mut bytes = 0u64;
         for (i, spec) in buffers.iter().enumerate() {
-            if spec.len == 0 {
+            if spec.is_empty() {
                 continue;
             }
-            let stats = match spec.place {
+            let stats = match spec.place() {
                 Place::Cpu => {
                     let mem = host_view(i, spec)?;
                     send_over(&mut self.host, &mem, &mut self.link)?
@@ -546,10 +546,10 @@ impl RecvChannel {
         Header::decode(mem.as_slice())?.check_against(&expected)?;
         let mut bytes = 0u64;
         for (i, spec) in buffers.iter().enumerate() {
-            if spec.len == 0 {
+            if spec.is_empty() {
                 continue;
             }
-            let stats = match spec.place {
+            let stats = match spec.place() {
                 Place::Cpu => {
                     let mut mem = host_view(i, spec)?;
                     recv_over(&mut self.host, &mut mem, &mut self.link)?
@@ -564,12 +564,13 @@ impl RecvChannel {
                     recv_over(receiver, &mut mem, &mut self.link)?
                 }
             };
-            if stats.bytes != spec.len as u64 {
+            if stats.bytes != spec.len() as u64 {
                 return Err(BindError::buffer(
                     i,
                     format!(
                         "the sender sent {} bytes into this {}-byte buffer",
-                        stats.bytes, spec.len
+                        stats.bytes,
+                        spec.len()
                     ),
                 ));
             }

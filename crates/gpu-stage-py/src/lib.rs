@@ -24,8 +24,9 @@
 //! let addr = listener.local_addr()?.to_string();
 //! let src: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
 //! let mut dst = vec![0u8; src.len()];
-//! let spec = |p: *const u8, len| BufferSpec { place: Place::Cpu, addr: p as u64, len };
-//! let (s, d) = (spec(src.as_ptr(), src.len()), spec(dst.as_mut_ptr(), dst.len()));
+//! // SAFETY: `src` and `dst` outlive both transfers and nothing else touches them meanwhile.
+//! let spec = |p: *const u8, len| unsafe { BufferSpec::from_raw(Place::Cpu, p as u64, len) };
+//! let (s, d) = (spec(src.as_ptr(), src.len())?, spec(dst.as_mut_ptr(), dst.len())?);
 //! let c2 = cfg.clone();
 //! let sender = std::thread::spawn(move || -> Result<u64, _native::error::BindError> {
 //!     SendChannel::connect(&addr, &c2, AbortHandle::new())?.send("obj", &[s])

@@ -220,7 +220,12 @@ fn specs(buffers: &[PyBuffer]) -> Result<Vec<BufferSpec>, BindError> {
     buffers
         .iter()
         .enumerate()
-        .map(|(i, (dev, idx, addr, len))| BufferSpec::parse(i, dev, *idx, *addr, *len))
+        // SAFETY: `_native` is private to the rdmakit_rdt package (the leading underscore; its README says
+        // so), and its Python layer (`rdmakit_rdt/buffers.py`) describes only contiguous numpy arrays and
+        // torch tensors that it keeps referenced until `send`/`recv` returns, writable ones for `recv`:
+        // that is BufferSpec::parse's promise. Python code that calls `_native` directly with made-up
+        // addresses is outside that promise, as with ctypes.
+        .map(|(i, (dev, idx, addr, len))| unsafe { BufferSpec::parse(i, dev, *idx, *addr, *len) })
         .collect()
 }
 

@@ -27,21 +27,17 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// A source. Every test keeps `b` alive and unwritten until the transfers that read it have returned.
 fn cpu(b: &[u8]) -> BufferSpec {
-    BufferSpec {
-        place: Place::Cpu,
-        addr: b.as_ptr() as u64,
-        len: b.len(),
-    }
+    // SAFETY: as above (each test's buffers outlive its send calls, and nothing writes them meanwhile).
+    unsafe { BufferSpec::from_raw(Place::Cpu, b.as_ptr() as u64, b.len()) }.expect("a valid range")
 }
 
 /// A destination: the pointer comes from `&mut`, since the receiver writes through it.
 fn cpu_mut(b: &mut [u8]) -> BufferSpec {
-    BufferSpec {
-        place: Place::Cpu,
-        addr: b.as_mut_ptr() as u64,
-        len: b.len(),
-    }
+    // SAFETY: each test keeps `b` alive and untouched until the recv calls that write it have returned.
+    unsafe { BufferSpec::from_raw(Place::Cpu, b.as_mut_ptr() as u64, b.len()) }
+        .expect("a valid range")
 }
 
 /// A connected pair: the sender runs `f` on its own thread.
@@ -269,11 +265,10 @@ fn rdma_without_the_feature_says_how_to_get_it() {
 #[test]
 fn a_bogus_cuda_buffer_is_an_error_not_a_crash() {
     let (mut rx, h) = pair(cfg(), |mut tx| {
-        let spec = BufferSpec {
-            place: Place::Cuda(0),
-            addr: 0x7000_0000,
-            len: 16,
-        };
+        // SAFETY: deliberately false for CUDA (not device memory): the driver's pointer check must
+        // refuse it before any copy; no host memory is named.
+        let spec =
+            unsafe { BufferSpec::from_raw(Place::Cuda(0), 0x7000_0000, 16) }.expect("in range");
         tx.send("o", &[spec])
     });
     let mut dst = vec![0u8; 16];

@@ -39,11 +39,8 @@ fn cuda_buffers_by_address_cross_a_tcp_channel_intact() {
         let data = pattern(len, len as u64);
         let src = dev.upload(&data).unwrap();
         let dst = dev.alloc_zeroed(len).unwrap();
-        let spec = |p| BufferSpec {
-            place: Place::Cuda(0),
-            addr: p,
-            len,
-        };
+        // SAFETY: `src` and `dst` are this loop's device allocations, alive until the transfers return.
+        let spec = |p| unsafe { BufferSpec::from_raw(Place::Cuda(0), p, len) }.expect("in range");
         let (s, d) = (spec(addr(&dev, &src)), spec(addr(&dev, &dst)));
         let listener = PairListener::bind("127.0.0.1:0").unwrap();
         let a = listener.local_addr().unwrap().to_string();
