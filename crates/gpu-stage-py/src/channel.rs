@@ -194,9 +194,9 @@ fn send_over<D: Device>(
     }
 }
 
-fn recv_over<D: Device>(
+fn recv_over<D: Device, X: gpu_stage::RecvTarget<D::Memory>>(
     receiver: &mut Receiver<D>,
-    mem: &mut D::Memory,
+    mem: &mut X,
     link: &mut RecvLink,
 ) -> Result<TransferStats, StageError> {
     match link {

@@ -57,7 +57,7 @@ pub use config::{
 };
 pub use device::{
     BorrowedCudaMemory, CudaDevice, Device, DeviceMemory, HostDevice, HostFaults, HostMemory,
-    cuda_driver_present,
+    RecvTarget, cuda_driver_present,
 };
 pub use error::{StageError, TransportError};
 pub use pipeline::{InProcessStage, Receiver, Sender, TransferStats, new_ring};

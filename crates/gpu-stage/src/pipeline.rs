@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::config::RingConfig;
-use crate::device::{Device, DeviceMemory, check_range};
+use crate::device::sealed::Token;
+use crate::device::{Device, DeviceMemory, RecvTarget, check_range};
 use crate::error::StageError;
 use crate::ring::{HeldSlots, SlotToken, StagingRing};
 use crate::transport::{Chunk, RecvTransport, SendTransport, TransferSummary};
@@ -306,11 +307,12 @@ impl<D: Device> Receiver<D> {
 
     /// Receives one transfer into `dst`; each chunk lands at its offset. Chunks that would reach
     /// past `dst` are an error, never a write.
-    pub fn recv<T: RecvTransport + ?Sized>(
+    pub fn recv<T: RecvTransport + ?Sized, X: RecvTarget<D::Memory> + ?Sized>(
         &mut self,
-        dst: &mut D::Memory,
+        dst: &mut X,
         transport: &mut T,
     ) -> Result<TransferStats, StageError> {
+        let dst = dst.target(Token(()));
         let start = Instant::now();
         self.lane.ring.gate().check()?;
         transport.attach(&self.lane.ring)?;

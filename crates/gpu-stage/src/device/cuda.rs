@@ -12,7 +12,7 @@
 //!   stream before handing the `Vec` back.
 
 use std::mem::ManuallyDrop;
-use std::ops::{Deref, DerefMut};
+use std::ops::Deref;
 use std::sync::Arc;
 
 use cudarc::driver::result;
@@ -204,8 +204,14 @@ unsafe fn pointer_attribute<T>(
 }
 
 /// CUDA device memory that somebody else owns ([`CudaDevice::borrow_raw`]): dereferences to a
-/// `CudaSlice<u8>` for [`crate::Sender::send`] / [`crate::Receiver::recv`]; dropping it never frees
-/// the memory.
+/// `&CudaSlice<u8>` for [`crate::Sender::send`], is a [`super::RecvTarget`] for [`crate::Receiver::recv`],
+/// and dropping it never frees the memory. It never gives out a `&mut CudaSlice<u8>`:
+///
+/// ```compile_fail,E0596
+/// fn steal(b: &mut gpu_stage::BorrowedCudaMemory) -> &mut cudarc::driver::CudaSlice<u8> {
+///     &mut *b // before (issue 26, F2): DerefMut, then `std::mem::replace(&mut *b, owned)` freed it
+/// }
+/// ```
 pub struct BorrowedCudaMemory {
     slice: ManuallyDrop<CudaSlice<u8>>,
 }
@@ -225,11 +231,16 @@ impl Deref for BorrowedCudaMemory {
     }
 }
 
-impl DerefMut for BorrowedCudaMemory {
-    fn deref_mut(&mut self) -> &mut CudaSlice<u8> {
+// No `DerefMut`: with a `&mut CudaSlice<u8>`, safe code could `mem::replace` the slice and drop the
+// borrowed one, and cudarc would free memory its owner (torch's caching allocator) still holds. Receives
+// reach the slice through the crate-private `Target` instead.
+impl super::sealed::Target<CudaSlice<u8>> for BorrowedCudaMemory {
+    fn target(&mut self, _: super::sealed::Token) -> &mut CudaSlice<u8> {
         &mut self.slice
     }
 }
+
+impl super::RecvTarget<CudaSlice<u8>> for BorrowedCudaMemory {}
 
 impl Drop for BorrowedCudaMemory {
     fn drop(&mut self) {

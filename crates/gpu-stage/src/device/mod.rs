@@ -15,7 +15,30 @@ use crate::ring::HostBuffer;
 
 pub(crate) mod sealed {
     pub trait Sealed {}
+
+    /// Proof of being inside this crate: only it can construct one, so only it can call [`Target::target`].
+    #[derive(Debug)]
+    pub struct Token(pub(crate) ());
+
+    /// The memory a receive writes. The token keeps `&mut M` inside the crate: a `&mut CudaSlice` over
+    /// borrowed memory would let safe code swap in another slice and have cudarc free memory it does
+    /// not own (issue 26, F2).
+    pub trait Target<M> {
+        fn target(&mut self, token: Token) -> &mut M;
+    }
 }
+
+/// What [`crate::Receiver::recv`] can write into: the device's own memory (`CudaSlice<u8>`,
+/// [`HostMemory`]) or CUDA memory borrowed from another owner ([`BorrowedCudaMemory`]).
+pub trait RecvTarget<M>: sealed::Target<M> {}
+
+impl<M: DeviceMemory> sealed::Target<M> for M {
+    fn target(&mut self, _: sealed::Token) -> &mut M {
+        self
+    }
+}
+
+impl<M: DeviceMemory> RecvTarget<M> for M {}
 
 /// Device memory the pipeline can copy from or into.
 pub trait DeviceMemory: Send + Sync {
