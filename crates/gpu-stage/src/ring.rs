@@ -440,11 +440,52 @@ impl Drop for SlotToken {
 }
 
 /// Tokens whose slots queued device copies may still use: kept until the copy stream drained,
-/// then released, or leaked if draining failed.
+/// then released by [`HeldSlots::settle`], or leaked if draining failed. Dropped without being settled
+/// (a panic unwinding past the pipeline), it leaks what it holds: a slot a copy may still write is never
+/// handed to another acquirer.
 #[derive(Debug, Default)]
 pub(crate) struct HeldSlots(Mutex<Vec<SlotToken>>);
 
+impl Drop for HeldSlots {
+    fn drop(&mut self) {
+        let tokens = std::mem::take(self.0.get_mut().unwrap_or_else(PoisonError::into_inner));
+        tokens.into_iter().for_each(SlotToken::leak);
+    }
+}
+
+/// A slot queued behind a device copy that may still run, on its way to the transport. Taken with
+/// [`Queued::into_token`] once the copy is known to be done; dropped without that (a queue dropped by an
+/// unwinding transport), the token goes to its [`HeldSlots`] rather than back to the ring.
+#[derive(Debug)]
+pub(crate) struct Queued<'h> {
+    token: Option<SlotToken>,
+    held: &'h HeldSlots,
+}
+
+impl Queued<'_> {
+    /// The token: the caller has seen the copy that used the slot complete.
+    pub(crate) fn into_token(mut self) -> Option<SlotToken> {
+        self.token.take()
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.token.take() {
+            self.held.keep(t);
+        }
+    }
+}
+
 impl HeldSlots {
+    /// `token` wrapped for a queue: held here if it is dropped before [`Queued::into_token`].
+    pub(crate) fn queue(&self, token: SlotToken) -> Queued<'_> {
+        Queued {
+            token: Some(token),
+            held: self,
+        }
+    }
+
     pub(crate) fn keep(&self, token: SlotToken) {
         self.0
             .lock()
@@ -460,10 +501,11 @@ impl HeldSlots {
 
     /// Releases the held slots if `drained` (the copies that used them finished), else leaks them.
     pub(crate) fn settle(self, drained: bool) {
-        let tokens = self.0.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let tokens = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
         if !drained {
             tokens.into_iter().for_each(SlotToken::leak);
         }
+        // `self` drops empty.
     }
 }
 
