@@ -358,6 +358,7 @@ impl<D: Device> Receiver<D> {
                 .map_err(|_| StageError::ThreadPanicked("gpu-stage-release"))?;
 
             let mut summary = TransferSummary::default();
+            let (mut first_len, mut short): (Option<usize>, Option<u64>) = (None, None);
             let mut issue = || -> Result<(), StageError> {
                 device.bind()?;
                 while let Some((c, slot)) = transport.next_chunk(ring)? {
@@ -393,6 +394,28 @@ impl<D: Device> Receiver<D> {
                             size: dst_len as u64,
                         })?;
                     check_range("received chunk", offset, c.len, dst_len)?;
+                    // A peer names the offsets: they must tile `dst` from 0, every chunk as long as
+                    // the first (the sender's chunk size) but the last, or a chunk could overwrite
+                    // another and leave bytes of `dst` never written while every total still matches
+                    // (issue 26, F8).
+                    let first = *first_len.get_or_insert(c.len);
+                    if c.offset != summary.bytes || short.is_some() || c.len > first {
+                        let why = match short {
+                            _ if c.offset != summary.bytes => {
+                                format!("expected offset {}", summary.bytes)
+                            }
+                            Some(s) => format!("chunk {s} was short, so it had to be the last"),
+                            None => format!("longer than the first chunk ({first} bytes)"),
+                        };
+                        return Err(StageError::Verify(format!(
+                            "chunk {} at offset {} ({} bytes): {why}; chunks must tile the \
+                             destination in order (a broken or hostile peer)",
+                            c.seq, c.offset, c.len
+                        )));
+                    }
+                    if c.len < first {
+                        short = Some(c.seq);
+                    }
                     let queued = (|| {
                         let src = slot.ptr(c.len)?;
                         // SAFETY: `slot` owns the slot; it goes to the releaser, which drops it
@@ -632,6 +655,72 @@ mod tests {
             slots - 1,
             at.duration_since(start)
         );
+    }
+
+    /// Hands out chunks at the offsets and lengths it was given, as a peer names them.
+    struct Replay(Vec<(u64, usize)>, usize);
+
+    impl RecvTransport for Replay {
+        fn next_chunk(
+            &mut self,
+            ring: &Arc<StagingRing>,
+        ) -> Result<Option<(Chunk, SlotToken)>, TransportError> {
+            let Some(&(offset, len)) = self.0.get(self.1) else {
+                return Ok(None);
+            };
+            let slot = self.1 % ring.slots();
+            let token = ring
+                .acquire(slot)
+                .map_err(|e| TransportError::Protocol(e.to_string()))?;
+            self.1 += 1;
+            let seq = self.1 as u64 - 1;
+            Ok(Some((
+                Chunk {
+                    seq,
+                    slot,
+                    offset,
+                    len,
+                },
+                token,
+            )))
+        }
+    }
+
+    #[test]
+    fn chunks_that_do_not_tile_the_destination_are_refused() {
+        let dev = HostDevice::new();
+        let mut rx = Receiver::new(&dev, RingConfig::new(MIB, 2).unwrap()).unwrap();
+        let mut dst = dev.alloc_zeroed(3 * MIB).unwrap();
+        // Before: three chunks at offset 0 passed (the totals match) and left 2 MiB never written.
+        for (plan, needle) in [
+            (vec![(0, MIB), (0, MIB), (0, MIB)], "chunk 1 at offset 0"),
+            (
+                vec![(0, MIB), (2 * MIB as u64, MIB)],
+                "expected offset 1048576",
+            ),
+            (
+                vec![(0, MIB), (MIB as u64, 4096), (MIB as u64 + 4096, 4096)],
+                "chunk 1 was short, so it had to be the last",
+            ),
+            (
+                vec![(0, 4096), (4096, MIB)],
+                "longer than the first chunk (4096 bytes)",
+            ),
+        ] {
+            let e = rx
+                .recv(&mut dst, &mut Replay(plan, 0))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle), "{e}");
+            rx = Receiver::new(&dev, RingConfig::new(MIB, 2).unwrap()).unwrap();
+        }
+        let ok = rx
+            .recv(
+                &mut dst,
+                &mut Replay(vec![(0, MIB), (MIB as u64, MIB), (2 * MIB as u64, 5)], 0),
+            )
+            .unwrap();
+        assert_eq!(ok.bytes, 2 * MIB as u64 + 5);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! channel's writer, the per-device verbs objects, and receive posting and completion polling.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -293,7 +293,7 @@ pub(super) fn read_msg(
     step: &str,
 ) -> Result<Wire, TransportError> {
     let mut line = String::new();
-    let n = r.read_line(&mut line).map_err(|e| {
+    let n = super::wire::read_line_capped(r, &mut line).map_err(|e| {
         if matches!(
             e.kind(),
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut

@@ -1,7 +1,7 @@
 //! The receiving end: accepts the sender, grants a credit for every ring slot the pipeline freed,
 //! and hands each chunk to the pipeline in order once its WRITE_WITH_IMM arrived.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -393,7 +393,7 @@ fn receiver_side_reader(
     let mut line = String::new();
     loop {
         line.clear();
-        let err = match reader.read_line(&mut line) {
+        let err = match super::wire::read_line_capped(&mut reader, &mut line) {
             Ok(0) => TransportError::Closed(format!(
                 "the {peer} closed the side channel (process exited or connection lost)"
             )),

@@ -1,7 +1,7 @@
 //! The sending end: connects to the receiver, writes each chunk into the receiver slot its credit
 //! names, and releases the local slot when the WRITE completed.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -350,7 +350,7 @@ fn sender_side_reader(mut reader: BufReader<TcpStream>, shared: &Shared, peer: &
     let mut line = String::new();
     loop {
         line.clear();
-        match reader.read_line(&mut line) {
+        match super::wire::read_line_capped(&mut reader, &mut line) {
             Ok(0) => {
                 shared.fail(format!(
                     "the {peer} closed the side channel (process exited or connection lost)"

@@ -277,8 +277,44 @@ pub(super) fn unexpected(peer: &str, want: &str, got: &Wire) -> TransportError {
     TransportError::Protocol(format!("{peer} sent {kind} where {want} was expected"))
 }
 
+/// The longest side-channel line accepted: the largest legitimate message (the ring's keys at setup)
+/// is a few KiB; a peer that sends more without a newline is refused, not buffered (issue 26, F7).
+pub(super) const MAX_LINE: usize = 1 << 20;
+
+/// `read_line` that stops at [`MAX_LINE`] bytes: a longer line is an `InvalidData` error naming the
+/// cap, and at most `MAX_LINE + 1` bytes are ever buffered.
+pub(super) fn read_line_capped(
+    r: &mut impl std::io::BufRead,
+    line: &mut String,
+) -> std::io::Result<usize> {
+    use std::io::{BufRead as _, Read as _};
+    let n = r.by_ref().take(MAX_LINE as u64 + 1).read_line(line)?;
+    if n > MAX_LINE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a side-channel line longer than {MAX_LINE} bytes (a broken or hostile peer)"),
+        ));
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_line_past_the_cap_is_an_error_and_is_not_buffered_whole() {
+        let mut ok = std::io::Cursor::new(b"{\"end\":1}\nnext\n".to_vec());
+        let mut line = String::new();
+        assert_eq!(super::read_line_capped(&mut ok, &mut line).unwrap(), 10);
+        // Before: read_line grew the String for as long as the peer sent bytes without a newline.
+        let endless = std::io::repeat(b'x');
+        let mut r = std::io::BufReader::new(endless);
+        let mut line = String::new();
+        let e = super::read_line_capped(&mut r, &mut line).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("longer than 1048576 bytes"), "{e}");
+        assert!(line.len() <= super::MAX_LINE + 1);
+    }
+
     use super::*;
     use crate::config::MIB;
 

@@ -210,7 +210,13 @@ fn reader_loop(
             }
             Kind::End => {
                 expect = index as u64;
-                base += frame.aux;
+                // The count comes from the peer (issue 26, F7): an overflow is its error, not a wrap.
+                base = base.checked_add(frame.aux).ok_or_else(|| {
+                    TransportError::Protocol(format!(
+                        "{context}: END frame's chunk count {} overflows the chunk index",
+                        frame.aux
+                    ))
+                })?;
                 Ok(ReaderMsg::End(TransferSummary {
                     chunks: frame.aux,
                     bytes: frame.len,
