@@ -90,6 +90,10 @@ impl HostBuffer {
             op: "pinned host allocation",
             detail: "driver returned a null pointer".into(),
         })?;
+        // cuMemHostAlloc returns uninitialised memory, and `SlotToken::bytes` gives safe code a slice
+        // over a slot before any copy wrote it (issue 26, F9): zero it once, here, before anyone can.
+        // SAFETY: `raw` is the start of the `len`-byte allocation `slice` owns; nothing else has it yet.
+        unsafe { std::ptr::write_bytes(raw, 0, len) };
         Ok(HostBuffer {
             ptr,
             len,

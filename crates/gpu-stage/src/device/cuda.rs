@@ -272,7 +272,8 @@ impl Device for CudaDevice {
     }
 
     fn alloc_staging(&self, len: usize) -> Result<HostBuffer, StageError> {
-        // SAFETY: the memory is uninitialised; the ring only exposes bytes a copy has written.
+        // SAFETY: the memory is uninitialised until `HostBuffer::pinned` zeroes it, which it does before
+        // returning it, so no slice over it is made first.
         let slice = unsafe {
             self.ctx
                 .alloc_pinned_with_flags::<u8>(len, sys::CU_MEMHOSTALLOC_PORTABLE)
