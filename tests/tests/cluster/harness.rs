@@ -166,10 +166,11 @@ fn wait_for(mut child: Child, what: &str, limit: Duration) -> Output {
     }
 }
 
-/// `cmd.output()` within [`deadline`].
+/// `cmd.output()` within [`deadline`]; stdin is closed, as `output()` leaves it (no caller feeds one).
 pub fn output_within(cmd: &mut Command) -> Output {
     let what = format!("{cmd:?}");
     let child = cmd
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
