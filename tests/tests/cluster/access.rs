@@ -2,6 +2,7 @@
 //! server (SelfSubjectAccessReview) before its first change, so such credentials fail up front, naming the
 //! permissions they lack, with nothing created; and a kubeconfig problem is a usage error (exit 2).
 
+use super::harness::OutputWithin;
 use super::harness::{
     ERDMA_SECRETS, Kind, Ns, assert_clean, kubeconfig, kubectl, kubectl_ok, rdmakit,
 };
@@ -138,7 +139,7 @@ fn an_unknown_context_is_a_usage_error_listing_the_contexts() {
         .args(["run", "vke-ib-pod", "--context", "no-such-context", "--out"])
         .arg(std::env::temp_dir().join("rdmakit-tier-context"))
         .env("KUBECONFIG", kubeconfig())
-        .output()
+        .output_within()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");

@@ -3,9 +3,11 @@
 //! spec and its node); node fixture knobs and images in the emulated registry; the cluster changes a test makes
 //! and undoes on drop; the assertions every module makes on a run.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -69,9 +71,128 @@ pub fn rdmakit() -> Command {
     Command::new(rdmakit_path())
 }
 
+/// How long one command of a tier test may run before the test fails: `RDMAKIT_TIER_DEADLINE_S` seconds,
+/// 900 by default (above the workflows' own longest wait). A hang then fails the test that hung, naming the
+/// command, and the run goes on with the next test.
+pub fn deadline() -> Duration {
+    let raw = std::env::var("RDMAKIT_TIER_DEADLINE_S").unwrap_or_default();
+    if raw.is_empty() {
+        return Duration::from_secs(900);
+    }
+    match raw.parse::<u64>() {
+        Ok(s) if s > 0 => Duration::from_secs(s),
+        _ => panic!(
+            "RDMAKIT_TIER_DEADLINE_S={raw:?}: want a whole number of seconds above 0, e.g. 900"
+        ),
+    }
+}
+
+/// Collects a pipe in a thread; what came so far stays readable if the process never ends.
+fn drain(
+    pipe: Option<impl Read + Send + 'static>,
+) -> (Arc<Mutex<Vec<u8>>>, std::thread::JoinHandle<()>) {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&buf);
+    let h = std::thread::spawn(move || {
+        let Some(mut p) = pipe else { return };
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = p.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .expect("pipe buffer")
+                .extend_from_slice(&chunk[..n]);
+        }
+    });
+    (buf, h)
+}
+
+/// Waits for `child` (stdout and stderr piped) within [`deadline`]. Past it the child gets SIGINT (rdmakit
+/// cleans up on Ctrl-C), then SIGKILL 60 s later, and the test panics naming `what` and the stderr so far.
+pub fn wait_within(child: Child, what: &str) -> Output {
+    wait_for(child, what, deadline())
+}
+
+fn wait_for(mut child: Child, what: &str, limit: Duration) -> Output {
+    let (out, out_h) = drain(child.stdout.take());
+    let (err, err_h) = drain(child.stderr.take());
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the child") {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let t1 = Instant::now();
+            while child.try_wait().ok().flatten().is_none()
+                && t1.elapsed() < Duration::from_secs(60)
+            {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = String::from_utf8_lossy(&err.lock().expect("pipe buffer")).into_owned();
+            let tail: String = stderr
+                .lines()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            panic!(
+                "{what}: still running after {limit:?}, the per-command deadline (RDMAKIT_TIER_DEADLINE_S): \
+                 interrupted and killed; the last of its stderr:\n{tail}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The pipes close when the process and any child holding them end; past that, what came is enough.
+    for h in [out_h, err_h] {
+        let t1 = Instant::now();
+        while !h.is_finished() && t1.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let take = |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().expect("pipe buffer"));
+    Output {
+        status,
+        stdout: take(&out),
+        stderr: take(&err),
+    }
+}
+
+/// `cmd.output()` within [`deadline`]; stdin is closed, as `output()` leaves it (no caller feeds one).
+pub fn output_within(cmd: &mut Command) -> Output {
+    let what = format!("{cmd:?}");
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    wait_within(child, &what)
+}
+
+/// `.output()` within [`deadline`] for any command a test builds (`rdmakit().args(..).output_within()`).
+pub trait OutputWithin {
+    /// As [`Command::output`], but past the deadline the test panics naming the command.
+    fn output_within(&mut self) -> std::io::Result<Output>;
+}
+
+impl OutputWithin for Command {
+    fn output_within(&mut self) -> std::io::Result<Output> {
+        Ok(output_within(self))
+    }
+}
+
 /// Runs `cmd`, which must succeed; returns its output.
 pub fn output_ok(cmd: &mut Command) -> Output {
-    let o = cmd.output().expect("the command runs");
+    let o = output_within(cmd);
     assert!(o.status.success(), "{cmd:?} failed:\n{}", output_text(&o));
     o
 }
@@ -110,7 +231,7 @@ pub fn kubectl_in(args: &[&str], stdin: Option<&str>) -> Output {
             .write_all(s.as_bytes())
             .expect("kubectl stdin");
     }
-    child.wait_with_output().expect("kubectl finishes")
+    wait_within(child, &format!("kubectl {}", args.join(" ")))
 }
 
 /// kubectl that must succeed; returns stdout.
@@ -489,8 +610,11 @@ impl Ns {
             .env("KUBECONFIG", config)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .expect("rdmakit runs");
+        let o = wait_within(o, &format!("rdmakit run {workflow} -n {}", self.name));
         let report = std::fs::read_to_string(out.join("report.json"))
             .ok()
             .and_then(|s| serde_json::from_str(&s).ok())
@@ -759,4 +883,56 @@ pub fn interrupt_once_applied(ns: &Ns, workflow: &str, args: &[&str], resource: 
     );
     assert_clean(ns);
     report
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+
+    fn spawn(script: &str) -> Child {
+        Command::new("sh")
+            .args(["-c", script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sh runs")
+    }
+
+    /// A command that ends in time gives back its status and both streams whole.
+    #[test]
+    fn a_command_within_the_deadline_gives_its_status_and_output() {
+        let o = wait_for(
+            spawn("echo out; echo err >&2; exit 3"),
+            "sh",
+            Duration::from_secs(30),
+        );
+        assert_eq!(o.status.code(), Some(3));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "out\n");
+        assert_eq!(String::from_utf8_lossy(&o.stderr), "err\n");
+    }
+
+    /// A command that hangs is interrupted, and the test fails naming it and what it printed, in about the
+    /// deadline rather than never.
+    #[test]
+    fn a_hanging_command_fails_the_test_naming_it() {
+        let t0 = Instant::now();
+        let r = std::panic::catch_unwind(|| {
+            wait_for(
+                spawn("echo waiting for the RayCluster >&2; exec sleep 300"),
+                "rdmakit run hang-test",
+                Duration::from_secs(1),
+            )
+        });
+        let msg = *r
+            .expect_err("a hang panics")
+            .downcast::<String>()
+            .expect("a message");
+        assert!(
+            msg.contains("rdmakit run hang-test: still running after 1s"),
+            "{msg}"
+        );
+        assert!(msg.contains("RDMAKIT_TIER_DEADLINE_S"), "{msg}");
+        assert!(msg.contains("waiting for the RayCluster"), "{msg}");
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    }
 }

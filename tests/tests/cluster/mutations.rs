@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::harness::OutputWithin;
 use super::harness::{ERDMA_SECRETS, Kind, Ns, Run, assert_clean, rdmakit};
 use super::vendors::Nodes;
 
@@ -267,7 +268,7 @@ fn render(t: Target, ns: &str, dir: &Path) {
         .args(["run", t.workflow, "--dry-run", "-n", ns, "--out"])
         .arg(dir)
         .args(t.args)
-        .output()
+        .output_within()
         .unwrap();
     assert!(
         o.status.success(),
@@ -370,7 +371,7 @@ fn every_mutation_plants_and_lint_judges_it_as_declared() {
             .arg("--out")
             .arg(d.path().join("run"))
             .args(m.on.args)
-            .output()
+            .output_within()
             .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
         let ok = match m.lint {

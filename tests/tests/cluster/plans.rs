@@ -5,6 +5,7 @@ use std::process::Command;
 
 use rdmakit_tests::path_with;
 
+use super::harness::OutputWithin;
 use super::harness::{
     ERDMA_SECRETS, Kind, Ns, assert_clean, kubeconfig, kubectl_path, output_ok, push_image, rdmakit,
 };
@@ -22,7 +23,7 @@ fn run_plan(ns: &Ns, workflow: &str, args: &[&str]) -> (i32, String) {
         .arg(dir.join("plan.sh"))
         .env("KUBECONFIG", kubeconfig())
         .env("PATH", path_with(kubectl_path().parent().unwrap()))
-        .output()
+        .output_within()
         .unwrap();
     let text = format!(
         "{}\n--- stderr\n{}",

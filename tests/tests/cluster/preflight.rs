@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::harness::OutputWithin;
 use super::harness::{
     BareNs, Kind, NodeKnob, NodePatch, Ns, SeedDeviceClass, SliceFault, apply_yaml, erdma_pods,
     erdma_pods_as, eventually, kubeconfig, kubectl, kubectl_ok, push_image,
@@ -16,7 +17,7 @@ fn preflight(args: &[&str]) -> (i32, Value) {
         .args(args)
         .arg("--json")
         .env("KUBECONFIG", kubeconfig())
-        .output()
+        .output_within()
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
@@ -236,7 +237,7 @@ fn preflight_reads_memlock_and_devices_inside_the_selected_pods() {
             &ns.name,
         ])
         .env("KUBECONFIG", kubeconfig())
-        .output()
+        .output_within()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     for name in ["worker-0", "worker-1"] {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::harness::OutputWithin;
 use super::harness::{Kind, Ns, eventually, kubectl, output_ok, output_text, rdmakit, repo};
 
 /// Corpus files the API server accepts and `rdmakit validate --strict` refuses, with what each side does.
@@ -176,7 +177,7 @@ fn rdmakit_verdict(file: &Path) -> (bool, String) {
     let o = rdmakit()
         .args(["validate", "--strict"])
         .arg(file)
-        .output()
+        .output_within()
         .unwrap();
     (o.status.success(), output_text(&o).trim().to_owned())
 }
@@ -359,7 +360,7 @@ fn go_module_cache() -> PathBuf {
     let o = Command::new("go")
         .args(["env", "GOMODCACHE"])
         .current_dir(repo().join("tests/cluster/components/operators"))
-        .output()
+        .output_within()
         .expect("go is on PATH (the tier built its components with it)");
     assert!(
         o.status.success(),
