@@ -211,12 +211,7 @@ fn reader_loop(
             Kind::End => {
                 expect = index as u64;
                 // The count comes from the peer (issue 26, F7): an overflow is its error, not a wrap.
-                base = base.checked_add(frame.aux).ok_or_else(|| {
-                    TransportError::Protocol(format!(
-                        "{context}: END frame's chunk count {} overflows the chunk index",
-                        frame.aux
-                    ))
-                })?;
+                base = advance_base(base, frame.aux, &context)?;
                 Ok(ReaderMsg::End(TransferSummary {
                     chunks: frame.aux,
                     bytes: frame.len,
@@ -249,6 +244,16 @@ fn reader_loop(
     }
 }
 
+/// `base + chunks`, checked: the count comes from the peer (issue 26, F7), so an overflow is a
+/// protocol error, never a wrap or a panic.
+fn advance_base(base: u64, chunks: u64, context: &str) -> Result<u64, TransportError> {
+    base.checked_add(chunks).ok_or_else(|| {
+        TransportError::Protocol(format!(
+            "{context}: chunk count {chunks} after {base} earlier chunks overflows the counter"
+        ))
+    })
+}
+
 fn read_data(
     stream: &mut TcpStream,
     shared: &Shared,
@@ -277,7 +282,7 @@ fn read_data(
     let slot = (frame.seq % ring.slots() as u64) as usize;
     // In chunk order; blocks while the pipeline still copies the slot's previous occupant to the
     // device (backpressure: we stop reading, the sender's socket fills up).
-    let mut token = shared.acquire_in_order(ring, base + frame.seq, slot)?;
+    let mut token = shared.acquire_in_order(ring, advance_base(base, frame.seq, context)?, slot)?;
     let buf = token
         .bytes_mut(len)
         .map_err(|e| TransportError::Protocol(e.to_string()))?;
@@ -394,5 +399,18 @@ impl Drop for TcpReceiver {
         for s in &self.sockets {
             let _ = s.shutdown(Shutdown::Both);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_chunk_count_that_overflows_is_a_protocol_error() {
+        assert_eq!(advance_base(5, 7, "conn 0").expect("fits"), 12);
+        let e = advance_base(u64::MAX - 1, 2, "conn 0").expect_err("overflows");
+        assert!(matches!(e, TransportError::Protocol(_)), "{e}");
+        assert!(e.to_string().contains("overflows the counter"), "{e}");
     }
 }
