@@ -19,7 +19,7 @@
 //! (the position-keeping YAML parse), [`Location`] and [`Severity`] (what every finding and violation
 //! says about where it is and how bad it is).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -66,7 +66,7 @@ pub struct Document {
     /// The document's content.
     pub value: Value,
     #[serde(skip)]
-    positions: BTreeMap<FieldPath, Position>,
+    positions: HashMap<FieldPath, Position>,
     /// Mapping keys that appear twice in one mapping (the last value is kept in `value`).
     pub duplicate_keys: Vec<DuplicateKey>,
 }
@@ -96,7 +96,7 @@ impl Document {
             index,
             None,
             value,
-            BTreeMap::new(),
+            HashMap::new(),
             Vec::new(),
         )
     }
@@ -106,7 +106,7 @@ impl Document {
         index: usize,
         line: Option<u64>,
         value: Value,
-        positions: BTreeMap<FieldPath, Position>,
+        positions: HashMap<FieldPath, Position>,
         duplicate_keys: Vec<DuplicateKey>,
     ) -> Result<Self, ManifestError> {
         let Some(obj) = value.as_object() else {

@@ -1,7 +1,7 @@
 //! The position-keeping YAML parse: every node with its line and column, converted to JSON while
 //! recording each field's position and every key given twice in one mapping.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -38,7 +38,7 @@ enum NodeKind {
 
 /// Where [`Node::into_value`] records positions and duplicate keys.
 pub(super) struct Sink<'a> {
-    pub(super) positions: &'a mut BTreeMap<FieldPath, Position>,
+    pub(super) positions: &'a mut HashMap<FieldPath, Position>,
     pub(super) duplicates: &'a mut Vec<DuplicateKey>,
 }
 

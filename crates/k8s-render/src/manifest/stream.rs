@@ -1,7 +1,7 @@
 //! Splitting a YAML stream into documents: `---` / `...` markers, empty documents, `List` expansion,
 //! and parse errors numbered in the file's lines.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -97,7 +97,7 @@ fn chunk_documents(
         }
     })?;
     let Some(node) = node else { return Ok(docs) };
-    let mut positions = BTreeMap::new();
+    let mut positions = HashMap::new();
     let mut dups = Vec::new();
     let value = node.into_value(
         FieldPath::root(),
@@ -125,7 +125,7 @@ fn chunk_documents(
                 PathSeg::Key(_) => None,
             }
         };
-        let mut subs: Vec<BTreeMap<FieldPath, Position>> = vec![BTreeMap::new(); items.len()];
+        let mut subs: Vec<HashMap<FieldPath, Position>> = vec![HashMap::new(); items.len()];
         for (p, pos) in &positions {
             if let Some((i, rest)) = item_of(p)
                 && let Some(sub) = subs.get_mut(i)

@@ -543,6 +543,10 @@ fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // Look up before inserting: the pattern is copied once, not on every string checked.
+    if let Some(re) = cache.get(pattern) {
+        return re.as_ref().map(|r| r.is_match(s));
+    }
     let re = cache
         .entry(pattern.to_owned())
         .or_insert_with(|| Regex::new(pattern).ok());
