@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::ViolationKind;
 use crate::manifest::{Document, FieldPath};
 use crate::pods::pod_specs;
+use crate::values::grammar;
 
 /// `corev1.MaxSecretSize`: the most bytes a ConfigMap's `data` + `binaryData` or a Secret's `data`
 /// (after `stringData` is merged) may hold.
@@ -24,31 +25,9 @@ pub(crate) struct LabelProblem {
     pub(crate) message: String,
 }
 
-/// `IsDNS1123Label`'s label grammar, as used in a label key's prefix.
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, at most 63 characters: a label value (which may
-/// also be empty) and the name part of a label key.
-fn is_label_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
 /// Why `value` is not a label value, or `None` when it is one.
 pub(crate) fn label_value_error(value: &str) -> Option<String> {
-    if value.is_empty() || is_label_name(value) {
+    if grammar::is_label_value(value) {
         return None;
     }
     Some(if value.len() > 63 {
@@ -65,13 +44,13 @@ pub(crate) fn label_key_error(key: &str) -> Option<String> {
         None => (None, key),
     };
     if let Some(p) = prefix
-        && (p.is_empty() || p.len() > 253 || !p.split('.').all(is_dns_label))
+        && !grammar::is_dns_subdomain(p)
     {
         return Some(format!(
             "prefix {p:?} must be a DNS subdomain: lower-case letters, digits, '-' and '.', at most 253 characters (e.g. example.com)"
         ));
     }
-    if is_label_name(name) {
+    if grammar::is_label_name(name) {
         return None;
     }
     Some(format!(

@@ -163,7 +163,9 @@ pub fn is_label_value(s: &str) -> bool {
     s.is_empty() || is_label_name(s)
 }
 
-fn is_label_name(s: &str) -> bool {
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, 1 to 63 characters: the name part of a label key, and
+/// a non-empty label value (the one grammar both `--set` values and `validate` use).
+pub(crate) fn is_label_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
