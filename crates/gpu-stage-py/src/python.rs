@@ -220,11 +220,13 @@ fn specs(buffers: &[PyBuffer]) -> Result<Vec<BufferSpec>, BindError> {
     buffers
         .iter()
         .enumerate()
-        // SAFETY: `_native` is private to the rdmakit_rdt package (the leading underscore; its README says
-        // so), and its Python layer (`rdmakit_rdt/buffers.py`) describes only contiguous numpy arrays and
-        // torch tensors that it keeps referenced until `send`/`recv` returns, writable ones for `recv`:
-        // that is BufferSpec::parse's promise. Python code that calls `_native` directly with made-up
-        // addresses is outside that promise, as with ctypes.
+        // SAFETY: `_native` is private to the rdmakit_rdt package (the leading underscore), and its Python
+        // layer (`rdmakit_rdt/buffers.py`) describes only contiguous numpy arrays, torch tensors and buffer
+        // objects that the caller keeps referenced until `send`/`recv` returns, writable ones for `recv`:
+        // that is BufferSpec::parse's promise. Known gap (issue 26, F6): buffers.py drops its memoryview
+        // export on return, so a bytearray resized by another thread mid-transfer breaks the promise, and a
+        // CPU tensor over a read-only numpy array passes as writable. Python code that calls `_native`
+        // directly with made-up addresses is outside the promise, as with ctypes.
         .map(|(i, (dev, idx, addr, len))| unsafe { BufferSpec::parse(i, dev, *idx, *addr, *len) })
         .collect()
 }
