@@ -76,14 +76,27 @@ impl CmId {
         Ok(CmId { id, channel })
     }
 
-    /// Disconnects and destroys the id's QP; called by the QP's drop. Always succeeds from the caller's view.
+    /// Disconnects and destroys the id's QP; called by the QP's drop. Returns whether the QP is gone:
+    /// `rdma_destroy_qp` returns nothing, so the QP is destroyed with `ibv_destroy_qp` (what
+    /// `rdma_destroy_qp` does for a QP made on caller-supplied CQs, as ours are) and the id's pointer
+    /// cleared only on success; on failure the caller keeps the QP's in-flight buffers alive.
     pub(crate) fn destroy_qp(&self) -> bool {
         // SAFETY: id is live; disconnect on an unconnected id just fails, which is fine during teardown.
         unsafe {
             let _ = sys::rdma_disconnect(self.id);
-            if !(*self.id).qp.is_null() {
-                sys::rdma_destroy_qp(self.id);
+            let qp = (*self.id).qp;
+            if qp.is_null() {
+                return true;
             }
+            let rc = sys::ibv_destroy_qp(qp);
+            if rc != 0 {
+                tracing::warn!(
+                    rc,
+                    "ibv_destroy_qp failed; keeping its in-flight buffers alive"
+                );
+                return false;
+            }
+            (*self.id).qp = ptr::null_mut();
         }
         true
     }

@@ -100,6 +100,23 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// A chained post failed without naming the refused work request (rxe reports a failed doorbell
+    /// write this way after queueing every WR): any of the batch may still be executed, so their buffers
+    /// stay held until their completions are polled or the QP is destroyed.
+    #[error(
+        "ibv_post_{kind} failed for a batch of {batch} work request(s) without naming the refused one \
+         (the driver's doorbell may have failed after queueing them): their buffers stay held until their \
+         completions arrive or the QP is destroyed; recreate the QP: {source}"
+    )]
+    PostUnknown {
+        /// `send` or `recv`.
+        kind: &'static str,
+        /// How many WRs the batch held (all still held).
+        batch: usize,
+        /// The normalised error.
+        #[source]
+        source: Box<Error>,
+    },
     /// A work completion reported an error; the QP is now in the error state and must be recreated.
     #[error(
         "work completion for wr_id {wr_id} (tag {tag}) failed: {status} (vendor error {vendor_err:#x})"
@@ -169,7 +186,7 @@ impl Error {
     pub fn errno(&self) -> Option<i32> {
         match self {
             Error::Verbs { errno, .. } => Some(*errno),
-            Error::Post { source, .. } => source.errno(),
+            Error::Post { source, .. } | Error::PostUnknown { source, .. } => source.errno(),
             _ => None,
         }
     }

@@ -222,10 +222,18 @@ impl MemoryRegion {
     /// or `()`).
     ///
     /// # Safety
-    /// - `addr..addr+len` must be valid, writable memory for as long as the region (and any post using it)
-    ///   lives, and must not be freed or unmapped before `owner` is dropped.
+    /// - `addr..addr+len` must be valid, writable, initialised memory for as long as the region (and any post
+    ///   using it) lives, and must not be freed or unmapped before `owner` is dropped.
+    /// - No other live registration may overlap it with conflicting access (two regions over one byte let
+    ///   the NIC write through one while the other's accessors hand out references).
     /// - Nothing else may create Rust references to that memory that conflict with the region's accessors
-    ///   ([`MemoryRegion::as_slice`], [`MemoryRegion::get_mut`]) or with the NIC's DMA while posts are in flight.
+    ///   ([`MemoryRegion::as_slice`], [`MemoryRegion::get_mut`]) or with the NIC's DMA. Local DMA happens
+    ///   only while a post using the region is in flight (until its completion is polled); but with
+    ///   [`Access::REMOTE_WRITE`] or [`Access::REMOTE_ATOMIC`] a peer holding the rkey may write at *any*
+    ///   time from registration until the region is dropped, posts or not, and with
+    ///   [`Access::REMOTE_READ`] it may read at any time: for such memory no outside `&mut` (and, for
+    ///   remote writes, no outside `&`) may exist for the region's whole life unless the caller's protocol
+    ///   keeps the peer out.
     pub unsafe fn register_external<O: Send + Sync + 'static>(
         pd: &Arc<ProtectionDomain>,
         addr: *mut u8,

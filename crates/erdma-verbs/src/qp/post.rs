@@ -114,6 +114,9 @@ impl QpInner {
             (outstanding + n) as u64,
             self.caps.max_recv_wr as u64,
         )?;
+        for wr in wrs.iter() {
+            check_recv(dev, &self.caps, wr)?;
+        }
         let chain = &mut self.recv_chain;
         for wr in wrs.iter() {
             chain.push(wr.dst.as_ref().map(Exclusive::sge));
@@ -359,10 +362,28 @@ impl From<ReadWr> for SendWr {
     }
 }
 
+/// What a failed `ibv_post_*` left queued, from its `bad_wr` out-parameter.
+#[derive(Debug, PartialEq, Eq)]
+enum Refused {
+    /// The driver refused WR *k*: the ones before it are queued, the rest are not.
+    At(usize),
+    /// `bad_wr` is NULL (rxe returns its doorbell write's error this way after queueing every WR) or
+    /// names no WR of the chain: the WRs may be queued, so their buffers must stay held.
+    Unknown,
+}
+
+fn refused(bad_is_null: bool, index: Option<usize>) -> Refused {
+    match (bad_is_null, index) {
+        (false, Some(k)) => Refused::At(k),
+        _ => Refused::Unknown,
+    }
+}
+
 /// Records `entries` (one per WR of `chain`, in order) in `cq`'s in-flight table, writing their ids
 /// into the chain, counts them on the QP's `counter`, links the chain and hands its head to `post`
 /// (`ibv_post_send` or `ibv_post_recv`). When the driver refuses WR *k*, the entries from *k* on are
-/// removed again and [`Error::Post`] says `posted: k`.
+/// removed again and [`Error::Post`] says `posted: k`; when it fails without naming a WR, nothing is
+/// removed (the NIC may still use every buffer) and [`Error::PostUnknown`] says so.
 fn record_and_post<W: RawWr>(
     dev: &str,
     cq: &CompletionQueue,
@@ -383,15 +404,25 @@ fn record_and_post<W: RawWr>(
     let mut bad: *mut W = ptr::null_mut();
     let rc = post(head, &mut bad);
     if rc != 0 {
-        let posted = chain.index_of(bad).unwrap_or(0);
-        cq.remove((posted..n).filter_map(|i| chain.get(i).map(RawWr::wr_id)));
-        let source = check_returned(call, rc)
-            .err()
-            .unwrap_or(Error::verbs(call, libc::EIO));
-        return Err(Error::Post {
-            kind,
-            posted,
-            source: Box::new(source),
+        let source = Box::new(
+            check_returned(call, rc)
+                .err()
+                .unwrap_or(Error::verbs(call, libc::EIO)),
+        );
+        return Err(match refused(bad.is_null(), chain.index_of(bad)) {
+            Refused::At(posted) => {
+                cq.remove((posted..n).filter_map(|i| chain.get(i).map(RawWr::wr_id)));
+                Error::Post {
+                    kind,
+                    posted,
+                    source,
+                }
+            }
+            Refused::Unknown => Error::PostUnknown {
+                kind,
+                batch: n,
+                source,
+            },
         });
     }
     Ok(())
@@ -410,8 +441,46 @@ fn check_read_destination(dev: &str, transport: Transport, access: Access) -> Re
     Ok(())
 }
 
-/// Checks one send WR against the QP's limits (SGEs, remote range, inline size, 4 GiB).
+/// Checks one scatter/gather entry's length: a zero length means 2 GiB to mlx5 (and is refused or
+/// ignored elsewhere), and `ibv_sge.length` is 32 bits, so a longer range would be truncated silently.
+fn check_sge_len(which: &str, len: usize) -> Result<()> {
+    if len == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{which} is 0 bytes long: a zero-length scatter/gather entry means 2 GiB to some providers \
+             (mlx5); post at least 1 byte, or a buffer-less receive (post_recv_empty) for a notification"
+        )));
+    }
+    if len as u64 > u32::MAX as u64 {
+        return Err(Error::InvalidArgument(format!(
+            "{which} is {len} bytes long: a scatter/gather entry holds at most 4 GiB - 1 (u32 length); \
+             split it into several work requests"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks one receive WR against the QP's limits (SGE count, SGE length).
+fn check_recv(dev: &str, c: &QpCaps, wr: &RecvWr) -> Result<()> {
+    Caps::limit(
+        dev,
+        "receive SGEs per work request",
+        u64::from(wr.dst.is_some()),
+        c.max_recv_sge as u64,
+    )?;
+    if let Some(d) = &wr.dst {
+        check_sge_len("receive destination", d.len)?;
+    }
+    Ok(())
+}
+
+/// Checks one send WR against the QP's limits (SGEs and their lengths, remote range, inline size, 4 GiB).
 fn check_send(dev: &str, c: &QpCaps, caps: &Caps, wr: &SendWr) -> Result<()> {
+    for l in wr.src.iter() {
+        check_sge_len("send source", l.len)?;
+    }
+    if let Some(d) = &wr.dst {
+        check_sge_len("read destination", d.len)?;
+    }
     let sges = wr.src.len() + usize::from(wr.dst.is_some());
     Caps::limit(
         dev,
@@ -528,5 +597,35 @@ mod tests {
         )
         .unwrap();
         check_read_destination("rxe0", Transport::Ib, Access::LOCAL_WRITE).unwrap();
+    }
+
+    #[test]
+    fn zero_and_over_4_gib_sges_are_refused() {
+        let e = check_sge_len("receive destination", 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("0 bytes") && e.contains("2 GiB"), "{e}");
+        let e = check_sge_len("read destination", 1 << 32)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("4294967296 bytes") && e.contains("split"), "{e}");
+        check_sge_len("send source", 1).unwrap();
+        check_sge_len("send source", u32::MAX as usize).unwrap();
+    }
+
+    #[test]
+    fn a_failure_without_bad_wr_keeps_every_buffer_held() {
+        // rxe: every WR queued, then the doorbell write failed and bad_wr stayed NULL.
+        assert_eq!(refused(true, None), Refused::Unknown);
+        // A pointer outside the chain says nothing about what was queued either.
+        assert_eq!(refused(false, None), Refused::Unknown);
+        assert_eq!(refused(false, Some(3)), Refused::At(3));
+        let e = Error::PostUnknown {
+            kind: "send",
+            batch: 4,
+            source: Box::new(Error::verbs("ibv_post_send", libc::EIO)),
+        };
+        assert_eq!(e.errno(), Some(libc::EIO));
+        assert!(e.to_string().contains("stay held"), "{e}");
     }
 }
