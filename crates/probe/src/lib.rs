@@ -21,6 +21,9 @@
 //!   `ulimit -l`, the NCCL version against a profile's pins, NCCL's transport, a net plugin's path,
 //!   ours beside a peer's figure).
 //!
+//! [`check`] judges what `rdmakit check` gathers (per-pod facts, the environment against them, the
+//! data-path matrix) and writes its JSON report and HTML page.
+//!
 //! [`report`] turns any of them into a JSON-serialisable [`Report`] or a table, [`units`] formats
 //! bytes and rates for both, and [`preflight`] judges a whole cluster from data the CLI gathers
 //! through the Kubernetes API (nodes, ResourceSlices, pods).
@@ -57,6 +60,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod check;
 mod counter_command;
 pub mod counters;
 pub mod doctor;
