@@ -5,8 +5,9 @@ CARGO ?= cargo
 OUT ?= out
 # Debian packages the build needs (rdma-sys runs bindgen against the verbs headers).
 BUILD_PKGS := libibverbs-dev librdmacm-dev libclang-dev clang pkg-config
-# Debian packages the tests need: shellcheck checks every plan.sh (crates/rdmakit/tests/workflows_dry_run.rs).
-TEST_PKGS := shellcheck
+# Debian packages the tests need: shellcheck checks every plan.sh (crates/rdmakit/tests/workflows_dry_run.rs);
+# chromium opens `rdmakit check`'s HTML report headless (crates/probe/tests/check_report.rs).
+TEST_PKGS := shellcheck chromium
 # PyPI packages the tests need: jsonschema validates the SARIF logs (crates/k8s-render/tests/sarif.rs).
 TEST_PYPI := jsonschema
 # Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).

@@ -27,22 +27,17 @@ fn class(v: Verdict) -> &'static str {
     v.as_str()
 }
 
-/// A cell's colour: green at the expected rate, red at half of it or below; by verdict without one.
+/// A cell's colour: a failed cell is red and a warned one amber whatever its rate (flat counters at line
+/// rate are a failure); a passing one goes from yellow at half the expected rate to green at it.
 fn heat(fraction: Option<f64>, v: Verdict) -> String {
-    match fraction {
-        Some(f) => {
+    match (v, fraction) {
+        (Verdict::Fail, _) => "hsl(0,70%,60%)".into(),
+        (Verdict::Warn, _) => "hsl(40,90%,60%)".into(),
+        (_, Some(f)) => {
             let t = ((f - 0.5) / 0.5).clamp(0.0, 1.0);
-            let hue = (120.0 * t).round();
-            format!(
-                "hsl({hue},70%,{}%)",
-                if v == Verdict::Fail { 55 } else { 60 }
-            )
+            format!("hsl({},70%,60%)", (60.0 + 60.0 * t).round())
         }
-        None => match v {
-            Verdict::Ok | Verdict::Info => "hsl(120,50%,65%)".into(),
-            Verdict::Warn => "hsl(45,90%,60%)".into(),
-            Verdict::Fail => "hsl(0,70%,60%)".into(),
-        },
+        (_, None) => "hsl(120,50%,65%)".into(),
     }
 }
 
@@ -74,24 +69,6 @@ code,pre{{font:12px ui-monospace,monospace}}pre{{background:#f6f6f6;padding:.5em
         e(&r.rdmakit_version),
         e(&r.schema)
     );
-    // Findings first: what to fix.
-    let _ = writeln!(
-        h,
-        "<h2>Findings</h2>\n<table id=\"findings\"><tr><th>verdict</th><th>check</th><th>subject</th><th>cause</th><th>fix</th></tr>"
-    );
-    for c in r.state.iter().chain(&r.findings) {
-        let _ = writeln!(
-            h,
-            "<tr class=\"finding {v}\"><td class=\"{v}\">{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            c.verdict.as_str(),
-            e(&c.id),
-            e(&c.subject),
-            e(&c.summary),
-            e(c.fix.as_deref().unwrap_or("")),
-            v = class(c.verdict)
-        );
-    }
-    let _ = writeln!(h, "</table>");
     // Heatmap per rail.
     let _ = writeln!(h, "<h2>Data path</h2>");
     if r.matrix.is_empty() {
@@ -163,6 +140,24 @@ code,pre{{font:12px ui-monospace,monospace}}pre{{background:#f6f6f6;padding:.5em
         }
         let _ = writeln!(h, "</table>");
     }
+    // Then what to fix.
+    let _ = writeln!(
+        h,
+        "<h2>Findings</h2>\n<table id=\"findings\"><tr><th>verdict</th><th>check</th><th>subject</th><th>cause</th><th>fix</th></tr>"
+    );
+    for c in r.state.iter().chain(&r.findings) {
+        let _ = writeln!(
+            h,
+            "<tr class=\"finding {v}\"><td class=\"{v}\">{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            c.verdict.as_str(),
+            e(&c.id),
+            e(&c.subject),
+            e(&c.summary),
+            e(c.fix.as_deref().unwrap_or("")),
+            v = class(c.verdict)
+        );
+    }
+    let _ = writeln!(h, "</table>");
     // Facts per node.
     let _ = writeln!(h, "<h2>Nodes</h2>");
     for n in &r.nodes {
@@ -279,6 +274,8 @@ mod tests {
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
         assert_eq!(heat(Some(1.0), Verdict::Ok), "hsl(120,70%,60%)");
-        assert_eq!(heat(Some(0.4), Verdict::Fail), "hsl(0,70%,55%)");
+        assert_eq!(heat(Some(0.5), Verdict::Ok), "hsl(60,70%,60%)");
+        // Line rate with flat counters is still red.
+        assert_eq!(heat(Some(1.0), Verdict::Fail), "hsl(0,70%,60%)");
     }
 }

@@ -1,8 +1,9 @@
 //! Argument parsing, logging setup, exit codes and the subcommands, one file each (`run`, `render`,
-//! `validate`, `lint`, `host_probe` for `rdmakit probe`, `preflight`, `doctor`, `bench`, `profiles`, the hidden `rhai_api`); `io`
+//! `validate`, `lint`, `host_probe` for `rdmakit probe`, `preflight`, `check`, `doctor`, `bench`, `profiles`, the hidden `rhai_api`); `io`
 //! holds what they share for reading input and printing tables, JSON and SARIF.
 
 mod bench;
+mod check;
 mod doctor;
 mod host_probe;
 mod io;
@@ -126,6 +127,11 @@ Exit codes: 0 nothing fails, 1 a check fails (each with its fix)")]
 Exit codes: 0 ready (warnings are printed), 1 a check fails (each with its fix), 2 bad input (unknown
 profile), 3 the cluster cannot be reached")]
     Preflight(preflight::PreflightArgs),
+    /// Validate a cluster's RDMA for a profile: the preflight state, facts from a pod shaped like the
+    /// workload's on every eligible node, the environment linted against them, a pairwise `ib_write_bw`
+    /// matrix per rail proven by the byte counters on both ends, and a JSON and HTML report.
+    #[command(after_help = check::AFTER_HELP)]
+    Check(check::CheckArgs),
     /// Read a NCCL/UCX/Ray/ibverbs log and name the cause and fix of known failures.
     #[command(after_help = "Examples:
   kubectl logs \"$LAUNCHER\" | rdmakit doctor -
@@ -244,6 +250,7 @@ pub fn main() -> ExitCode {
         Command::Lint(a) => lint::lint(a),
         Command::Probe(a) => host_probe::host_probe(&cli.global, a),
         Command::Preflight(a) => preflight::preflight(&cli.global, a),
+        Command::Check(a) => check::check(&cli.global, a),
         Command::Doctor(a) => doctor::doctor(a),
         Command::Bench(a) => bench::bench(a),
         Command::Profiles(a) => profiles::profiles(a),
@@ -287,6 +294,22 @@ pub(crate) fn connect_client(
         .block_on(rdmakit::exec::kube::connect(&opts))
         .context(format!("cluster configuration ({what})"))
         .map_err(Failure::input)
+}
+
+/// The profile (built-in name or file) and the `--set` values over its defaults, checked.
+pub(crate) fn profile_and_values(
+    profile: &str,
+    set: &[(String, String)],
+) -> Result<(k8s_render::Profile, k8s_render::Values), Failure> {
+    let profile = rdmakit::profiles::load(profile).map_err(Failure::input)?;
+    let mut values = k8s_render::Values::default();
+    for (k, v) in set {
+        values
+            .set(k, v)
+            .map_err(|e| Failure::input(anyhow::anyhow!("--set {e}")))?;
+    }
+    values.check().map_err(Failure::input)?;
+    Ok((profile, values))
 }
 
 /// Parses `key=value`.

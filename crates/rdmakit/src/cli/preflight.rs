@@ -226,7 +226,6 @@ fn dra_checks(
 
 /// Runs the preflight against the cluster of the kubeconfig/context.
 pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
-    let (policy, attachment) = policy_for(&a)?;
     let runtime = super::runtime()?;
     let conn = super::connect_client(global, &runtime, "check --kubeconfig and --context")?;
     let exec = Arc::new(KubeExecutor::new(
@@ -234,12 +233,30 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
         runtime.handle().clone(),
         Cancel::new(),
     ));
+    let (result, snapshot) = evaluate_cluster(global, &exec, &conn, &a)?;
+    print_result(&a, &result, &snapshot);
+    Ok(if result.verdict == Verdict::Fail {
+        code::FINDINGS
+    } else {
+        code::OK
+    })
+}
 
+/// The judged state of the cluster (nodes, DRA, DRANET, APIs, and the `--pods` facts), as `rdmakit
+/// preflight` prints it and `rdmakit check` starts from it.
+pub(super) fn evaluate_cluster(
+    global: &Global,
+    exec: &Arc<KubeExecutor>,
+    conn: &Connection,
+    a: &PreflightArgs,
+) -> Result<(probe::preflight::PreflightResult, ClusterSnapshot), Failure> {
+    let (policy, attachment) = policy_for(a)?;
+    let exec = exec.clone();
     let mut apis = Vec::new();
     for (gv, kind, fix) in APIS {
         let served = exec
             .has_api(gv, kind, Duration::from_secs(30))
-            .map_err(at(&conn))?;
+            .map_err(at(conn))?;
         apis.push(Check {
             id: "api-served".into(),
             subject: format!("{gv} {kind}"),
@@ -254,19 +271,19 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
     }
 
     let mut nodes: Vec<NodeInfo> = list(&exec, "v1", "Node", None, None)
-        .map_err(at(&conn))?
+        .map_err(at(conn))?
         .iter()
         .map(node_info)
         .collect();
     let mut extra = Vec::new();
     if let Attachment::Dra { device_class } = &attachment {
         let slices =
-            list(&exec, "resource.k8s.io/v1", "ResourceSlice", None, None).map_err(at(&conn))?;
+            list(&exec, "resource.k8s.io/v1", "ResourceSlice", None, None).map_err(at(conn))?;
         let text = serde_json::json!({ "items": slices }).to_string();
         let devices =
             parse_resource_slices(&text).map_err(|e| Failure::cluster(anyhow::anyhow!("{e}")))?;
         let classes =
-            list(&exec, "resource.k8s.io/v1", "DeviceClass", None, None).map_err(at(&conn))?;
+            list(&exec, "resource.k8s.io/v1", "DeviceClass", None, None).map_err(at(conn))?;
         let class = classes
             .into_iter()
             .find(|c| c["metadata"]["name"] == device_class.as_str());
@@ -277,7 +294,7 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
             &devices,
             &mut nodes,
         )?);
-        extra.push(dranet_pods(&exec, &conn)?);
+        extra.push(dranet_pods(&exec, conn)?);
     }
     let mut pods = Vec::new();
     if let Some(selector) = &a.pods {
@@ -286,7 +303,7 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
             .clone()
             .or_else(|| global.namespace.clone())
             .unwrap_or_else(|| conn.client.default_namespace().to_owned());
-        let listed = list(&exec, "v1", "Pod", Some(selector), Some(&ns)).map_err(at(&conn))?;
+        let listed = list(&exec, "v1", "Pod", Some(selector), Some(&ns)).map_err(at(conn))?;
         extra.extend(pods::selection_checks(selector, &ns, &listed));
         let targets: Vec<pods::Target> = listed
             .iter()
@@ -305,10 +322,17 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
         .map(|c| c.verdict)
         .max()
         .unwrap_or(Verdict::Ok);
+    Ok((result, snapshot))
+}
 
+fn print_result(
+    a: &PreflightArgs,
+    result: &probe::preflight::PreflightResult,
+    snapshot: &ClusterSnapshot,
+) {
     if a.json {
         // The judged result, plus what was read inside each probed pod (`pods`, with --pods).
-        let mut v = serde_json::to_value(&result).unwrap_or_default();
+        let mut v = serde_json::to_value(result).unwrap_or_default();
         if a.pods.is_some()
             && let Some(m) = v.as_object_mut()
         {
@@ -382,11 +406,6 @@ pub fn preflight(global: &Global, a: PreflightArgs) -> CmdResult {
             );
         }
     }
-    Ok(if result.verdict == Verdict::Fail {
-        code::FINDINGS
-    } else {
-        code::OK
-    })
 }
 
 #[cfg(test)]

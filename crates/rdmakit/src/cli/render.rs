@@ -30,14 +30,7 @@ pub struct RenderArgs {
 
 /// Renders the systems for the profile.
 pub fn render(_g: &Global, a: RenderArgs) -> CmdResult {
-    let profile = rdmakit::profiles::load(&a.profile).map_err(Failure::input)?;
-    let mut values = k8s_render::Values::default();
-    for (k, v) in &a.set {
-        values
-            .set(k, v)
-            .map_err(|e| Failure::input(anyhow::anyhow!("--set {e}")))?;
-    }
-    values.check().map_err(Failure::input)?;
+    let (profile, values) = super::profile_and_values(&a.profile, &a.set)?;
     let systems: Vec<k8s_render::System> = if a.systems.iter().any(|s| s == "all") {
         k8s_render::System::all()
             .iter()

@@ -234,6 +234,20 @@ pub struct ExecOutput {
     pub cancelled: bool,
 }
 
+impl ExecOutput {
+    /// The last non-empty line of stderr, else of stdout, trimmed (`""` when both are empty): what a failed
+    /// command said last.
+    pub fn last_line(&self) -> &str {
+        self.stderr
+            .lines()
+            .rev()
+            .chain(self.stdout.lines().rev())
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
+    }
+}
+
 /// Copy a local file into a container (`kubectl cp`).
 #[derive(Debug, Clone)]
 pub struct CopySpec {

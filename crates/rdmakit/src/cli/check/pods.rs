@@ -1,0 +1,393 @@
+//! The check pods: the profile's rendered NCCL check pod (the workload's shape: resources or claims,
+//! hostNetwork, capabilities, mounts, NCCL environment) pinned to each node, with the DRA objects it needs;
+//! and the record of what was created, so that everything is deleted whatever happens.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_render::DevicePattern;
+use rdmakit::error::ExecError;
+use rdmakit::exec::kube::KubeExecutor;
+use rdmakit::exec::{Executor, ListSpec, Manifest, WaitFor, WaitSpec};
+use serde_json::{Value, json};
+
+use super::super::Failure;
+
+/// The label every check pod of one run carries (its value: the run id).
+pub const RUN_LABEL: &str = "rdmakit.io/check";
+
+/// The devices of the profile that are rails: the name pattern minus `devices.exclude`.
+#[derive(Debug, Clone)]
+pub struct Rails {
+    include: DevicePattern,
+    exclude: Vec<DevicePattern>,
+}
+
+impl Rails {
+    /// Whether `device` is a rail of the profile.
+    pub fn selects(&self, device: &str) -> bool {
+        self.include.matches(device) && !self.exclude.iter().any(|e| e.matches(device))
+    }
+}
+
+/// What every check pod is made from.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// The rendered pod (the profile's first NCCL check pod).
+    pod: Value,
+    /// The other objects it refers to (DeviceClass, ResourceClaimTemplate for DRA profiles).
+    extra: Vec<Value>,
+    /// The container the facts are read in.
+    pub container: String,
+    /// The profile's rails.
+    pub devices: Rails,
+}
+
+/// A check pod once Ready.
+#[derive(Debug, Clone)]
+pub struct LivePod {
+    pub name: String,
+    pub node: String,
+    /// `status.podIP` (the node's address under hostNetwork).
+    pub ip: Option<String>,
+    /// Containers beside ours (admission may inject sidecars) and sidecar-injection annotations.
+    pub sidecars: Vec<String>,
+}
+
+impl Shape {
+    /// Renders the profile's NCCL check pods and keeps the first as the template.
+    pub fn render(
+        profile: &k8s_render::Profile,
+        values: &k8s_render::Values,
+    ) -> Result<Shape, Failure> {
+        let bundle =
+            k8s_render::render(k8s_render::System::NcclCheck, profile, values).map_err(|e| {
+                Failure::input(anyhow::anyhow!(
+                    "rendering the check pods for {}: {e}",
+                    profile.name
+                ))
+            })?;
+        let mut pod = None;
+        let mut extra = Vec::new();
+        for (_, _, doc) in bundle.documents() {
+            if doc["kind"] == "Pod" {
+                pod.get_or_insert_with(|| doc.clone());
+            } else {
+                extra.push(doc.clone());
+            }
+        }
+        let pod = pod.ok_or_else(|| {
+            Failure::input(anyhow::anyhow!(
+                "profile {}: the NCCL check renders no pod",
+                profile.name
+            ))
+        })?;
+        let container = pod["spec"]["containers"][0]["name"]
+            .as_str()
+            .unwrap_or("nccl-check")
+            .to_owned();
+        Ok(Shape {
+            pod,
+            extra,
+            container,
+            devices: Rails {
+                include: profile.devices.name_pattern.clone(),
+                exclude: profile.devices.exclude.clone(),
+            },
+        })
+    }
+
+    /// The pod for `node`: the template renamed, labelled with the run, pinned by hostname (through the
+    /// scheduler, so DRA claims are allocated), the spread-across-nodes affinity dropped.
+    pub fn pod_for(&self, node: &str, index: usize, run_id: &str, namespace: &str) -> Value {
+        let mut p = self.pod.clone();
+        let name = format!("rdmakit-check-{run_id}-{index}");
+        p["metadata"]["name"] = json!(name);
+        p["metadata"]["namespace"] = json!(namespace);
+        p["metadata"]["labels"] = json!({
+            "app.kubernetes.io/name": "rdmakit-check",
+            "app.kubernetes.io/managed-by": "rdmakit",
+            RUN_LABEL: run_id,
+        });
+        if let Some(spec) = p["spec"].as_object_mut() {
+            spec.remove("affinity");
+            spec.insert("restartPolicy".into(), json!("Never"));
+            let sel = spec.entry("nodeSelector").or_insert_with(|| json!({}));
+            sel["kubernetes.io/hostname"] = json!(node);
+        }
+        p
+    }
+
+    /// Applies the DRA objects and one pod per node, waits until all are Ready, and reads them back.
+    pub fn create(
+        &self,
+        exec: &KubeExecutor,
+        nodes: &[String],
+        run_id: &str,
+        namespace: &str,
+        created: &Created,
+        ready: Duration,
+    ) -> Result<Vec<LivePod>, ExecError> {
+        let t = Duration::from_secs(60);
+        for o in &self.extra {
+            let mut o = o.clone();
+            let cluster_scoped = o["kind"] == "DeviceClass";
+            if !cluster_scoped {
+                o["metadata"]["namespace"] = json!(namespace);
+            }
+            let m = Manifest {
+                display_path: format!("check {}", o["kind"].as_str().unwrap_or("object")),
+                objects: vec![o],
+            };
+            // A DeviceClass someone else made stays; what we made goes at the end.
+            let (applied, _present) = exec.apply_if_absent(&m, t)?;
+            if !applied.is_empty() {
+                created.push(m);
+            }
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            let m = Manifest {
+                display_path: format!("check pod on {n}"),
+                objects: vec![self.pod_for(n, i, run_id, namespace)],
+            };
+            created.push(m.clone());
+            exec.apply(&m, t)?;
+        }
+        let selector = format!("{RUN_LABEL}={run_id}");
+        exec.wait(&WaitSpec {
+            what: WaitFor::PodsReady,
+            kind: "Pod".into(),
+            name: None,
+            selector: Some(selector.clone()),
+            expect: nodes.len(),
+            namespace: Some(namespace.to_owned()),
+            timeout: ready,
+        })?;
+        let listed = exec.list(&ListSpec {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            selector: Some(selector),
+            namespace: Some(namespace.to_owned()),
+            capture_var: None,
+            expect: 0,
+            columns: Vec::new(),
+            timeout: t,
+        })?;
+        let mut live: Vec<LivePod> = listed.iter().map(|p| self.live(p)).collect();
+        live.sort_by_key(|p| {
+            nodes
+                .iter()
+                .position(|n| *n == p.node)
+                .unwrap_or(usize::MAX)
+        });
+        Ok(live)
+    }
+
+    fn live(&self, p: &Value) -> LivePod {
+        let s = |v: &Value| v.as_str().map(str::to_owned);
+        let mut sidecars: Vec<String> = p["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain(
+                p["spec"]["initContainers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c["restartPolicy"] == "Always"),
+            )
+            .filter_map(|c| c["name"].as_str())
+            .filter(|n| *n != self.container)
+            .map(str::to_owned)
+            .collect();
+        for key in ["sidecar.istio.io/status", "linkerd.io/proxy-version"] {
+            if p["metadata"]["annotations"][key].is_string() {
+                sidecars.push(format!("annotation {key}"));
+            }
+        }
+        LivePod {
+            name: s(&p["metadata"]["name"]).unwrap_or_default(),
+            node: s(&p["spec"]["nodeName"]).unwrap_or_default(),
+            ip: s(&p["status"]["podIP"]),
+            sidecars,
+        }
+    }
+}
+
+/// The names of the nodes `selector` matches.
+pub fn nodes_matching(exec: &KubeExecutor, selector: &str) -> Result<Vec<String>, ExecError> {
+    Ok(exec
+        .list(&ListSpec {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            selector: Some(selector.to_owned()),
+            namespace: None,
+            capture_var: None,
+            expect: 0,
+            columns: Vec::new(),
+            timeout: Duration::from_secs(60),
+        })?
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// A short id for this run's pods: time and process, base 36.
+pub fn run_id() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut n = t ^ (u64::from(std::process::id()) << 40);
+    let mut s = String::new();
+    for _ in 0..6 {
+        let d = (n % 36) as u32;
+        s.push(char::from_digit(d, 36).unwrap_or('0'));
+        n /= 36;
+    }
+    s
+}
+
+/// What this run created, deleted newest first by [`Created::delete_all`].
+#[derive(Debug)]
+pub struct Created {
+    exec: Arc<KubeExecutor>,
+    cancel: rdmakit::cancel::Cancel,
+    namespace: String,
+    made: Mutex<Vec<Manifest>>,
+}
+
+impl Created {
+    pub fn new(
+        exec: Arc<KubeExecutor>,
+        cancel: rdmakit::cancel::Cancel,
+        namespace: String,
+    ) -> Created {
+        Created {
+            exec,
+            cancel,
+            namespace,
+            made: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn push(&self, m: Manifest) {
+        self.made.lock().unwrap_or_else(|p| p.into_inner()).push(m);
+    }
+
+    /// `Kind/name` of every object created.
+    pub fn names(&self) -> Vec<String> {
+        self.made
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .flat_map(|m| m.objects.iter())
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap_or("?"),
+                    o["metadata"]["name"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    }
+
+    /// Deletes everything (also after Ctrl-C: the executor's cancel is cleared for it); what could not be
+    /// deleted is named with the command that deletes it.
+    pub fn delete_all(&self) {
+        self.cancel.clear();
+        let made = std::mem::take(&mut *self.made.lock().unwrap_or_else(|p| p.into_inner()));
+        for m in made.iter().rev() {
+            if let Err(e) = self.exec.delete(m, Duration::from_secs(90)) {
+                eprintln!(
+                    "warning: could not delete {} in namespace {}: {e}; delete it with kubectl delete -n {} {}",
+                    m.display_path,
+                    self.namespace,
+                    self.namespace,
+                    Created::kubectl_names(m)
+                );
+            }
+        }
+    }
+
+    fn kubectl_names(m: &Manifest) -> String {
+        m.objects
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap_or("?").to_lowercase(),
+                    o["metadata"]["name"].as_str().unwrap_or("?")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Every built-in profile's check pod keeps the workload's RDMA request, pinned to its node through the
+    /// scheduler and labelled with the run; nothing of the two-pod spread survives.
+    #[test]
+    fn every_builtin_profile_makes_a_workload_shaped_check_pod() {
+        for name in rdmakit::profiles::builtin_names() {
+            let profile = rdmakit::profiles::load_builtin(name).unwrap();
+            let mut values = k8s_render::Values::default();
+            values.set("image", "registry.example.com/rdma:1").unwrap();
+            let shape = Shape::render(&profile, &values)
+                .unwrap_or_else(|e| panic!("{name}: {:#}", e.error));
+            let p = shape.pod_for("node-7", 3, "abc123", "ns1");
+            assert_eq!(p["metadata"]["name"], "rdmakit-check-abc123-3", "{name}");
+            assert_eq!(p["metadata"]["namespace"], "ns1");
+            assert_eq!(p["metadata"]["labels"][RUN_LABEL], "abc123");
+            assert_eq!(
+                p["spec"]["nodeSelector"]["kubernetes.io/hostname"], "node-7",
+                "{name}"
+            );
+            assert!(p["spec"].get("affinity").is_none(), "{name}");
+            assert!(
+                p["spec"].get("nodeName").is_none(),
+                "{name}: the scheduler must place it (DRA claims)"
+            );
+            let c = &p["spec"]["containers"][0];
+            assert_eq!(c["name"].as_str(), Some(shape.container.as_str()));
+            let res = &c["resources"];
+            let asks_rdma = match &profile.rdma {
+                k8s_render::profile::RdmaAttachment::DevicePlugin { resources } => {
+                    resources.keys().all(|r| res["limits"].get(r).is_some())
+                }
+                k8s_render::profile::RdmaAttachment::Dra(_) => {
+                    res["claims"].as_array().is_some_and(|a| !a.is_empty())
+                        && shape
+                            .extra
+                            .iter()
+                            .any(|o| o["kind"] == "ResourceClaimTemplate")
+                }
+            };
+            assert!(
+                asks_rdma,
+                "{name}: the check pod lost the RDMA request: {c}"
+            );
+            assert!(
+                shape
+                    .devices
+                    .selects(&profile.devices.name_pattern.example()),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn run_ids_are_label_values() {
+        let id = run_id();
+        assert_eq!(id.len(), 6);
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+            "{id}"
+        );
+    }
+}
