@@ -30,7 +30,7 @@
 //! [`plan`] the plan and its `plan.sh`, [`report`] the run's report, [`bridge`] what a vendor profile
 //! means to probe's judgements and the lint, [`profiles`] and [`workflows`] the built-in scripts
 //! (embedded by `builtins`), [`manifests`] YAML reading, [`outdir`] the out dir's bookkeeping,
-//! [`secrets`] redaction, [`cancel`] Ctrl-C, [`error`] the error types.
+//! [`secrets`] redaction, [`cancel`] Ctrl-C, [`error`] the error types, [`check`] `rdmakit check`'s matrix.
 
 #![forbid(unsafe_code)]
 
@@ -42,6 +42,7 @@ pub struct ReadmeDoctests;
 pub mod bridge;
 mod builtins;
 pub mod cancel;
+pub mod check;
 pub mod error;
 pub mod exec;
 pub mod host;

@@ -5,7 +5,6 @@
 //! read on both ends, and the evidence: terminal table, `--json` (schema `rdmakit.check/v1`), `--html`.
 //! Every pod it created is deleted at the end, on failure and on Ctrl-C (unless `--keep`).
 
-mod matrix;
 mod pods;
 
 use std::path::PathBuf;
@@ -16,6 +15,7 @@ use clap::{Args, ValueEnum};
 use probe::check::{CheckReport, NodeReport, Pairs, PodFacts, SCHEMA};
 use probe::{Check, Verdict};
 use rdmakit::cancel::Cancel;
+use rdmakit::check::matrix;
 use rdmakit::exec::kube::KubeExecutor;
 use rdmakit::exec::{ExecSpec, Executor};
 

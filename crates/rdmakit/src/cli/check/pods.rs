@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_render::DevicePattern;
+pub use rdmakit::check::{LivePod, Rails};
 use rdmakit::error::ExecError;
 use rdmakit::exec::kube::KubeExecutor;
 use rdmakit::exec::{Executor, ListSpec, Manifest, WaitFor, WaitSpec};
@@ -15,20 +15,6 @@ use super::super::Failure;
 
 /// The label every check pod of one run carries (its value: the run id).
 pub const RUN_LABEL: &str = "rdmakit.io/check";
-
-/// The devices of the profile that are rails: the name pattern minus `devices.exclude`.
-#[derive(Debug, Clone)]
-pub struct Rails {
-    include: DevicePattern,
-    exclude: Vec<DevicePattern>,
-}
-
-impl Rails {
-    /// Whether `device` is a rail of the profile.
-    pub fn selects(&self, device: &str) -> bool {
-        self.include.matches(device) && !self.exclude.iter().any(|e| e.matches(device))
-    }
-}
 
 /// What every check pod is made from.
 #[derive(Debug, Clone)]
@@ -41,17 +27,6 @@ pub struct Shape {
     pub container: String,
     /// The profile's rails.
     pub devices: Rails,
-}
-
-/// A check pod once Ready.
-#[derive(Debug, Clone)]
-pub struct LivePod {
-    pub name: String,
-    pub node: String,
-    /// `status.podIP` (the node's address under hostNetwork).
-    pub ip: Option<String>,
-    /// Containers beside ours (admission may inject sidecars) and sidecar-injection annotations.
-    pub sidecars: Vec<String>,
 }
 
 impl Shape {
@@ -90,10 +65,10 @@ impl Shape {
             pod,
             extra,
             container,
-            devices: Rails {
-                include: profile.devices.name_pattern.clone(),
-                exclude: profile.devices.exclude.clone(),
-            },
+            devices: Rails::new(
+                profile.devices.name_pattern.clone(),
+                profile.devices.exclude.clone(),
+            ),
         })
     }
 

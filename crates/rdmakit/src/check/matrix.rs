@@ -1,26 +1,33 @@
 //! The data-path matrix, live: for each pair and rail, the byte counters read on both pods, `ib_write_bw`
 //! server and client started together (host memory), the counters read again, and the cell judged by
-//! `probe::check::judge_cell`. The GID index is each receiver port's RoCE v2 entry (`-x`), none on IB and
-//! iWARP.
+//! `probe::check::judge_cell`. Rails pair by position: the k-th device of the profile on the sender with
+//! the k-th on the receiver (names sorted; `mlx5_0` with `mlx5_0` on a uniform cluster). Each side's GID index
+//! is its own port's RoCE v2 entry (`-x`), none on IB and iWARP. Everything runs through an [`Executor`]:
+//! pod exec on a cluster, network namespaces in the soft-RoCE VM test.
 
 use std::time::Duration;
 
+use super::{LivePod, Rails};
+use crate::cancel::Cancel;
+use crate::error::ExecError;
+use crate::exec::{ExecSpec, Executor};
 use probe::check::{Cell, Dump, Measured, Pairs, PodFacts, flag_outliers, judge_cell, pairs};
 use probe::counters::{CounterDelta, CounterSnapshot};
-use rdmakit::cancel::Cancel;
-use rdmakit::error::ExecError;
-use rdmakit::exec::{ExecSpec, Executor};
-
-use super::pods::{LivePod, Rails};
 
 /// How each cell runs.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// Message size of `ib_write_bw`, bytes.
     pub size: u64,
+    /// Iterations of each cell.
     pub iterations: u64,
+    /// What one NIC should reach, GiB/s (`None`: judged by counters and spread alone).
     pub expected_gib_s: Option<f64>,
+    /// The container every command runs in.
     pub container: String,
+    /// The pods' namespace.
     pub namespace: String,
+    /// The profile's rails.
     pub devices: Rails,
 }
 
@@ -30,7 +37,7 @@ pub fn expected_gib_s(
     profile: &k8s_render::Profile,
     values: &k8s_render::Values,
 ) -> Result<f64, String> {
-    let inputs = rdmakit::bridge::expectation_inputs(profile, values.instance_type.as_deref())
+    let inputs = crate::bridge::expectation_inputs(profile, values.instance_type.as_deref())
         .map_err(|e| format!("profile {}: {e}", profile.name))?;
     probe::expect::expect_nic(&inputs)
         .map(|e| e.gib_s)
@@ -65,24 +72,44 @@ pub fn run(
     let mut cells = Vec::new();
     for (i, j) in pairs(pods.len(), mode) {
         let (from, to) = (&pods[i], &pods[j]);
-        let rails: Vec<&probe::facts::RdmaDevice> = facts[j]
-            .devices
-            .iter()
-            .filter(|d| {
-                plan.devices.selects(&d.name) && facts[i].devices.iter().any(|s| s.name == d.name)
-            })
-            .collect();
-        if rails.is_empty() {
+        let rails = |f: &PodFacts| -> Vec<probe::facts::RdmaDevice> {
+            let mut d: Vec<_> = f
+                .devices
+                .iter()
+                .filter(|d| plan.devices.selects(&d.name))
+                .cloned()
+                .collect();
+            d.sort_by(|a, b| a.name.cmp(&b.name));
+            d
+        };
+        let (src, dst) = (rails(&facts[i]), rails(&facts[j]));
+        if src.is_empty() || dst.is_empty() {
             skipped.push(format!(
-                "matrix {} -> {}: no rail of the profile on both pods",
-                from.node, to.node
+                "matrix {} -> {}: no device of the profile on {}",
+                from.node,
+                to.node,
+                if src.is_empty() { &from.node } else { &to.node }
+            ));
+        } else if src.len() != dst.len() {
+            skipped.push(format!(
+                "matrix {} -> {}: {} rail(s) against {}; the first {} measured",
+                from.node,
+                to.node,
+                src.len(),
+                dst.len(),
+                src.len().min(dst.len())
             ));
         }
-        for dev in rails {
+        for (k, (s, d)) in src.iter().zip(&dst).enumerate() {
             if cancel.is_cancelled() {
                 return Ok(cells);
             }
-            cells.push(cell(exec, plan, from, to, dev)?);
+            let rail = if s.name == d.name {
+                s.name.clone()
+            } else {
+                format!("rail{k}")
+            };
+            cells.push(cell(exec, plan, from, to, &rail, s, d)?);
         }
     }
     flag_outliers(&mut cells);
@@ -100,51 +127,60 @@ fn spec(plan: &Plan, pod: &LivePod, script: String, timeout: Duration) -> ExecSp
     }
 }
 
+/// `ib_write_bw` for one side: its own device and GID index, the message size and count.
+fn perftest(plan: &Plan, dev: &probe::facts::RdmaDevice) -> String {
+    let gid = dev.ports.first().and_then(|p| {
+        (p.link_layer.as_deref() == Some("Ethernet"))
+            .then(|| p.suggested_gid_index())
+            .flatten()
+    });
+    let x = gid.map(|g| format!(" -x {g}")).unwrap_or_default();
+    format!(
+        "ib_write_bw -d {}{x} -s {} -n {} -F --report_gbits",
+        dev.name, plan.size, plan.iterations
+    )
+}
+
 fn cell(
     exec: &dyn Executor,
     plan: &Plan,
     from: &LivePod,
     to: &LivePod,
-    dev: &probe::facts::RdmaDevice,
+    rail: &str,
+    src: &probe::facts::RdmaDevice,
+    dst: &probe::facts::RdmaDevice,
 ) -> Result<Cell, ExecError> {
-    let name = &dev.name;
     let bytes = plan.size.saturating_mul(plan.iterations);
     let t = Duration::from_secs(30);
+    let (s, d) = (src.name.as_str(), dst.name.as_str());
     let read = |exec: &dyn Executor| -> Result<(Option<CounterSnapshot>, Option<CounterSnapshot>), ExecError> {
-        let o = exec.exec_many(&[spec(plan, from, counter_script(name), t), spec(plan, to, counter_script(name), t)])?;
-        Ok((snapshot(&o[0].stdout, name), snapshot(&o[1].stdout, name)))
+        let o = exec.exec_many(&[spec(plan, from, counter_script(s), t), spec(plan, to, counter_script(d), t)])?;
+        Ok((snapshot(&o[0].stdout, s), snapshot(&o[1].stdout, d)))
+    };
+    let judge = |m: Measured| {
+        let mut c = judge_cell(&from.node, &to.node, rail, bytes, m, plan.expected_gib_s);
+        if s != rail || d != rail {
+            c.summary = format!("{s} -> {d}: {}", c.summary);
+        }
+        c
     };
     let Some(addr) = to.ip.clone() else {
-        return Ok(judge_cell(
-            &from.node,
-            &to.node,
-            name,
-            bytes,
-            Measured {
-                error: Some(format!("{} has no pod IP", to.name)),
-                ..Measured::default()
-            },
-            plan.expected_gib_s,
-        ));
+        return Ok(judge(Measured {
+            error: Some(format!("{} has no pod IP", to.name)),
+            ..Measured::default()
+        }));
     };
-    let gid = dev.ports.first().and_then(|p| {
-        if p.link_layer.as_deref() == Some("Ethernet") {
-            p.suggested_gid_index()
-        } else {
-            None
-        }
-    });
-    let x = gid.map(|g| format!(" -x {g}")).unwrap_or_default();
-    let common = format!(
-        "ib_write_bw -d {name}{x} -s {} -n {} -F --report_gbits",
-        plan.size, plan.iterations
-    );
     let before = read(exec)?;
     let run_t = Duration::from_secs(120);
     let outs = exec.exec_many(&[
-        spec(plan, to, common.clone(), run_t),
+        spec(plan, to, perftest(plan, dst), run_t),
         // The server needs a moment to listen; perftest's client does not retry.
-        spec(plan, from, format!("sleep 2; {common} {addr}"), run_t),
+        spec(
+            plan,
+            from,
+            format!("sleep 2; {} {addr}", perftest(plan, src)),
+            run_t,
+        ),
     ])?;
     let after = read(exec)?;
     let client = &outs[1];
@@ -165,18 +201,10 @@ fn cell(
         |b: &Option<CounterSnapshot>, a: &Option<CounterSnapshot>| -> Option<CounterDelta> {
             CounterDelta::between(b.as_ref()?, a.as_ref()?).ok()
         };
-    let m = Measured {
+    Ok(judge(Measured {
         gib_s,
         sender: delta(&before.0, &after.0),
         receiver: delta(&before.1, &after.1),
         error,
-    };
-    Ok(judge_cell(
-        &from.node,
-        &to.node,
-        name,
-        bytes,
-        m,
-        plan.expected_gib_s,
-    ))
+    }))
 }
