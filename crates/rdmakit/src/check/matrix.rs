@@ -29,6 +29,9 @@ pub struct Plan {
     pub namespace: String,
     /// The profile's rails.
     pub devices: Rails,
+    /// GPU memory instead of host memory on both ends: the CUDA device index for perftest's
+    /// `--use_cuda` (GPUDirect RDMA; only where the fabric has it).
+    pub gpu: Option<u32>,
 }
 
 /// What one NIC's RDMA WRITE should reach on the profile's instance type (`probe::expect::expect_nic`), or
@@ -135,10 +138,28 @@ fn perftest(plan: &Plan, dev: &probe::facts::RdmaDevice) -> String {
             .flatten()
     });
     let x = gid.map(|g| format!(" -x {g}")).unwrap_or_default();
+    let cuda = plan
+        .gpu
+        .map(|g| format!(" --use_cuda={g}"))
+        .unwrap_or_default();
     format!(
-        "ib_write_bw -d {}{x} -s {} -n {} -F --report_gbits",
+        "ib_write_bw -d {}{x}{cuda} -s {} -n {} -F --report_gbits",
         dev.name, plan.size, plan.iterations
     )
+}
+
+/// Whether the profile's instance type has GPUDirect RDMA (what `--gpu` needs), or why not.
+pub fn gpudirect(profile: &k8s_render::Profile, instance_type: Option<&str>) -> Result<(), String> {
+    let inputs = crate::bridge::expectation_inputs(profile, instance_type)
+        .map_err(|e| format!("profile {}: {e}", profile.name))?;
+    if inputs.gpudirect {
+        Ok(())
+    } else {
+        Err(format!(
+            "profile {} has no GPUDirect RDMA on this instance type (data is staged through host memory): the matrix measures host memory",
+            profile.name
+        ))
+    }
 }
 
 fn cell(
@@ -207,4 +228,69 @@ fn cell(
         receiver: delta(&before.1, &after.1),
         error,
     }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use probe::facts::{DeviceKind, GidEntry, RdmaDevice, RdmaPort};
+
+    fn dev(link: &str, gids: Vec<GidEntry>) -> RdmaDevice {
+        RdmaDevice {
+            name: "mlx5_0".into(),
+            kind: DeviceKind::classify("mlx5_0", None, None),
+            node_guid: None,
+            node_type: None,
+            fw_ver: None,
+            vendor_id: None,
+            device_id: None,
+            parent_netdev: None,
+            ports: vec![RdmaPort {
+                port: 1,
+                state: "4: ACTIVE".into(),
+                phys_state: None,
+                link_layer: Some(link.into()),
+                rate: None,
+                gids,
+                hw_counters: Vec::new(),
+                counters: Vec::new(),
+            }],
+        }
+    }
+
+    fn plan(gpu: Option<u32>) -> Plan {
+        Plan {
+            size: 1 << 20,
+            iterations: 100,
+            expected_gib_s: None,
+            container: "c".into(),
+            namespace: "n".into(),
+            devices: Rails::new("mlx5_*".into(), vec!["mlx5_bond_*".into()]),
+            gpu,
+        }
+    }
+
+    #[test]
+    fn perftest_takes_the_roce_v2_index_on_ethernet_and_cuda_when_asked() {
+        let v2 = GidEntry {
+            index: 3,
+            gid: "0000:0000:0000:0000:0000:ffff:0a00:0105".into(),
+            gid_type: Some("RoCE v2".into()),
+            netdev: Some("eth1".into()),
+        };
+        assert_eq!(
+            perftest(&plan(None), &dev("Ethernet", vec![v2.clone()])),
+            "ib_write_bw -d mlx5_0 -x 3 -s 1048576 -n 100 -F --report_gbits"
+        );
+        // InfiniBand: no GID index; GPU memory on device 0.
+        assert_eq!(
+            perftest(&plan(Some(0)), &dev("InfiniBand", vec![v2])),
+            "ib_write_bw -d mlx5_0 --use_cuda=0 -s 1048576 -n 100 -F --report_gbits"
+        );
+        let rails = plan(None).devices;
+        assert!(
+            rails.selects("mlx5_3") && !rails.selects("mlx5_bond_0") && !rails.selects("erdma_0")
+        );
+    }
 }

@@ -59,6 +59,10 @@ pub struct CheckArgs {
     /// Skip the data-path matrix (facts and findings only).
     #[arg(long)]
     pub no_matrix: bool,
+    /// Measure GPU memory on both ends (`ib_write_bw --use_cuda=0`, GPUDirect RDMA) where the profile's
+    /// instance type has it; elsewhere the matrix stays on host memory and the report says why.
+    #[arg(long)]
+    pub gpu: bool,
     /// Message size of each `ib_write_bw` cell, bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub size: u64,
@@ -88,6 +92,7 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
     let (profile, values) = super::profile_and_values(&a.profile, &a.set)?;
     let shape = pods::Shape::render(&profile, &values)?;
     let expected = matrix::expected_gib_s(&profile, &values);
+    let gpudirect = matrix::gpudirect(&profile, values.instance_type.as_deref());
 
     let runtime = super::runtime()?;
     let conn = super::connect_client(global, &runtime, "check --kubeconfig and --context")?;
@@ -166,16 +171,19 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
         Ok(())
     } else {
         gather(
-            &a,
-            &exec,
-            &shape,
-            &nodes,
-            &run_id,
-            &namespace,
-            expected,
-            &created,
+            Gather {
+                a: &a,
+                exec: &exec,
+                shape: &shape,
+                nodes: &nodes,
+                run_id: &run_id,
+                namespace: &namespace,
+                expected,
+                gpudirect,
+                created: &created,
+                cancel: &cancel,
+            },
             &mut report,
-            &cancel,
         )
     };
     report.pods = created.names();
@@ -193,20 +201,34 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
     Ok(report.exit_code())
 }
 
-/// Creates the pods, reads the facts, judges them and runs the matrix, filling `report`.
-#[allow(clippy::too_many_arguments)]
-fn gather(
-    a: &CheckArgs,
-    exec: &Arc<KubeExecutor>,
-    shape: &pods::Shape,
-    nodes: &[String],
-    run_id: &str,
-    namespace: &str,
+/// What one run's gathering needs.
+struct Gather<'a> {
+    a: &'a CheckArgs,
+    exec: &'a Arc<KubeExecutor>,
+    shape: &'a pods::Shape,
+    nodes: &'a [String],
+    run_id: &'a str,
+    namespace: &'a str,
     expected: Result<f64, String>,
-    created: &pods::Created,
-    report: &mut CheckReport,
-    cancel: &Cancel,
-) -> Result<(), Failure> {
+    gpudirect: Result<(), String>,
+    created: &'a pods::Created,
+    cancel: &'a Cancel,
+}
+
+/// Creates the pods, reads the facts, judges them and runs the matrix, filling `report`.
+fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
+    let Gather {
+        a,
+        exec,
+        shape,
+        nodes,
+        run_id,
+        namespace,
+        expected,
+        gpudirect,
+        created,
+        cancel,
+    } = g;
     let cluster = |e: rdmakit::error::ExecError| Failure::cluster(anyhow::Error::new(e));
     let live = shape
         .create(
@@ -285,6 +307,14 @@ fn gather(
         if let Err(why) = &expected {
             report.skipped.push(format!("expected rate: {why}"));
         }
+        let gpu = match (a.gpu, gpudirect) {
+            (true, Ok(())) => Some(0),
+            (true, Err(why)) => {
+                report.skipped.push(format!("--gpu: {why}"));
+                None
+            }
+            (false, _) => None,
+        };
         let plan = matrix::Plan {
             size: a.size,
             iterations: a.iterations,
@@ -292,6 +322,7 @@ fn gather(
             container: shape.container.clone(),
             namespace: namespace.to_owned(),
             devices: shape.devices.clone(),
+            gpu,
         };
         report.matrix = matrix::run(
             &**exec,
