@@ -237,7 +237,7 @@ fn the_matrix_moves_real_traffic_proven_by_both_ends_counters_and_a_dead_peer_fa
     let plan = Plan {
         size: 64 << 10,
         iterations: 200,
-        expected_gib_s: None,
+        expected_gib_s: Default::default(),
         container: "check".into(),
         namespace: "vm".into(),
         devices: Rails::new("rxe*".into(), Vec::new()),

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed expectation is a test failure
 
 mod access;
+mod check;
 mod harness;
 mod judges;
 mod mutations;

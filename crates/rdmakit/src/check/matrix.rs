@@ -21,8 +21,9 @@ pub struct Plan {
     pub size: u64,
     /// Iterations of each cell.
     pub iterations: u64,
-    /// What one NIC should reach, GiB/s (`None`: judged by counters and spread alone).
-    pub expected_gib_s: Option<f64>,
+    /// What one NIC should reach on each node, GiB/s (by its instance type); a cell is held against the
+    /// slower end's, and one with neither is judged by counters and spread alone.
+    pub expected_gib_s: std::collections::BTreeMap<String, f64>,
     /// The container every command runs in.
     pub container: String,
     /// The pods' namespace.
@@ -38,9 +39,9 @@ pub struct Plan {
 /// why it is not known.
 pub fn expected_gib_s(
     profile: &k8s_render::Profile,
-    values: &k8s_render::Values,
+    instance_type: Option<&str>,
 ) -> Result<f64, String> {
-    let inputs = crate::bridge::expectation_inputs(profile, values.instance_type.as_deref())
+    let inputs = crate::bridge::expectation_inputs(profile, instance_type)
         .map_err(|e| format!("profile {}: {e}", profile.name))?;
     probe::expect::expect_nic(&inputs)
         .map(|e| e.gib_s)
@@ -179,7 +180,12 @@ fn cell(
         Ok((snapshot(&o[0].stdout, s), snapshot(&o[1].stdout, d)))
     };
     let judge = |m: Measured| {
-        let mut c = judge_cell(&from.node, &to.node, rail, bytes, m, plan.expected_gib_s);
+        let e = |n: &str| plan.expected_gib_s.get(n).copied();
+        let expected = match (e(&from.node), e(&to.node)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut c = judge_cell(&from.node, &to.node, rail, bytes, m, expected);
         if s != rail || d != rail {
             c.summary = format!("{s} -> {d}: {}", c.summary);
         }
@@ -263,7 +269,7 @@ mod tests {
         Plan {
             size: 1 << 20,
             iterations: 100,
-            expected_gib_s: None,
+            expected_gib_s: Default::default(),
             container: "c".into(),
             namespace: "n".into(),
             devices: Rails::new("mlx5_*".into(), vec!["mlx5_bond_*".into()]),

@@ -91,7 +91,6 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
         .to_string();
     let (profile, values) = super::profile_and_values(&a.profile, &a.set)?;
     let shape = pods::Shape::render(&profile, &values)?;
-    let expected = matrix::expected_gib_s(&profile, &values);
     let gpudirect = matrix::gpudirect(&profile, values.instance_type.as_deref());
 
     let runtime = super::runtime()?;
@@ -126,7 +125,7 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
         pods_namespace: None,
         json: false,
     };
-    let (state, _) = evaluate_cluster(global, &exec, &conn, &pre)?;
+    let (state, snapshot) = evaluate_cluster(global, &exec, &conn, &pre)?;
     let mut nodes: Vec<String> = state
         .nodes
         .iter()
@@ -178,7 +177,7 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
                 nodes: &nodes,
                 run_id: &run_id,
                 namespace: &namespace,
-                expected,
+                expected: expectations(&profile, &values, &snapshot.nodes, &nodes),
                 gpudirect,
                 created: &created,
                 cancel: &cancel,
@@ -201,6 +200,37 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
     Ok(report.exit_code())
 }
 
+/// What one NIC should reach on each node: the instance type `--set instance_type=` names, else the node's
+/// `node.kubernetes.io/instance-type` label, else the profile's default; with the nodes whose expectation is
+/// unknown (a note each: their cells are judged by counters and spread).
+fn expectations(
+    profile: &k8s_render::Profile,
+    values: &k8s_render::Values,
+    infos: &[probe::preflight::NodeInfo],
+    nodes: &[String],
+) -> (std::collections::BTreeMap<String, f64>, Vec<String>) {
+    let mut known = std::collections::BTreeMap::new();
+    let mut unknown = Vec::new();
+    for n in nodes {
+        let label = infos
+            .iter()
+            .find(|i| i.name == *n)
+            .and_then(|i| i.labels.get("node.kubernetes.io/instance-type"))
+            .filter(|t| profile.instance_types.contains_key(t.as_str()));
+        let it = values
+            .instance_type
+            .as_deref()
+            .or(label.map(String::as_str));
+        match matrix::expected_gib_s(profile, it) {
+            Ok(g) => {
+                known.insert(n.clone(), g);
+            }
+            Err(why) => unknown.push(format!("expected rate on {n}: {why}")),
+        }
+    }
+    (known, unknown)
+}
+
 /// What one run's gathering needs.
 struct Gather<'a> {
     a: &'a CheckArgs,
@@ -209,7 +239,7 @@ struct Gather<'a> {
     nodes: &'a [String],
     run_id: &'a str,
     namespace: &'a str,
-    expected: Result<f64, String>,
+    expected: (std::collections::BTreeMap<String, f64>, Vec<String>),
     gpudirect: Result<(), String>,
     created: &'a pods::Created,
     cancel: &'a Cancel,
@@ -304,9 +334,8 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
             PairsArg::Ring => Pairs::Ring,
             PairsArg::All => Pairs::All,
         };
-        if let Err(why) = &expected {
-            report.skipped.push(format!("expected rate: {why}"));
-        }
+        let (expected, unknown) = expected;
+        report.skipped.extend(unknown);
         let gpu = match (a.gpu, gpudirect) {
             (true, Ok(())) => Some(0),
             (true, Err(why)) => {
@@ -318,7 +347,7 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
         let plan = matrix::Plan {
             size: a.size,
             iterations: a.iterations,
-            expected_gib_s: expected.ok(),
+            expected_gib_s: expected,
             container: shape.container.clone(),
             namespace: namespace.to_owned(),
             devices: shape.devices.clone(),

@@ -38,7 +38,8 @@ INITIAL = {"erdma": 7340032000, "efa": 91268055040, "mlx5": 1835008000}
 
 
 # Paths every pod has, mapped into its own directory wherever they appear.
-BASE_PATHS = ("/tmp", "/ctx", "/dev/infiniband", "/sys/class/infiniband", "/proc/self/limits", "/proc/self/status")
+BASE_PATHS = ("/tmp", "/ctx", "/dev/infiniband", "/sys/class/infiniband", "/sys/class/net", "/proc/self/limits",
+              "/proc/self/status")
 
 
 class EmuError(Exception):
