@@ -14,12 +14,15 @@ use crate::error::{ProbeError, Result};
 pub const DUMP_FORMAT: &str = "rdmakit-check-dump 1";
 
 /// The script run in each check pod (`sh -c`). Prints files (`### file P`), directory listings
-/// (`### dir P`) and command output (`### cmd NAME`), then `### end`. Only the environment variables that
+/// (`### dir P`) and command output (`### cmd NAME`), then `### end`. Files are read and directories
+/// listed with shell builtins (`read`, globs), not one `cat`/`ls` process each: a port's GID table has up to
+/// 256 entries (1,024 on rxe), eight HCAs make thousands, and a process each took past a minute in the
+/// soft-RoCE VM. Only the environment variables that
 /// steer the RDMA path (`NCCL_*`, `GLOO_*`, `UCX_*`, `FI_*`, `TORCH_NCCL_*`) are printed: never the rest,
 /// which may hold credentials.
 pub const DUMP_SCRIPT: &str = r####"echo "### rdmakit-check-dump 1"
-f() { for p in "$@"; do [ -f "$p" ] && { echo "### file $p"; cat "$p" 2>/dev/null; echo; }; done; }
-d() { for p in "$@"; do [ -d "$p" ] && { echo "### dir $p"; ls -1 "$p" 2>/dev/null; }; done; }
+f() { for p in "$@"; do [ -f "$p" ] && { echo "### file $p"; { while IFS= read -r l || [ -n "$l" ]; do printf '%s\n' "$l"; done < "$p"; } 2>/dev/null; }; done; }
+d() { for p in "$@"; do [ -d "$p" ] && { echo "### dir $p"; for e in "$p"/*; do [ -e "$e" ] || [ -L "$e" ] && echo "${e##*/}"; done; }; done; }
 f /proc/self/status /proc/self/limits
 d /dev/infiniband /sys/class/infiniband /sys/class/net
 for dev in /sys/class/infiniband/*; do
@@ -31,8 +34,9 @@ for dev in /sys/class/infiniband/*; do
     f "$port/state" "$port/phys_state" "$port/link_layer" "$port/rate"
     d "$port/gids" "$port/hw_counters" "$port/counters"
     for g in "$port"/gids/*; do
+      v=; { IFS= read -r v < "$g"; } 2>/dev/null
+      case "$v" in 0000:0000:0000:0000:0000:0000:0000:0000|"") continue;; esac
       i=${g##*/}
-      case "$(cat "$g" 2>/dev/null)" in 0000:0000:0000:0000:0000:0000:0000:0000|"") continue;; esac
       f "$g" "$port/gid_attrs/types/$i" "$port/gid_attrs/ndevs/$i"
     done
   done
@@ -44,7 +48,7 @@ echo "### cmd addresses"; ip -o addr show 2>/dev/null || hostname -i 2>&1
 echo "### cmd env"; env | while IFS= read -r l; do case "$l" in NCCL_*|GLOO_*|UCX_*|FI_*|TORCH_NCCL_*) echo "$l";; esac; done
 echo "### cmd gpus"; nvidia-smi -L 2>&1
 echo "### cmd topo"; nvidia-smi topo -m 2>&1
-echo "### cmd libraries"; ls -1 /usr/lib/x86_64-linux-gnu /usr/local/lib /usr/lib64 /opt/amazon/efa/lib /opt/amazon/ofi-nccl/lib 2>/dev/null | while IFS= read -r l; do case "$l" in libnccl*|libibverbs*|*efa*|libfabric*) echo "$l";; esac; done
+echo "### cmd libraries"; for l in /usr/lib/x86_64-linux-gnu/* /usr/local/lib/* /usr/lib64/* /opt/amazon/efa/lib/* /opt/amazon/ofi-nccl/lib/*; do case "${l##*/}" in libnccl*|libibverbs*|*efa*|libfabric*) echo "${l##*/}";; esac; done
 echo "### end"
 "####;
 

@@ -52,7 +52,7 @@ pub fn expected_gib_s(
 fn counter_script(dev: &str) -> String {
     format!(
         "echo '### rdmakit-check-dump 1'; for p in /sys/class/infiniband/{dev}/ports/*/counters/* /sys/class/infiniband/{dev}/ports/*/hw_counters/*; do \
-         [ -f \"$p\" ] && {{ echo \"### file $p\"; cat \"$p\"; }}; done; echo '### end'"
+         [ -f \"$p\" ] && {{ v=; {{ IFS= read -r v < \"$p\"; }} 2>/dev/null; echo \"### file $p\"; echo \"$v\"; }}; done; echo '### end'"
     )
 }
 
