@@ -80,7 +80,10 @@ impl HostMemory {
     /// # Safety
     /// `ptr..ptr+len` must be one valid, initialised allocation (or part of one), readable and
     /// writable, that stays allocated and is neither read nor written by anyone else for as long as
-    /// the returned value lives (a receive writes into it from a copy thread).
+    /// the returned value lives (a receive writes into it from a copy thread), and past that until
+    /// every copy queued on it directly ([`Device::copy_d2h`]/[`Device::copy_h2d`]) is observed
+    /// complete. Two values over overlapping ranges must not be used at the same time where either
+    /// is written (the target of a receive).
     pub unsafe fn borrowed(ptr: *mut u8, len: usize) -> Result<Self, StageError> {
         let ptr = std::ptr::NonNull::new(ptr)
             .ok_or_else(|| StageError::config("pointer", 0, "a null pointer is not host memory"))?;

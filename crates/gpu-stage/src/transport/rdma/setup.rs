@@ -84,12 +84,18 @@ pub(super) fn register_ring(
     ring: &Arc<StagingRing>,
     access: Access,
 ) -> Result<Vec<Arc<MemoryRegion>>, TransportError> {
+    if access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC) {
+        // Before any key exists: from here on a peer may write a slot at any time (issue 26, F4).
+        ring.expose_to_remote_writes();
+    }
     (0..ring.slots())
         .map(|slot| {
             // SAFETY: the region stays valid while the ring lives, and the MR keeps an Arc of the
             // ring as its owner, so the memory outlives the registration. The NIC touches a slot
             // only between acquire and release under the gate protocol (writes are posted for
-            // slots the transport owns; the peer writes only into slots it holds a credit for).
+            // slots the transport owns; an honest peer writes only into slots it holds a credit for,
+            // and for a dishonest one the ring was marked remotely writable above, which turns the
+            // safe slices off).
             let region = unsafe { ring.raw_region(slot) }.ok_or_else(|| {
                 TransportError::Protocol(format!("ring slot {slot} does not exist"))
             })?;
