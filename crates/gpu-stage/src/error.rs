@@ -134,6 +134,20 @@ pub enum TransportError {
         #[source]
         source: erdma_verbs::Error,
     },
+    /// The per-transfer checksum did not match: the bytes changed between the sender's staging
+    /// buffer and ours (or the peer computes it wrongly).
+    #[error(
+        "checksum mismatch {context}: the sender's digest is {sent:#018x}, the bytes received give \
+         {computed:#018x} (data corrupted in transit, or a broken peer)"
+    )]
+    Checksum {
+        /// Where (connection, transfer, peer).
+        context: String,
+        /// The digest the peer sent.
+        sent: u64,
+        /// The digest of what arrived.
+        computed: u64,
+    },
     /// A wait on the peer exceeded the transport's timeout.
     #[error("timed out after {after:?} {waiting_for}")]
     Timeout {

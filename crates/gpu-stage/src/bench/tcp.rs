@@ -7,7 +7,23 @@ use super::result::BenchResult;
 use super::two_process::{control_io, two_process_receiver, two_process_sender};
 use crate::device::{CudaDevice, Device, HostDevice};
 use crate::error::StageError;
-use crate::transport::tcp::{TcpReceiver, TcpSender};
+use crate::transport::tcp::{TcpOptions, TcpReceiver, TcpSender};
+
+fn options(cfg: &BenchConfig) -> TcpOptions {
+    TcpOptions {
+        checksum: cfg.tcp_checksum,
+        ..TcpOptions::with_connections(cfg.connections)
+    }
+}
+
+/// `tcp`, or `tcp+checksum` when the run measures per-transfer checksums.
+fn named(mut r: BenchResult, cfg: &BenchConfig) -> BenchResult {
+    r.connections = Some(cfg.connections);
+    if cfg.tcp_checksum {
+        r.name.push_str("+checksum");
+    }
+    r
+}
 
 /// Receiving process of the two-process TCP benchmark: accepts the control connection, then the
 /// data connections on `listener`, receives into GPU `dst_device`, and verifies every iteration.
@@ -29,12 +45,9 @@ fn tcp_receiver_with<D: Device>(
 ) -> Result<BenchResult, StageError> {
     two_process_receiver(dev, cfg, listener, "TCP", "tcp_receiver", |ring| {
         let _ = ring;
-        TcpReceiver::accept(listener, cfg.connections)
+        TcpReceiver::accept_with(listener, options(cfg))
     })
-    .map(|mut r| {
-        r.connections = Some(cfg.connections);
-        r
-    })
+    .map(|r| named(r, cfg))
 }
 
 /// Sending process of the two-process TCP benchmark: connects to the receiver at `addr`, sends
@@ -61,12 +74,9 @@ fn tcp_sender_with<D: Device>(
         .map_err(control_io("resolve"))?
         .collect();
     two_process_sender(dev, cfg, &addrs, "tcp", |_ring| {
-        TcpSender::connect(&addrs[..], cfg.connections)
+        TcpSender::connect_with(&addrs[..], options(cfg))
     })
-    .map(|(mut r, _)| {
-        r.connections = Some(cfg.connections);
-        r
-    })
+    .map(|(r, _)| named(r, cfg))
 }
 
 #[cfg(test)]
@@ -105,6 +115,40 @@ mod tests {
         assert!(r.verified && rr.verified);
         assert_eq!(r.seconds.len(), 2);
         assert_eq!(r.connections, Some(2));
+    }
+
+    #[test]
+    fn tcp_host_bench_with_checksums_verifies_and_names_the_run() {
+        let cfg = BenchConfig {
+            tcp_checksum: true,
+            ..host_cfg(3 * MIB + 5)
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let rcfg = cfg.clone();
+        let t = std::thread::spawn(move || run_tcp_receiver(&rcfg, &listener));
+        let r = run_tcp_sender(&cfg, addr).unwrap();
+        let rr = t.join().unwrap().unwrap();
+        assert!(r.verified && rr.verified);
+        assert!(r.name.ends_with("+checksum"), "{}", r.name);
+    }
+
+    #[test]
+    fn a_corrupted_chunk_with_checksums_fails_the_transfer_with_a_checksum_error() {
+        // The receiver's H2D corrupts what lands on the device, after the digest was taken from the
+        // staged bytes: the checksum cannot see that (it covers the wire), so the run is unverified.
+        // What it does see is a corrupted staging buffer, which the in-memory tests cover.
+        let cfg = BenchConfig {
+            tcp_checksum: true,
+            ..host_cfg(2 * MIB)
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let rcfg = cfg.clone();
+        let t = std::thread::spawn(move || tcp_receiver_with(&corrupting(0), &rcfg, &listener));
+        let sent = run_tcp_sender(&cfg, addr).unwrap();
+        let received = t.join().unwrap().unwrap();
+        assert!(!sent.verified && !received.verified);
     }
 
     #[test]

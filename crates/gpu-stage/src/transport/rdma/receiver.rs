@@ -1,8 +1,7 @@
 //! The receiving end: accepts the sender, grants a credit for every ring slot the pipeline freed,
 //! and hands each chunk to the pipeline in order once its WRITE_WITH_IMM arrived.
 
-use std::io::BufReader;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -384,8 +383,27 @@ fn accept_cm(
     groups.finish()
 }
 
+/// Runs [`receiver_side_reader`] over `bytes` as the sender's side of the channel, with the event
+/// queue of a 4-slot ring; the number of ENDs it queued (the fuzz target and the tests: it must end,
+/// with a failure event, on any input, and queue no more than the channel holds).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) fn fuzz_side_reader(bytes: &[u8]) -> usize {
+    let shared = Shared::default();
+    let (tx, events) = mpsc::sync_channel(4 + 8);
+    receiver_side_reader(
+        std::io::BufReader::new(bytes),
+        &shared,
+        &EventTx(tx),
+        "fake sender",
+    );
+    events
+        .try_iter()
+        .filter(|e| matches!(e, Event::End(_)))
+        .count()
+}
+
 fn receiver_side_reader(
-    mut reader: BufReader<TcpStream>,
+    mut reader: impl std::io::BufRead,
     shared: &Shared,
     tx: &EventTx,
     peer: &str,

@@ -1,7 +1,6 @@
 //! The sending end: connects to the receiver, writes each chunk into the receiver slot its credit
 //! names, and releases the local slot when the WRITE completed.
 
-use std::io::BufReader;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -346,7 +345,18 @@ fn connect_with_timeout(addrs: &[SocketAddr], timeout: Duration) -> std::io::Res
     }
 }
 
-fn sender_side_reader(mut reader: BufReader<TcpStream>, shared: &Shared, peer: &str) {
+/// Runs [`sender_side_reader`] over `bytes` as the receiver's side of the channel: 1 if it recorded
+/// an ACK (the fuzz target and the tests: it must end, with a recorded failure, on any input).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) fn fuzz_side_reader(bytes: &[u8]) -> usize {
+    let shared = Shared::default();
+    sender_side_reader(std::io::BufReader::new(bytes), &shared, "fake receiver");
+    let st = shared.lock();
+    debug_assert!(st.failure.is_some(), "the reader ends only on a failure");
+    usize::from(st.ack.is_some())
+}
+
+fn sender_side_reader(mut reader: impl std::io::BufRead, shared: &Shared, peer: &str) {
     let mut line = String::new();
     loop {
         line.clear();
