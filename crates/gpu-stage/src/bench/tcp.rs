@@ -88,15 +88,19 @@ mod tests {
     use crate::bench::test_cfg::{corrupting, host_cfg};
     use crate::config::MIB;
 
-    #[test]
-    fn a_corrupted_chunk_on_the_receiver_makes_both_tcp_ends_unverified() {
-        let cfg = host_cfg(2 * MIB);
+    /// Both ends of a loopback run: the receiver (on `dev`) in a thread, the sender here.
+    fn both_ends(cfg: &BenchConfig, dev: HostDevice) -> (BenchResult, BenchResult) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let rcfg = cfg.clone();
-        let t = std::thread::spawn(move || tcp_receiver_with(&corrupting(0), &rcfg, &listener));
-        let sent = run_tcp_sender(&cfg, addr).unwrap();
-        let received = t.join().unwrap().unwrap();
+        let t = std::thread::spawn(move || tcp_receiver_with(&dev, &rcfg, &listener));
+        let sent = run_tcp_sender(cfg, addr).unwrap();
+        (sent, t.join().unwrap().unwrap())
+    }
+
+    #[test]
+    fn a_corrupted_chunk_on_the_receiver_makes_both_tcp_ends_unverified() {
+        let (sent, received) = both_ends(&host_cfg(2 * MIB), corrupting(0));
         for r in [&sent, &received] {
             assert!(!r.verified, "{}: the warmup chunk was corrupted", r.name);
             assert_eq!(r.verified_iterations, 2, "{}", r.name);
@@ -105,13 +109,7 @@ mod tests {
 
     #[test]
     fn tcp_host_bench_two_ends() {
-        let cfg = host_cfg(5 * MIB + 3);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let rcfg = cfg.clone();
-        let t = std::thread::spawn(move || run_tcp_receiver(&rcfg, &listener));
-        let r = run_tcp_sender(&cfg, addr).unwrap();
-        let rr = t.join().unwrap().unwrap();
+        let (r, rr) = both_ends(&host_cfg(5 * MIB + 3), HostDevice::new());
         assert!(r.verified && rr.verified);
         assert_eq!(r.seconds.len(), 2);
         assert_eq!(r.connections, Some(2));
@@ -123,31 +121,12 @@ mod tests {
             tcp_checksum: true,
             ..host_cfg(3 * MIB + 5)
         };
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let rcfg = cfg.clone();
-        let t = std::thread::spawn(move || run_tcp_receiver(&rcfg, &listener));
-        let r = run_tcp_sender(&cfg, addr).unwrap();
-        let rr = t.join().unwrap().unwrap();
+        let (r, rr) = both_ends(&cfg, HostDevice::new());
         assert!(r.verified && rr.verified);
         assert!(r.name.ends_with("+checksum"), "{}", r.name);
-    }
-
-    #[test]
-    fn a_corrupted_chunk_with_checksums_fails_the_transfer_with_a_checksum_error() {
-        // The receiver's H2D corrupts what lands on the device, after the digest was taken from the
-        // staged bytes: the checksum cannot see that (it covers the wire), so the run is unverified.
-        // What it does see is a corrupted staging buffer, which the in-memory tests cover.
-        let cfg = BenchConfig {
-            tcp_checksum: true,
-            ..host_cfg(2 * MIB)
-        };
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let rcfg = cfg.clone();
-        let t = std::thread::spawn(move || tcp_receiver_with(&corrupting(0), &rcfg, &listener));
-        let sent = run_tcp_sender(&cfg, addr).unwrap();
-        let received = t.join().unwrap().unwrap();
+        // The receiver's H2D corrupting what lands on the device happens after the digest was taken
+        // from the staged bytes: the checksum covers the wire, not the device copies.
+        let (sent, received) = both_ends(&cfg, corrupting(0));
         assert!(!sent.verified && !received.verified);
     }
 
