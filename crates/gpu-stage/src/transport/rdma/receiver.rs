@@ -179,8 +179,9 @@ impl RdmaReceiver {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
             let peer = peer.clone();
+            let stall = cfg.timeout;
             workers.spawn("gpu-stage-rdma-side", move || {
-                receiver_side_reader(reader, &shared, &tx, &peer)
+                receiver_side_reader(reader, &shared, &tx, &peer, stall)
             })?;
         }
         workers.spawn_pollers("gpu-stage-rdma-rcq", &links, |cq, my_qps| {
@@ -395,6 +396,7 @@ pub(super) fn fuzz_side_reader(bytes: &[u8]) -> usize {
         &shared,
         &EventTx(tx),
         "fake sender",
+        Duration::from_millis(20),
     );
     events
         .try_iter()
@@ -407,19 +409,24 @@ fn receiver_side_reader(
     shared: &Shared,
     tx: &EventTx,
     peer: &str,
+    stall: Duration,
 ) {
     let mut line = String::new();
     loop {
         line.clear();
-        let err = match super::wire::read_line_capped(&mut reader, &mut line) {
-            Ok(0) => TransportError::Closed(format!(
+        let read = super::wire::read_line_after_setup(&mut reader, &mut line, stall, || {
+            !shared.lock().stop
+        });
+        let err = match read {
+            Ok(None) => return,
+            Ok(Some(0)) => TransportError::Closed(format!(
                 "the {peer} closed the side channel (process exited or connection lost)"
             )),
             Err(e) => TransportError::Io {
                 context: format!("side channel to the {peer}"),
                 source: e,
             },
-            Ok(_) => match Wire::from_line(&line) {
+            Ok(Some(_)) => match Wire::from_line(&line) {
                 Ok(Wire::End { chunks, bytes }) => {
                     match tx.send(Event::End(TransferSummary { chunks, bytes })) {
                         Sent::Queued => continue,

@@ -189,13 +189,17 @@ impl SideChannel {
         r.inspect_err(|e| self.writer.send_abort(&e.to_string()))
     }
 
-    /// Setup is over: the reader goes to the side-channel thread, which blocks until the peer's next
-    /// message (a transfer may be far away; EOF still ends the wait at once).
+    /// Setup is over: the reader goes to the side-channel thread, which waits for the peer's next
+    /// message for as long as it takes (a transfer may be far away; EOF still ends the wait at once),
+    /// waking every [`SIDE_POLL`](super::wire::SIDE_POLL) to notice a stop or a stalled message
+    /// ([`read_line_after_setup`](super::wire::read_line_after_setup)).
     pub(super) fn into_reader(self) -> Result<BufReader<TcpStream>, TransportError> {
         self.reader
             .get_ref()
-            .set_read_timeout(None)
-            .map_err(TransportError::io("clearing the read timeout"))?;
+            .set_read_timeout(Some(super::wire::SIDE_POLL))
+            .map_err(TransportError::io(
+                "setting the side channel's poll timeout",
+            ))?;
         Ok(self.reader)
     }
 }
