@@ -86,7 +86,8 @@ test-deps:
 ## target for FUZZ_SECONDS (crates/rdmakit/tests/fuzz_injection/FUZZING.md); not part of `make test` (a bounded
 ## run of the injection target is: `cargo test -p rdmakit --test fuzz_injection`).
 ## -timeout=1: an input that takes over a second is a failure (gpu-stage's: 5 s, its waits on a stalled fake peer
-## are 20 ms each); gpu-stage's also run under -rss_limit_mb=512 (memory a peer can make us hold is bounded).
+## are 20 ms each); gpu-stage's also run under -rss_limit_mb=1024 -malloc_limit_mb=64 (what a peer can make us hold
+## is bounded; under ASan, with its 256 MB quarantine, the target runs at ~340-370 MB).
 FUZZ_SECONDS ?= 30
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
@@ -97,7 +98,7 @@ fuzz:
 	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=1 || exit 1; done
 	cd crates/gpu-stage/fuzz && for t in tcp_receiver rdma_side_channel; do mkdir -p corpus/$$t; \
 	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=5 \
-	  -rss_limit_mb=512 || exit 1; done
+	  -rss_limit_mb=1024 -malloc_limit_mb=64 || exit 1; done
 	# Injection (issue 25): proptest feeds hostile strings into every --set key and profile string, renders the
 	# launcher, Dockerfile and .py programs and runs plan.sh among logging stubs (crates/rdmakit/tests/fuzz_injection/).
 	RDMAKIT_FUZZ_CASES=100000000 RDMAKIT_FUZZ_SECONDS=$(FUZZ_SECONDS) RDMAKIT_FUZZ_SHELLCHECK_EVERY=1 \
