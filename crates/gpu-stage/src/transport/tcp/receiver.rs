@@ -160,7 +160,7 @@ impl Inbox {
     ) -> Result<Inbox, TransportError> {
         let (tx, results) = mpsc::channel();
         let connections = streams.len();
-        // From here on a failure drops `this`, which closes `shared` and ends the readers.
+        // From here on a failure drops `this`, which closes `shared`: readers waiting on it end.
         let mut this = Inbox {
             results,
             shared: Arc::new(Shared::default()),
@@ -287,6 +287,13 @@ impl Inbox {
     /// ring's gate (the ring may outlive this transport).
     fn close(&self, why: &str) {
         self.shared.close(why);
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        // Readers waiting for a ring or their turn fail at once (a failed start included).
+        self.close("receiver dropped");
     }
 }
 
@@ -463,7 +470,12 @@ impl TcpReceiver {
                     .map_err(TransportError::io("cloning a socket handle"))?,
             );
         }
-        let mut inbox = Inbox::start(streams, peer, &options)?;
+        let mut inbox = Inbox::start(streams, peer, &options).inspect_err(|_| {
+            // The readers already started end with their sockets.
+            for s in &sockets {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        })?;
         // The real readers end when the sockets shut down (Drop), so they are not joined.
         inbox.readers.clear();
         Ok(TcpReceiver { inbox, sockets })
