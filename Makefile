@@ -13,7 +13,7 @@ TEST_PYPI := jsonschema
 # Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).
 VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static file rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2 kmod udev
 
-.PHONY: demo test deps test-deps fmt-check clippy unit package-test py-test cluster-test cluster-up cluster-down vm-test build fuzz clean
+.PHONY: demo test deps test-deps fmt-check clippy unit package-test py-test cluster-test cluster-up cluster-down vm-test build fuzz miri clean
 
 ## demo: the eRDMA Ray RDT workflow in dry-run (no cluster): bundle under out/, plan printed.
 demo: deps
@@ -82,10 +82,13 @@ test-deps:
 	@.ci/pip-install.sh $(TEST_PYPI) virtme-ng
 
 ## fuzz: bounded cargo-fuzz run of every probe parser and of k8s-render's untrusted-input entry points (manifest
-## loader, validate, lint; see crates/probe/FUZZING.md and crates/k8s-render/FUZZING.md), then the injection fuzz
+## loader, validate, lint; see crates/probe/FUZZING.md and crates/k8s-render/FUZZING.md), of gpu-stage's hostile-peer
+## targets (TCP receiver, RDMA side channel: crates/gpu-stage/FUZZING.md), then the injection fuzz
 ## target for FUZZ_SECONDS (crates/rdmakit/tests/fuzz_injection/FUZZING.md); not part of `make test` (a bounded
 ## run of the injection target is: `cargo test -p rdmakit --test fuzz_injection`).
-## -timeout=1: an input that takes over a second is a failure.
+## -timeout=1: an input that takes over a second is a failure (gpu-stage's: 5 s, its waits on a stalled fake peer
+## are 20 ms each); gpu-stage's also run under -rss_limit_mb=1024 -malloc_limit_mb=64 (what a peer can make us hold
+## is bounded; under ASan, with its 256 MB quarantine, the target runs at ~340-370 MB).
 FUZZ_SECONDS ?= 30
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
@@ -94,10 +97,19 @@ fuzz:
 	cd crates/k8s-render/fuzz && mkdir -p corpus/manifest corpus/validate corpus/lint && \
 	  for t in manifest validate lint; do cp ../tests/fixtures/check/*.yaml corpus/$$t/; \
 	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=1 || exit 1; done
+	cd crates/gpu-stage/fuzz && for t in tcp_receiver rdma_side_channel; do mkdir -p corpus/$$t; \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=5 \
+	  -rss_limit_mb=1024 -malloc_limit_mb=64 || exit 1; done
 	# Injection (issue 25): proptest feeds hostile strings into every --set key and profile string, renders the
 	# launcher, Dockerfile and .py programs and runs plan.sh among logging stubs (crates/rdmakit/tests/fuzz_injection/).
 	RDMAKIT_FUZZ_CASES=100000000 RDMAKIT_FUZZ_SECONDS=$(FUZZ_SECONDS) RDMAKIT_FUZZ_SHELLCHECK_EVERY=1 \
 	  nice -n 10 $(CARGO) test -p rdmakit --test fuzz_injection -- --nocapture --test-threads=2 rendered_scripts plan_sh
+
+## miri: gpu-stage's host-backend paths (ring, pipeline, TCP receiver over in-memory fake peers, codecs) and
+## erdma-verbs' lib under Miri (crates/gpu-stage/miri.sh says what runs and what cannot); not part of `make test`
+## (minutes per crate). Needs `rustup +nightly component add miri rust-src`.
+miri:
+	crates/gpu-stage/miri.sh
 
 clean:
 	rm -rf $(OUT) target

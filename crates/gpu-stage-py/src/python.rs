@@ -221,12 +221,14 @@ fn specs(buffers: &[PyBuffer]) -> Result<Vec<BufferSpec>, BindError> {
         .iter()
         .enumerate()
         // SAFETY: `_native` is private to the rdmakit_rdt package (the leading underscore), and its Python
-        // layer (`rdmakit_rdt/buffers.py`) describes only contiguous numpy arrays, torch tensors and buffer
-        // objects that the caller keeps referenced until `send`/`recv` returns, writable ones for `recv`:
-        // that is BufferSpec::parse's promise. Known gap (issue 26, F6): buffers.py drops its memoryview
-        // export on return, so a bytearray resized by another thread mid-transfer breaks the promise, and a
-        // CPU tensor over a read-only numpy array passes as writable. Python code that calls `_native`
-        // directly with made-up addresses is outside the promise, as with ctypes.
+        // layer (`rdmakit_rdt/buffers.py`, `exported`) describes only contiguous numpy arrays, torch tensors
+        // and buffer objects, holds a buffer export of every array and buffer object until `send`/`recv`
+        // returns (a resize from another thread then raises instead of freeing the memory), and refuses
+        // read-only receive targets (flags, and the page table for CPU tensors): that is
+        // BufferSpec::parse's promise. What it cannot hold: a torch tensor has no export, so a `resize_`
+        // of a tensor by another thread during its own transfer is the caller's to avoid (buffers.py says
+        // so). Python code that calls `_native` directly with made-up addresses is outside the promise,
+        // as with ctypes.
         .map(|(i, (dev, idx, addr, len))| unsafe { BufferSpec::parse(i, dev, *idx, *addr, *len) })
         .collect()
 }

@@ -71,6 +71,18 @@ pub enum StageError {
     /// A pipeline worker thread panicked (a bug; please report it).
     #[error("pipeline worker thread `{0}` panicked")]
     ThreadPanicked(&'static str),
+
+    /// Safe byte access to a slot of a ring registered for remote writes: the peer's NIC can write
+    /// the memory at any time, so a `&[u8]` over it could change under its holder (issue 26, F4).
+    #[error(
+        "slot {slot} belongs to a ring registered for remote writes (an RDMA receiver's): a peer can \
+         write it at any time, so no safe slice over it is handed out; use the unsafe `*_unchecked` \
+         accessors if the peer is trusted to write only with a credit"
+    )]
+    RemotelyWritable {
+        /// The slot asked for.
+        slot: usize,
+    },
 }
 
 impl StageError {
@@ -121,6 +133,20 @@ pub enum TransportError {
         /// The verbs error.
         #[source]
         source: erdma_verbs::Error,
+    },
+    /// The per-transfer checksum did not match: the bytes changed between the sender's staging
+    /// buffer and ours (or the peer computes it wrongly).
+    #[error(
+        "checksum mismatch {context}: the sender's digest is {sent:#018x}, the bytes received give \
+         {computed:#018x} (data corrupted in transit, or a broken peer)"
+    )]
+    Checksum {
+        /// Where (connection, transfer, peer).
+        context: String,
+        /// The digest the peer sent.
+        sent: u64,
+        /// The digest of what arrived.
+        computed: u64,
     },
     /// A wait on the peer exceeded the transport's timeout.
     #[error("timed out after {after:?} {waiting_for}")]

@@ -48,6 +48,9 @@ pub mod checksum;
 pub mod config;
 pub mod device;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod pipeline;
 pub mod ring;
 pub mod transport;
@@ -65,7 +68,7 @@ pub use ring::{RawRegion, SlotGate, SlotToken, StagingRing};
 pub use transport::inproc::{InProcReceiver, InProcSender, in_process_pair};
 #[cfg(feature = "rdma")]
 pub use transport::rdma::{ConnectMode, RdmaConfig, RdmaReceiver, RdmaSender};
-pub use transport::tcp::{TcpReceiver, TcpSender, TcpShutdown};
+pub use transport::tcp::{TcpOptions, TcpReceiver, TcpSender, TcpShutdown};
 pub use transport::{Chunk, RecvTransport, SendTransport, TransferSummary};
 
 /// The README's code blocks, compiled by `cargo test --doc` so that they cannot drift from the API.

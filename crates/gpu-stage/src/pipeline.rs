@@ -378,6 +378,13 @@ impl<D: Device> Receiver<D> {
                             }
                         )));
                     }
+                    if c.len == 0 {
+                        // Tiles nothing: endless empty chunks would keep a transfer open for ever.
+                        return Err(StageError::Verify(format!(
+                            "chunk {} is empty (a broken or hostile peer)",
+                            c.seq
+                        )));
+                    }
                     if c.len > ring.chunk_bytes() {
                         return Err(StageError::Verify(format!(
                             "chunk {} is {} bytes, larger than the ring's {}-byte buffers",
@@ -706,6 +713,8 @@ mod tests {
                 vec![(0, 4096), (4096, MIB)],
                 "longer than the first chunk (4096 bytes)",
             ),
+            // Before: empty chunks passed every check, as many as the peer liked.
+            (vec![(0, 0), (0, 0)], "chunk 0 is empty"),
         ] {
             let e = rx
                 .recv(&mut dst, &mut Replay(plan, 0))

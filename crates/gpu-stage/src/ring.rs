@@ -24,10 +24,16 @@
 //! and the slot stays busy rather than being handed out while a copy may still touch it.
 //!
 //! One thing a token cannot promise: a ring registered for remote writes (the RDMA receiver) trusts
-//! its peer to write only into slots it was granted a credit for.
+//! its peer to write only into slots it was granted a credit for. Such a ring is marked
+//! ([`StagingRing::expose_to_remote_writes`], before the registration) and from then on refuses the
+//! safe slices ([`StageError::RemotelyWritable`]): a peer that writes without a credit could change
+//! the bytes under a live `&[u8]`, which safe code must never see. The copy paths of this crate only
+//! hand raw pointers to the driver; [`SlotToken::bytes_unchecked`] is the `unsafe` way in for callers
+//! that trust their peer.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -277,6 +283,8 @@ pub struct StagingRing {
     buffers: Vec<HostBuffer>,
     config: RingConfig,
     gate: SlotGate,
+    /// Set (for good) before the buffers are registered for remote writes: safe slices are refused.
+    remote_writable: AtomicBool,
 }
 
 impl StagingRing {
@@ -285,6 +293,7 @@ impl StagingRing {
             gate: SlotGate::new(buffers.len()),
             buffers,
             config,
+            remote_writable: AtomicBool::new(false),
         })
     }
 
@@ -343,12 +352,30 @@ impl StagingRing {
         Ok(got.then(|| SlotToken::new(self, slot)))
     }
 
+    /// Marks the ring as registered for remote writes, for good: from now on [`SlotToken::bytes`]
+    /// and [`SlotToken::bytes_mut`] fail with [`StageError::RemotelyWritable`]. Call it before the
+    /// registration (the RDMA receiver does): once a peer holds a key, it can write any slot at any
+    /// time, credit or not.
+    pub fn expose_to_remote_writes(&self) {
+        self.remote_writable.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`StagingRing::expose_to_remote_writes`] was called.
+    pub fn is_remote_writable(&self) -> bool {
+        self.remote_writable.load(Ordering::SeqCst)
+    }
+
     /// Address and length of buffer `slot`, for registering it once with a NIC; `None` past the end.
     ///
     /// # Safety
-    /// The pointer stays valid for as long as this ring lives (keep an `Arc` to it). Reading or
-    /// writing through it is only sound while the caller owns `slot` under the [`SlotGate`]
-    /// protocol (module docs); a NIC may DMA into it only between acquire and release.
+    /// The caller must:
+    /// - keep this ring alive (an `Arc` to it) for as long as it uses the pointer, and for as long
+    ///   as a registration over it exists (the NIC may still DMA until it is deregistered);
+    /// - read, write or let a NIC DMA through it only while it owns `slot` under the [`SlotGate`]
+    ///   protocol (module docs), i.e. between acquire and release;
+    /// - call [`StagingRing::expose_to_remote_writes`] before registering the region for remote
+    ///   writes (a peer could then write it outside that window, and the safe slices must be off);
+    /// - not register the same region twice in ways whose uses overlap (two owners of one slot).
     pub unsafe fn raw_region(&self, slot: usize) -> Option<RawRegion> {
         self.buffers.get(slot).map(|b| RawRegion {
             addr: b.as_ptr(),
@@ -406,22 +433,57 @@ impl SlotToken {
         &self.ring
     }
 
-    /// The first `len` bytes of the slot. Fails with [`StageError::OutOfBounds`] past the buffer.
+    /// The first `len` bytes of the slot. Fails with [`StageError::OutOfBounds`] past the buffer, and
+    /// with [`StageError::RemotelyWritable`] on a ring registered for remote writes (a peer could
+    /// change the bytes under the slice).
     pub fn bytes(&self, len: usize) -> Result<&[u8], StageError> {
+        self.refuse_remote()?;
+        // SAFETY: no remote writer (checked above, and the flag is only ever set, before any
+        // registration); the rest is `bytes_unchecked`'s contract, which the token upholds.
+        unsafe { self.bytes_unchecked(len) }
+    }
+
+    /// The first `len` bytes of the slot, writable. Fails like [`SlotToken::bytes`].
+    pub fn bytes_mut(&mut self, len: usize) -> Result<&mut [u8], StageError> {
+        self.refuse_remote()?;
+        // SAFETY: as in `bytes`.
+        unsafe { self.bytes_mut_unchecked(len) }
+    }
+
+    /// [`SlotToken::bytes`] without the remote-write check: fails only past the buffer.
+    ///
+    /// # Safety
+    /// Nothing may write the slot while the returned slice lives: on a ring registered for remote
+    /// writes the caller must know that the peer writes this slot only with a credit this end granted
+    /// for it, and that no such credit is outstanding (honest peers of this crate's RDMA transport
+    /// keep to that; a broken or hostile one need not).
+    pub unsafe fn bytes_unchecked(&self, len: usize) -> Result<&[u8], StageError> {
         let (ptr, len) = self.ring.checked(self.slot, len)?;
-        // SAFETY: in bounds (checked) of a buffer the ring keeps alive (we hold an Arc). The token
-        // owns the slot: nobody else can acquire it, and this crate queues device copies or NIC
-        // DMA into a slot only while its own code holds the slot's token (never while the token is
-        // borrowed here, since that needs the token). Writes need `&mut self`.
+        // SAFETY: in bounds (checked) of a buffer the ring keeps alive (we hold an Arc), initialised
+        // (zeroed at allocation). The token owns the slot: nobody else can acquire it, and this crate
+        // queues device copies or NIC DMA into a slot only while its own code holds the slot's token
+        // (never while the token is borrowed here, since that needs the token); remote writers are the
+        // caller's promise. Writes through the token need `&mut self`.
         Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
     }
 
-    /// The first `len` bytes of the slot, writable. Fails with [`StageError::OutOfBounds`].
-    pub fn bytes_mut(&mut self, len: usize) -> Result<&mut [u8], StageError> {
+    /// [`SlotToken::bytes_mut`] without the remote-write check: fails only past the buffer.
+    ///
+    /// # Safety
+    /// As for [`SlotToken::bytes_unchecked`]: nothing else may read or write the slot while the
+    /// returned slice lives.
+    pub unsafe fn bytes_mut_unchecked(&mut self, len: usize) -> Result<&mut [u8], StageError> {
         let (ptr, len) = self.ring.checked(self.slot, len)?;
-        // SAFETY: as in `bytes`; `&mut self` excludes every other view through this token, and the
-        // token is the slot's only owner.
+        // SAFETY: as in `bytes_unchecked`; `&mut self` excludes every other view through this token,
+        // and the token is the slot's only owner.
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    }
+
+    fn refuse_remote(&self) -> Result<(), StageError> {
+        if self.ring.is_remote_writable() {
+            return Err(StageError::RemotelyWritable { slot: self.slot });
+        }
+        Ok(())
     }
 
     /// Start of the slot's first `len` bytes, for a device copy queued by this crate (which keeps
@@ -536,6 +598,31 @@ mod tests {
         assert!(t.bytes(MIB + 1).is_err());
         assert_eq!(t.bytes(MIB).unwrap().len(), MIB);
         assert!(ring.acquire(9).is_err());
+    }
+
+    /// Issue 26, F4: before, `bytes`/`bytes_mut` were safe slices over a slot that a peer holding the
+    /// ring's keys could write at any time (no check existed: both returned `Ok`).
+    #[test]
+    fn a_ring_exposed_to_remote_writes_refuses_safe_slices() {
+        let ring = StagingRing::heap(RingConfig::new(MIB, 2).unwrap()).unwrap();
+        let mut t = ring.acquire(1).unwrap();
+        assert!(t.bytes(16).is_ok() && t.bytes_mut(16).is_ok());
+        ring.expose_to_remote_writes();
+        assert!(ring.is_remote_writable());
+        let e = t.bytes(16).unwrap_err();
+        assert!(matches!(e, StageError::RemotelyWritable { slot: 1 }), "{e}");
+        assert!(
+            e.to_string().contains("registered for remote writes"),
+            "{e}"
+        );
+        assert!(matches!(
+            t.bytes_mut(16),
+            Err(StageError::RemotelyWritable { slot: 1 })
+        ));
+        // SAFETY: no registration exists (nothing can write the heap buffer but this token).
+        assert_eq!(unsafe { t.bytes_unchecked(16) }.unwrap(), &[0u8; 16]);
+        // SAFETY: as above.
+        assert!(unsafe { t.bytes_mut_unchecked(MIB + 1) }.is_err());
     }
 
     #[test]

@@ -160,3 +160,36 @@ fn pinned_staging_reads_zero_before_any_copy() {
         );
     }
 }
+
+/// Issue 26: `CudaDevice::borrow_raw` said it rejects managed memory and did not check (managed memory
+/// reports CU_MEMORYTYPE_DEVICE); it now asks CU_POINTER_ATTRIBUTE_IS_MANAGED.
+#[test]
+#[ignore = "GPU tier: needs a CUDA driver"]
+fn borrowed_managed_memory_is_refused() {
+    use cudarc::driver::sys;
+    let (a, _) = gpus();
+    a.bind().unwrap();
+    let mut ptr: sys::CUdeviceptr = 0;
+    // SAFETY: allocates 1 MiB of managed memory into `ptr` (freed below); the context is current.
+    unsafe {
+        sys::cuMemAllocManaged(
+            &mut ptr,
+            MIB,
+            sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
+        )
+    }
+    .result()
+    .unwrap();
+    // SAFETY: the allocation lives until the free below, and nothing else uses it; the call must
+    // refuse it anyway.
+    let r = unsafe { a.borrow_raw(ptr, MIB) };
+    // SAFETY: `ptr` came from cuMemAllocManaged above and is not used after this.
+    unsafe { sys::cuMemFree_v2(ptr) }.result().unwrap();
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("managed"), "{e}");
+    // Ordinary device memory still passes.
+    let own = a.alloc_zeroed(MIB).unwrap();
+    let (p, _guard) = cudarc::driver::DevicePtr::device_ptr(&own, a.util_stream());
+    // SAFETY: `own` outlives the borrow, which is dropped at once; nothing writes it meanwhile.
+    assert!(unsafe { a.borrow_raw(p, MIB) }.is_ok());
+}

@@ -118,6 +118,8 @@ fn run_receiver(
     let mut receiver = Receiver::new(&dev, s.ring)?;
     let transport = RdmaReceiver::accept(listener, &s.rdma(), receiver.ring())?;
     assert_eq!(transport.qps(), s.qps);
+    // Issue 26, F4: the peer holds keys to every slot now, so no safe slice over them is handed out.
+    assert!(receiver.ring().is_remote_writable());
     let mut transport = Counting {
         inner: transport,
         n: progress.unwrap_or_default(),

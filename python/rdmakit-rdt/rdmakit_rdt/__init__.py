@@ -28,7 +28,7 @@ from ._native import (
     cuda_available,
     has_rdma,
 )
-from .buffers import describe_all, synchronize_cuda
+from .buffers import exported, synchronize_cuda
 
 __version__ = _native.__version__
 
@@ -105,11 +105,12 @@ def stats() -> dict:
 
 def send(channel: SendChannel, tag: str, tensors: Sequence[Any]) -> int:
     """Sends tensors/arrays as one object over a native channel (no Ray); returns bytes sent."""
-    specs = describe_all(tensors)
-    synchronize_cuda(tensors)
-    return channel.send(tag, specs)
+    with exported(tensors) as specs:
+        synchronize_cuda(tensors)
+        return channel.send(tag, specs)
 
 
 def recv(channel: RecvChannel, tag: str, buffers: Sequence[Any]) -> int:
     """Receives one object into pre-allocated tensors/arrays (no Ray); returns bytes received."""
-    return channel.recv(tag, describe_all(buffers, writable=True))
+    with exported(buffers, writable=True) as specs:
+        return channel.recv(tag, specs)

@@ -5,11 +5,20 @@ The address and length are a promise to the native layer: every function here ta
 contiguous object and the caller keeps that object alive (and unmodified) for the whole transfer.
 What can be checked is checked here (contiguity, device type, writability of receive buffers) and
 again natively (non-null, no wrap-around, CUDA allocation bounds and device).
+
+``exported`` is what a transfer uses: it holds a buffer export (a ``memoryview``) of every numpy
+array and buffer-protocol object until the transfer returns, so another thread cannot resize or
+free the memory mid-transfer (``bytearray.extend`` and ``ndarray.resize`` then raise). Torch
+tensors have no export to hold: a CPU or CUDA tensor resized (``resize_``) by another thread during
+its own transfer is outside the promise. Receive targets must be writable: read-only arrays and
+buffers are refused, and so is a CPU tensor whose memory lies in a read-only mapping (a tensor over
+a read-only numpy memmap, which would crash the host worker).
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+import contextlib
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -29,8 +38,46 @@ def is_torch_tensor(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
-def describe(obj: Any, index: int = 0, *, writable: bool = False) -> Buffer:
-    """The native description of one tensor/array (``index`` is its position, for messages)."""
+def _mapping_writable(addr: int, nbytes: int) -> Optional[bool]:
+    """Whether ``[addr, addr + nbytes)`` lies in writable mappings of this process (Linux's
+    /proc/self/maps); None where that cannot be read. Torch says nothing about a CPU tensor's
+    writability (``torch.from_numpy`` of a read-only array only warns), the page table does."""
+    if nbytes == 0:
+        return True
+    end = addr + nbytes
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            at = addr
+            for line in f:
+                span, perms = line.split(b" ", 2)[:2]
+                lo, _, hi = span.partition(b"-")
+                lo, hi = int(lo, 16), int(hi, 16)
+                if hi <= at:
+                    continue
+                if lo > at or perms[1:2] != b"w":
+                    return False
+                at = hi
+                if at >= end:
+                    return True
+    except (OSError, ValueError):
+        return None
+    return False
+
+
+def _pin(arr: np.ndarray) -> Any:
+    """What keeps ``arr`` from being resized or freed: a buffer export (``resize`` then refuses),
+    else (dtypes the buffer protocol cannot name, e.g. datetime64) a reference to a view of it."""
+    try:
+        return memoryview(arr)
+    except (TypeError, ValueError):
+        return arr.view(np.uint8) if arr.flags.c_contiguous else arr
+
+
+def describe(
+    obj: Any, index: int = 0, *, writable: bool = False, keep: Optional[List[Any]] = None
+) -> Buffer:
+    """The native description of one tensor/array (``index`` is its position, for messages).
+    With ``keep``, the buffer export that pins the memory is appended to it (see ``exported``)."""
     if is_torch_tensor(obj):
         if not obj.is_contiguous():
             raise ValueError(
@@ -46,9 +93,17 @@ def describe(obj: Any, index: int = 0, *, writable: bool = False) -> Buffer:
             raise ValueError(
                 f"tensor {index} is on {dev}; rdmakit moves cpu and cuda tensors only"
             )
-        return (dev.type, int(idx), int(obj.data_ptr()), int(obj.numel() * obj.element_size()))
+        addr, nbytes = int(obj.data_ptr()), int(obj.numel() * obj.element_size())
+        if writable and dev.type == "cpu" and _mapping_writable(addr, nbytes) is False:
+            raise ValueError(
+                f"tensor {index} is in read-only memory (a tensor over a read-only numpy array or "
+                "memmap?); a receive needs writable memory"
+            )
+        return (dev.type, int(idx), addr, nbytes)
     if isinstance(obj, np.ndarray):
         arr = obj
+        if keep is not None:
+            keep.append(_pin(arr))
     else:
         try:
             view = memoryview(obj)
@@ -62,6 +117,9 @@ def describe(obj: Any, index: int = 0, *, writable: bool = False) -> Buffer:
         arr = np.frombuffer(view.cast("B"), dtype=np.uint8) if view.nbytes else np.empty(0, np.uint8)
         if writable and view.readonly:
             raise ValueError(f"buffer {index} is read-only; a receive needs writable memory")
+        if keep is not None:
+            # The export pins the object: a bytearray cannot be resized (BufferError) while held.
+            keep.append(view)
     if not arr.flags.c_contiguous:
         raise ValueError(
             f"array {index} is not C-contiguous (shape {arr.shape}, strides {arr.strides}); "
@@ -73,7 +131,24 @@ def describe(obj: Any, index: int = 0, *, writable: bool = False) -> Buffer:
 
 
 def describe_all(objs: Sequence[Any], *, writable: bool = False) -> List[Buffer]:
+    """Descriptions only, for checks and sizes; a transfer uses ``exported``, which pins them."""
     return [describe(o, i, writable=writable) for i, o in enumerate(objs)]
+
+
+@contextlib.contextmanager
+def exported(objs: Sequence[Any], *, writable: bool = False) -> Iterator[List[Buffer]]:
+    """The descriptions, valid inside the ``with``: every numpy array and buffer object stays
+    exported (cannot be resized or freed) until it exits, i.e. for the whole native call."""
+    keep: List[Any] = []
+    try:
+        yield [describe(o, i, writable=writable, keep=keep) for i, o in enumerate(objs)]
+    finally:
+        for pin in reversed(keep):
+            if isinstance(pin, memoryview):
+                try:
+                    pin.release()
+                except BufferError:  # a view made from it is still alive; it goes with it
+                    pass
 
 
 def synchronize_cuda(objs: Sequence[Any]) -> None:

@@ -40,7 +40,7 @@ from ray.experimental.rdt.tensor_transport_manager import (
 )
 
 from . import _native
-from .buffers import describe_all, is_torch_tensor, synchronize_cuda
+from .buffers import describe_all, exported, is_torch_tensor, synchronize_cuda
 
 KV_NAMESPACE = "rdmakit_rdt"
 
@@ -222,10 +222,10 @@ class RdmakitTensorTransport(TensorTransportManager):
         with _STATE.lock:
             _STATE.active[key] = (meta.obj_id, abort)
         try:
-            specs = describe_all(tensors)
-            synchronize_cuda(tensors)
-            ch = self._send_channel(comm, abort)
-            sent = ch.send(meta.obj_id, specs)
+            with exported(tensors) as specs:
+                synchronize_cuda(tensors)
+                ch = self._send_channel(comm, abort)
+                sent = ch.send(meta.obj_id, specs)
             with _STATE.lock:
                 _STATE.stats["objects_sent"] += 1
                 _STATE.stats["bytes_sent"] += sent
@@ -294,20 +294,20 @@ class RdmakitTensorTransport(TensorTransportManager):
         try:
             # Inside the try: a bad buffer also closes the channel, so the sender fails at once.
             out = target_buffers if target_buffers is not None else _allocate(meta)
-            specs = describe_all(out, writable=True)
-            if len(specs) != len(meta.nbytes):
-                raise ValueError(
-                    f"{len(specs)} target buffers for object {obj_id}, which has "
-                    f"{len(meta.nbytes)} tensors"
-                )
-            for i, (spec, n) in enumerate(zip(specs, meta.nbytes)):
-                if spec[3] != n:
+            with exported(out, writable=True) as specs:
+                if len(specs) != len(meta.nbytes):
                     raise ValueError(
-                        f"target buffer {i} of object {obj_id} has {spec[3]} bytes, the object's "
-                        f"tensor {i} has {n}"
+                        f"{len(specs)} target buffers for object {obj_id}, which has "
+                        f"{len(meta.nbytes)} tensors"
                     )
-            ch = self._recv_channel(comm, abort)
-            got = ch.recv(meta.obj_id or obj_id, specs)
+                for i, (spec, n) in enumerate(zip(specs, meta.nbytes)):
+                    if spec[3] != n:
+                        raise ValueError(
+                            f"target buffer {i} of object {obj_id} has {spec[3]} bytes, the "
+                            f"object's tensor {i} has {n}"
+                        )
+                ch = self._recv_channel(comm, abort)
+                got = ch.recv(meta.obj_id or obj_id, specs)
             with _STATE.lock:
                 _STATE.stats["objects_received"] += 1
                 _STATE.stats["bytes_received"] += got

@@ -44,7 +44,7 @@ def mixed(seed: int) -> List[np.ndarray]:
 def objects(scenario: str) -> List[List[np.ndarray]]:
     if scenario == "sizes":
         return [[_bytes(n, i)] for i, n in enumerate(EDGE_SIZES)] + [mixed(1), mixed(2)]
-    if scenario == "one":
+    if scenario in ("one", "late"):
         return [[_bytes(4 * MIB, 9)]]
     raise ValueError(scenario)
 
@@ -70,6 +70,11 @@ def main() -> None:
         for i, o in enumerate(objs):
             r.send(ch, f"obj-{i}", o)
         return
+    if scenario == "late":
+        # Connected, then a pause: the receiver's recv is blocked inside the native call meanwhile.
+        import time
+
+        time.sleep(1.0)
     for i, o in enumerate(objects(scenario)):
         r.send(ch, f"obj-{i}", o)
 

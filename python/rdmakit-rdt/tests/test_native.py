@@ -146,6 +146,59 @@ def test_bad_buffers_are_refused_before_anything_moves():
     assert describe_all([bytearray(10)])[0][3] == 10
 
 
+def test_a_receive_target_cannot_be_resized_while_the_transfer_runs():
+    # Issue 26, F6: before, the memoryview export ended when describe() returned, so another thread
+    # could resize (reallocate) the bytearray while the host worker wrote into the old memory.
+    proc, ch = receive_from("late")
+    dst = bytearray(4 * MIB)
+    done = []
+    t = threading.Thread(target=lambda: done.append(r.recv(ch, "obj-0", [dst])))
+    t.start()
+    time.sleep(0.3)  # the recv is now blocked in the native call (the sender waits 1 s)
+    with pytest.raises(BufferError):
+        dst.extend(b"x")
+    t.join(timeout=30)
+    assert done == [4 * MIB]
+    assert bytes(dst) == objects("one")[0][0].tobytes()
+    dst.extend(b"x")  # released once the call returned
+    assert proc.wait(timeout=30) == 0, proc.stderr.read().decode()
+    ch.close()
+
+
+def test_exports_pin_arrays_and_buffers_until_the_call_returns():
+    from rdmakit_rdt.buffers import exported
+
+    ba, arr = bytearray(64), np.zeros(16)
+    with exported([ba, arr], writable=True) as specs:
+        assert [s[3] for s in specs] == [64, 128]
+        with pytest.raises(BufferError):
+            ba.extend(b"x")
+        with pytest.raises(ValueError):
+            arr.resize(32)
+    ba.extend(b"x")
+    arr.resize(32, refcheck=False)
+
+
+def test_read_only_mappings_are_refused_as_receive_targets(tmp_path):
+    from rdmakit_rdt.buffers import _mapping_writable
+
+    path = tmp_path / "ro.bin"
+    path.write_bytes(b"\0" * 8192)
+    ro = np.memmap(path, dtype=np.uint8, mode="r")
+    addr = ro.__array_interface__["data"][0]
+    # A tensor over this memory passes torch's checks; the page table says it is read-only.
+    assert _mapping_writable(addr, ro.nbytes) is False
+    rw = np.zeros(8192, np.uint8)
+    assert _mapping_writable(rw.__array_interface__["data"][0], rw.nbytes) is True
+    torch = pytest.importorskip("torch", reason="torch is not installed in this venv")
+    from rdmakit_rdt.buffers import describe
+
+    with pytest.warns(UserWarning):  # torch: "The given NumPy array is not writable"
+        t = torch.from_numpy(ro)
+    with pytest.raises(ValueError, match="read-only memory"):
+        describe(t, writable=True)
+
+
 def test_native_checks_name_the_buffer():
     listener = r.Listener("127.0.0.1:0")
     proc = spawn_sender(listener.port, "one")

@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! stage_bench tcp --size 512MiB --connections 4  # two processes over loopback (a child receives)
+//! stage_bench tcp --size 512MiB --connections 8 --checksum  # the same with END/ACK checksums
 //! stage_bench all --out DIR [--peers peers.json] # everything, JSON written after every part
 //! stage_bench small --out DIR --iters 20         # 4 KiB..64 MiB: ours vs pinned D2H + H2D
 //! stage_bench report --out DIR --peers peers.json
@@ -74,6 +75,9 @@ struct Common {
     /// Parallel TCP connections (tcp).
     #[arg(long, default_value_t = gpu_stage::transport::tcp::DEFAULT_CONNECTIONS)]
     connections: usize,
+    /// TCP: per-transfer checksums in END/ACK (both processes), to measure what they cost.
+    #[arg(long)]
+    checksum: bool,
     /// Backend.
     #[arg(long, value_enum, default_value = "cuda")]
     backend: BackendArg,
@@ -89,6 +93,7 @@ impl Common {
             src_device: self.src,
             dst_device: self.dst,
             connections: self.connections,
+            tcp_checksum: self.checksum,
             backend: match self.backend {
                 BackendArg::Cuda => Backend::Cuda,
                 BackendArg::Host => Backend::Host,
@@ -233,6 +238,7 @@ fn run_tcp_pair(cfg: &BenchConfig) -> AnyResult<BenchResult> {
             "--backend",
             backend,
         ])
+        .args(cfg.tcp_checksum.then_some("--checksum"))
         .stdout(Stdio::piped())
         .spawn()?;
     let stdout = child.stdout.take().ok_or("child has no stdout")?;

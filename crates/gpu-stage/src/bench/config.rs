@@ -37,6 +37,9 @@ pub struct BenchConfig {
     pub backend: Backend,
     /// Seed of the test pattern.
     pub seed: u64,
+    /// TCP: per-transfer checksums in END/ACK ([`crate::TcpOptions::checksum`]), to measure their cost.
+    #[serde(default)]
+    pub tcp_checksum: bool,
 }
 
 impl Default for BenchConfig {
@@ -51,6 +54,7 @@ impl Default for BenchConfig {
             connections: DEFAULT_CONNECTIONS,
             backend: Backend::Cuda,
             seed: 0x5EED,
+            tcp_checksum: false,
         }
     }
 }

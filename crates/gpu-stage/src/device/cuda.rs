@@ -103,9 +103,15 @@ impl CudaDevice {
     /// the allocation that holds `ptr`.
     ///
     /// # Safety
-    /// The allocation must stay alive, and no other work may write it (or, for a receive, read
-    /// it) while the returned value lives; work queued on other streams before the call must be
-    /// complete (synchronise the producer's stream first).
+    /// The caller must guarantee that:
+    /// - the allocation stays alive (is not freed, nor returned to a caching allocator that may
+    ///   reuse it) for as long as the returned value lives;
+    /// - no other work writes it (or, for a receive, reads or writes it) meanwhile, on any stream or
+    ///   from the CPU;
+    /// - work queued on other streams before the call is complete (synchronise the producer's
+    ///   stream first), and the memory is initialised if it is the source of a send;
+    /// - no other `BorrowedCudaMemory` over an overlapping range is used for a receive at the same
+    ///   time.
     pub unsafe fn borrow_raw(
         &self,
         ptr: u64,
@@ -136,6 +142,25 @@ impl CudaDevice {
                 format!(
                     "not CUDA device memory (CUmemorytype {mem_type}); pass host memory as a cpu buffer"
                 ),
+            ));
+        }
+        // Managed (unified) memory reports CU_MEMORYTYPE_DEVICE too, but the CPU may touch and migrate
+        // its pages while a copy runs: refuse it rather than claim a check that is not made.
+        let mut managed: u32 = 0;
+        // SAFETY: IS_MANAGED writes one boolean (documented as `unsigned int`-sized or smaller; a
+        // zeroed `u32` holds either width).
+        unsafe {
+            pointer_attribute(
+                &mut managed,
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                ptr,
+            )
+        }?;
+        if managed != 0 {
+            return Err(StageError::config(
+                "pointer",
+                format!("{ptr:#x}"),
+                "it is CUDA managed (unified) memory; pass memory from cudaMalloc (a torch CUDA tensor)",
             ));
         }
         let mut ordinal: i32 = -1;
@@ -322,11 +347,12 @@ impl Device for CudaDevice {
             })?;
         self.bind()?;
         let (src_ptr, _read_guard) = view.device_ptr(stream);
-        // SAFETY: the caller guarantees `dst..dst+len` stays valid until the stream passes the
-        // next event; the slice is exactly the chunk, so the driver copies exactly `len` bytes.
-        let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
-        // SAFETY: src_ptr..src_ptr+len lies inside `src` (checked above).
-        unsafe { result::memcpy_dtoh_async(dst, src_ptr, stream.cu_stream()) }
+        // SAFETY: src_ptr..src_ptr+len lies inside `src` (checked above); the caller guarantees that
+        // `dst..dst+len` stays valid, and `src` alive, until the stream passes the next event. The
+        // pointer goes to the driver as it is: no `&mut [u8]` is made over host memory that may be a
+        // slot of a remotely writable ring (issue 26, F4).
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src_ptr, len, stream.cu_stream()) }
+            .result()
             .map_err(StageError::cuda("device→host copy (cuMemcpyDtoHAsync)"))
     }
 
@@ -350,10 +376,12 @@ impl Device for CudaDevice {
             })?;
         self.bind()?;
         let (dst_ptr, _write_guard) = view.device_ptr_mut(stream);
-        // SAFETY: caller guarantees `src..src+len` stays valid and unmodified until the event.
-        let src = unsafe { std::slice::from_raw_parts(src, len) };
-        // SAFETY: dst_ptr..dst_ptr+len lies inside `dst` (checked above).
-        unsafe { result::memcpy_htod_async(dst_ptr, src, stream.cu_stream()) }
+        // SAFETY: dst_ptr..dst_ptr+len lies inside `dst` (checked above); the caller guarantees that
+        // `src..src+len` stays valid and unmodified, and `dst` alive, until the stream passes the next
+        // event. A raw pointer, not a `&[u8]`: the source is a ring slot a peer may be able to write
+        // (issue 26, F4).
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst_ptr, src.cast(), len, stream.cu_stream()) }
+            .result()
             .map_err(StageError::cuda("host→device copy (cuMemcpyHtoDAsync)"))
     }
 

@@ -80,7 +80,10 @@ impl HostMemory {
     /// # Safety
     /// `ptr..ptr+len` must be one valid, initialised allocation (or part of one), readable and
     /// writable, that stays allocated and is neither read nor written by anyone else for as long as
-    /// the returned value lives (a receive writes into it from a copy thread).
+    /// the returned value lives (a receive writes into it from a copy thread), and past that until
+    /// every copy queued on it directly ([`Device::copy_d2h`]/[`Device::copy_h2d`]) is observed
+    /// complete. Two values over overlapping ranges must not be used at the same time where either
+    /// is written (the target of a receive).
     pub unsafe fn borrowed(ptr: *mut u8, len: usize) -> Result<Self, StageError> {
         let ptr = std::ptr::NonNull::new(ptr)
             .ok_or_else(|| StageError::config("pointer", 0, "a null pointer is not host memory"))?;
@@ -109,8 +112,8 @@ impl DeviceMemory for HostMemory {
 
 enum Job {
     Copy {
-        src: usize,
-        dst: usize,
+        src: *const u8,
+        dst: *mut u8,
         len: usize,
         fail: Option<&'static str>,
         /// Invert the first byte written (`HostFaults::corrupt_h2d_at`).
@@ -127,6 +130,12 @@ pub struct HostStream {
     tx: Option<mpsc::Sender<Job>>,
     worker: Option<JoinHandle<()>>,
 }
+
+// SAFETY: a `Job::Copy` carries the addresses of a copy queued through `Device::copy_d2h`/`copy_h2d`,
+// whose callers promise that both ranges stay valid and untouched by anyone else until a later event
+// completes; the worker thread is the only one that dereferences them. Raw pointers (not addresses)
+// keep their provenance, so Miri checks the accesses.
+unsafe impl Send for Job {}
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -166,12 +175,10 @@ impl HostStream {
                             }
                             // SAFETY: the submitter guaranteed both ranges stay valid and
                             // unaliased until a later signal completes (Device contract).
-                            unsafe {
-                                std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len)
-                            };
+                            unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
                             if corrupt && len > 0 {
                                 // SAFETY: `dst` is the first byte of the range just written.
-                                unsafe { *(dst as *mut u8) ^= 0xff };
+                                unsafe { *dst ^= 0xff };
                             }
                         }
                         Job::Signal(ev, generation) => ev.complete(generation, broken.clone()),
@@ -298,8 +305,9 @@ impl Device for HostDevice {
         let n = self.faults.d2h.fetch_add(1, Ordering::Relaxed);
         let fail = (self.faults.cfg.fail_d2h_at == Some(n)).then_some("device→host");
         stream.submit(Job::Copy {
-            src: src.ptr() as usize + offset,
-            dst: dst as usize,
+            // In bounds (checked above): `offset + len <= src.len_bytes()`.
+            src: src.ptr().wrapping_add(offset),
+            dst,
             len,
             fail,
             corrupt: false,
@@ -318,8 +326,9 @@ impl Device for HostDevice {
         let n = self.faults.h2d.fetch_add(1, Ordering::Relaxed);
         let fail = (self.faults.cfg.fail_h2d_at == Some(n)).then_some("host→device");
         stream.submit(Job::Copy {
-            src: src as usize,
-            dst: dst.ptr() as usize + offset,
+            src,
+            // In bounds (checked above).
+            dst: dst.ptr().wrapping_add(offset),
             len,
             fail,
             corrupt: self.faults.cfg.corrupt_h2d_at == Some(n),
@@ -411,11 +420,14 @@ mod tests {
         let stream = dev.new_stream().unwrap();
         let ev = dev.new_event().unwrap();
         let mut tmp = [0u8; 8];
+        // One raw pointer for both copies: taking `tmp.as_ptr()` after the D2H was queued would
+        // reborrow `tmp` while the stream writes it (a data race Miri reports).
+        let tmp = tmp.as_mut_ptr();
         // SAFETY: `tmp` outlives both copies and the CPU does not touch it before `wait_event`
         // below; on one stream the H2D reads it only after the D2H wrote it.
         unsafe {
-            dev.copy_d2h(&stream, &src, 2, tmp.as_mut_ptr(), 6).unwrap();
-            dev.copy_h2d(&stream, tmp.as_ptr(), 6, &mut dst, 1).unwrap();
+            dev.copy_d2h(&stream, &src, 2, tmp, 6).unwrap();
+            dev.copy_h2d(&stream, tmp, 6, &mut dst, 1).unwrap();
         }
         dev.record(&ev, &stream).unwrap();
         dev.wait_event(&ev).unwrap();
@@ -433,22 +445,24 @@ mod tests {
         let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
         let filled = dev.new_event().unwrap();
         let mut tmp = [0u8; 64];
+        let tmp = tmp.as_mut_ptr(); // one pointer: no reborrow while a copy writes it
         // SAFETY: `tmp` lives to the end of the test, which drains both streams first; the CPU
         // never touches it.
-        unsafe { dev.copy_d2h(&a, &src, 0, tmp.as_mut_ptr(), 64).unwrap() };
+        unsafe { dev.copy_d2h(&a, &src, 0, tmp, 64).unwrap() };
         dev.record(&filled, &a).unwrap();
         // B must not read `tmp` before A's slow copy wrote it.
         dev.stream_wait(&b, &filled).unwrap();
         // SAFETY: B reads `tmp` only once `filled` (A's copy into it) completed, and nothing
         // writes `tmp` again.
-        unsafe { dev.copy_h2d(&b, tmp.as_ptr(), 64, &mut dst, 0).unwrap() };
+        unsafe { dev.copy_h2d(&b, tmp, 64, &mut dst, 0).unwrap() };
         // Recording `filled` again after the wait was queued must not extend it: A has six
         // more slow copies (≥ 120 ms) before that record, B only its one copy.
         let mut scratch = [0u8; 64];
+        let scratch = scratch.as_mut_ptr();
         for _ in 0..6 {
             // SAFETY: `scratch` lives to the end of the test, which drains stream A first; the
             // CPU never reads it.
-            unsafe { dev.copy_d2h(&a, &src, 0, scratch.as_mut_ptr(), 64).unwrap() };
+            unsafe { dev.copy_d2h(&a, &src, 0, scratch, 64).unwrap() };
         }
         dev.record(&filled, &a).unwrap();
         dev.wait_stream(&b).unwrap();
@@ -469,14 +483,15 @@ mod tests {
         let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
         let ev = dev.new_event().unwrap();
         let mut tmp = [0u8; 8];
+        let tmp = tmp.as_mut_ptr(); // one pointer: no reborrow while a copy writes it
         // SAFETY: `tmp` outlives the copy (the test drains B, which waits for A) and the CPU
         // never touches it.
-        unsafe { dev.copy_d2h(&a, &src, 0, tmp.as_mut_ptr(), 8).unwrap() };
+        unsafe { dev.copy_d2h(&a, &src, 0, tmp, 8).unwrap() };
         dev.record(&ev, &a).unwrap();
         dev.stream_wait(&b, &ev).unwrap();
         // SAFETY: B reads `tmp` only after `ev` (A's copy), and `wait_stream(&b)` below drains
         // it before `tmp` goes away.
-        unsafe { dev.copy_h2d(&b, tmp.as_ptr(), 8, &mut dst, 0).unwrap() };
+        unsafe { dev.copy_h2d(&b, tmp, 8, &mut dst, 0).unwrap() };
         let err = dev.wait_stream(&b).unwrap_err();
         assert!(err.to_string().contains("injected fault"), "{err}");
         assert_eq!(
@@ -518,13 +533,14 @@ mod tests {
         let stream = dev.new_stream().unwrap();
         let ev = dev.new_event().unwrap();
         let mut tmp = [0u8; 4];
+        let tmp = tmp.as_mut_ptr(); // one pointer for both copies
         // SAFETY: `wait_event` below returns only once the stream has passed this copy; the CPU
         // does not touch `tmp` meanwhile.
-        unsafe { dev.copy_d2h(&stream, &src, 0, tmp.as_mut_ptr(), 4).unwrap() };
+        unsafe { dev.copy_d2h(&stream, &src, 0, tmp, 4).unwrap() };
         dev.record(&ev, &stream).unwrap();
         dev.wait_event(&ev).unwrap();
         // SAFETY: as above: the second `wait_event` covers this copy.
-        unsafe { dev.copy_d2h(&stream, &src, 0, tmp.as_mut_ptr(), 4).unwrap() };
+        unsafe { dev.copy_d2h(&stream, &src, 0, tmp, 4).unwrap() };
         dev.record(&ev, &stream).unwrap();
         assert!(
             dev.wait_event(&ev)

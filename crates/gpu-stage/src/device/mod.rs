@@ -67,11 +67,20 @@ pub trait Device: sealed::Sealed + Clone + Send + Sync + 'static {
     /// Makes this device current on the calling thread.
     fn bind(&self) -> Result<(), StageError>;
 
-    /// Queues a copy of `src[offset..offset+dst_len]` into `dst` on `stream`.
+    /// Queues a copy of `src[offset..offset+len]` into `dst..dst+len` on `stream`. The copy runs
+    /// after the call returns: only an event recorded on `stream` after it, and observed complete
+    /// ([`Device::wait_event`] or [`Device::wait_stream`] returning `Ok`), says it is over.
     ///
     /// # Safety
-    /// `dst` must stay valid and untouched by the CPU until an event recorded on `stream` after
-    /// this call has completed.
+    /// Until that completion has been observed, the caller must keep:
+    /// - `dst..dst+len` allocated, valid for writes, and neither read nor written by anyone else
+    ///   (the CPU, another copy, a NIC);
+    /// - `src` alive and in place: the device memory must not be dropped or freed (with the host
+    ///   backend, dropping a [`HostMemory`] frees the RAM the queued copy reads: a use after free),
+    ///   and must not be written by anyone.
+    ///
+    /// If the wait fails (a copy error), the copy may still be running: keep both alive for good
+    /// (leak them) rather than reuse them.
     unsafe fn copy_d2h(
         &self,
         stream: &Self::Stream,
@@ -81,11 +90,17 @@ pub trait Device: sealed::Sealed + Clone + Send + Sync + 'static {
         len: usize,
     ) -> Result<(), StageError>;
 
-    /// Queues a copy of `len` bytes at `src` into `dst[offset..offset+len]` on `stream`.
+    /// Queues a copy of `len` bytes at `src` into `dst[offset..offset+len]` on `stream`; it is over
+    /// only once an event recorded on `stream` after this call is observed complete (as for
+    /// [`Device::copy_d2h`]).
     ///
     /// # Safety
-    /// `src` must stay valid and unmodified until an event recorded on `stream` after this call
-    /// has completed; `dst` must not be read or written by anyone else meanwhile.
+    /// Until that completion has been observed, the caller must keep:
+    /// - `src..src+len` allocated, initialised, valid for reads and unmodified by anyone;
+    /// - `dst` alive and in place (not dropped or freed: the `&mut` borrow ends when this call
+    ///   returns, long before the copy does) and neither read nor written by anyone else.
+    ///
+    /// If the wait fails, keep both alive for good, as for [`Device::copy_d2h`].
     unsafe fn copy_h2d(
         &self,
         stream: &Self::Stream,

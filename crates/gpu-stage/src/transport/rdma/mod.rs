@@ -47,8 +47,49 @@ mod wire;
 
 pub use config::{ConnectMode, DEFAULT_QPS, DEFAULT_TIMEOUT, MAX_QPS, RdmaConfig, Stripe};
 pub use receiver::RdmaReceiver;
+
+/// The fuzz target's side-channel entry (see [`crate::fuzzing::rdma_side_channel`]).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn fuzz_side_channel(bytes: &[u8]) -> (usize, usize) {
+    let ring = crate::RingConfig::new(crate::MIB, 4).unwrap_or_default();
+    for line in bytes.split(|b| *b == b'\n') {
+        let line = String::from_utf8_lossy(line);
+        match Wire::from_line(&line) {
+            Ok(Wire::Hello(h)) => {
+                let _ = check_hello(&h, &ring, 2, Wiring::Manual);
+                let _ = check_hello(&h, &ring, 1, Wiring::RdmaCm);
+            }
+            Ok(Wire::Welcome(w)) => {
+                let _ = check_welcome(&w, &ring, 2, Wiring::Manual);
+                let _ = check_welcome(&w, &ring, 1, Wiring::RdmaCm);
+            }
+            Ok(m) => {
+                let _ = m.to_line();
+            }
+            Err(_) => {}
+        }
+    }
+    (
+        receiver::fuzz_side_reader(bytes),
+        sender::fuzz_side_reader(bytes),
+    )
+}
 pub use sender::RdmaSender;
 pub use wire::{
     PROTOCOL_VERSION, ReceiverWelcome, SenderHello, Wire, Wiring, advance_credit, check_hello,
     check_ring, check_welcome, decode_imm, encode_imm,
 };
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn side_channel_readers_end_on_any_input_and_queue_boundedly() {
+        let end = "{\"type\":\"end\",\"chunks\":1,\"bytes\":1}\n";
+        let ack = "{\"type\":\"ack\",\"chunks\":1,\"bytes\":1}\n";
+        // ENDs nobody takes: the reader stops at the event queue's bound with an error.
+        assert_eq!(super::fuzz_side_channel(end.repeat(100).as_bytes()).0, 12);
+        assert_eq!(super::fuzz_side_channel(ack.as_bytes()), (0, 1));
+        assert_eq!(super::fuzz_side_channel(b"\xff\n{}\n"), (0, 0));
+        assert_eq!(super::fuzz_side_channel(b""), (0, 0));
+    }
+}

@@ -1,8 +1,7 @@
 //! The receiving end: accepts the sender, grants a credit for every ring slot the pipeline freed,
 //! and hands each chunk to the pipeline in order once its WRITE_WITH_IMM arrived.
 
-use std::io::BufReader;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -180,8 +179,9 @@ impl RdmaReceiver {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
             let peer = peer.clone();
+            let stall = cfg.timeout;
             workers.spawn("gpu-stage-rdma-side", move || {
-                receiver_side_reader(reader, &shared, &tx, &peer)
+                receiver_side_reader(reader, &shared, &tx, &peer, stall)
             })?;
         }
         workers.spawn_pollers("gpu-stage-rdma-rcq", &links, |cq, my_qps| {
@@ -384,24 +384,49 @@ fn accept_cm(
     groups.finish()
 }
 
+/// Runs [`receiver_side_reader`] over `bytes` as the sender's side of the channel, with the event
+/// queue of a 4-slot ring; the number of ENDs it queued (the fuzz target and the tests: it must end,
+/// with a failure event, on any input, and queue no more than the channel holds).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) fn fuzz_side_reader(bytes: &[u8]) -> usize {
+    let shared = Shared::default();
+    let (tx, events) = mpsc::sync_channel(4 + 8);
+    receiver_side_reader(
+        std::io::BufReader::new(bytes),
+        &shared,
+        &EventTx(tx),
+        "fake sender",
+        Duration::from_millis(20),
+    );
+    events
+        .try_iter()
+        .filter(|e| matches!(e, Event::End(_)))
+        .count()
+}
+
 fn receiver_side_reader(
-    mut reader: BufReader<TcpStream>,
+    mut reader: impl std::io::BufRead,
     shared: &Shared,
     tx: &EventTx,
     peer: &str,
+    stall: Duration,
 ) {
     let mut line = String::new();
     loop {
         line.clear();
-        let err = match super::wire::read_line_capped(&mut reader, &mut line) {
-            Ok(0) => TransportError::Closed(format!(
+        let read = super::wire::read_line_after_setup(&mut reader, &mut line, stall, || {
+            !shared.lock().stop
+        });
+        let err = match read {
+            Ok(None) => return,
+            Ok(Some(0)) => TransportError::Closed(format!(
                 "the {peer} closed the side channel (process exited or connection lost)"
             )),
             Err(e) => TransportError::Io {
                 context: format!("side channel to the {peer}"),
                 source: e,
             },
-            Ok(_) => match Wire::from_line(&line) {
+            Ok(Some(_)) => match Wire::from_line(&line) {
                 Ok(Wire::End { chunks, bytes }) => {
                     match tx.send(Event::End(TransferSummary { chunks, bytes })) {
                         Sent::Queued => continue,

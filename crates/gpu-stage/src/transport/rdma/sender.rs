@@ -1,7 +1,6 @@
 //! The sending end: connects to the receiver, writes each chunk into the receiver slot its credit
 //! names, and releases the local slot when the WRITE completed.
 
-use std::io::BufReader;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -102,8 +101,9 @@ impl RdmaSender {
         {
             let shared = Arc::clone(&shared);
             let peer = peer.clone();
+            let stall = cfg.timeout;
             workers.spawn("gpu-stage-rdma-side", move || {
-                sender_side_reader(reader, &shared, &peer)
+                sender_side_reader(reader, &shared, &peer, stall)
             })?;
         }
         workers.spawn_pollers("gpu-stage-rdma-scq", &links, |cq, my_qps| {
@@ -346,12 +346,37 @@ fn connect_with_timeout(addrs: &[SocketAddr], timeout: Duration) -> std::io::Res
     }
 }
 
-fn sender_side_reader(mut reader: BufReader<TcpStream>, shared: &Shared, peer: &str) {
+/// Runs [`sender_side_reader`] over `bytes` as the receiver's side of the channel: 1 if it recorded
+/// an ACK (the fuzz target and the tests: it must end, with a recorded failure, on any input).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(super) fn fuzz_side_reader(bytes: &[u8]) -> usize {
+    let shared = Shared::default();
+    sender_side_reader(
+        std::io::BufReader::new(bytes),
+        &shared,
+        "fake receiver",
+        Duration::from_millis(20),
+    );
+    let st = shared.lock();
+    debug_assert!(st.failure.is_some(), "the reader ends only on a failure");
+    usize::from(st.ack.is_some())
+}
+
+fn sender_side_reader(
+    mut reader: impl std::io::BufRead,
+    shared: &Shared,
+    peer: &str,
+    stall: Duration,
+) {
     let mut line = String::new();
     loop {
         line.clear();
-        match super::wire::read_line_capped(&mut reader, &mut line) {
-            Ok(0) => {
+        let read = super::wire::read_line_after_setup(&mut reader, &mut line, stall, || {
+            !shared.lock().stop
+        });
+        match read {
+            Ok(None) => return,
+            Ok(Some(0)) => {
                 shared.fail(format!(
                     "the {peer} closed the side channel (process exited or connection lost)"
                 ));
@@ -361,7 +386,7 @@ fn sender_side_reader(mut reader: BufReader<TcpStream>, shared: &Shared, peer: &
                 shared.fail(format!("side channel to the {peer} broke: {e}"));
                 return;
             }
-            Ok(_) => {}
+            Ok(Some(_)) => {}
         }
         match Wire::from_line(&line) {
             Ok(Wire::Ack { chunks, bytes }) => {

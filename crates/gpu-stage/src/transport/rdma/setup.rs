@@ -84,12 +84,18 @@ pub(super) fn register_ring(
     ring: &Arc<StagingRing>,
     access: Access,
 ) -> Result<Vec<Arc<MemoryRegion>>, TransportError> {
+    if access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC) {
+        // Before any key exists: from here on a peer may write a slot at any time (issue 26, F4).
+        ring.expose_to_remote_writes();
+    }
     (0..ring.slots())
         .map(|slot| {
             // SAFETY: the region stays valid while the ring lives, and the MR keeps an Arc of the
             // ring as its owner, so the memory outlives the registration. The NIC touches a slot
             // only between acquire and release under the gate protocol (writes are posted for
-            // slots the transport owns; the peer writes only into slots it holds a credit for).
+            // slots the transport owns; an honest peer writes only into slots it holds a credit for,
+            // and for a dishonest one the ring was marked remotely writable above, which turns the
+            // safe slices off).
             let region = unsafe { ring.raw_region(slot) }.ok_or_else(|| {
                 TransportError::Protocol(format!("ring slot {slot} does not exist"))
             })?;
@@ -183,13 +189,17 @@ impl SideChannel {
         r.inspect_err(|e| self.writer.send_abort(&e.to_string()))
     }
 
-    /// Setup is over: the reader goes to the side-channel thread, which blocks until the peer's next
-    /// message (a transfer may be far away; EOF still ends the wait at once).
+    /// Setup is over: the reader goes to the side-channel thread, which waits for the peer's next
+    /// message for as long as it takes (a transfer may be far away; EOF still ends the wait at once),
+    /// waking every [`SIDE_POLL`](super::wire::SIDE_POLL) to notice a stop or a stalled message
+    /// ([`read_line_after_setup`](super::wire::read_line_after_setup)).
     pub(super) fn into_reader(self) -> Result<BufReader<TcpStream>, TransportError> {
         self.reader
             .get_ref()
-            .set_read_timeout(None)
-            .map_err(TransportError::io("clearing the read timeout"))?;
+            .set_read_timeout(Some(super::wire::SIDE_POLL))
+            .map_err(TransportError::io(
+                "setting the side channel's poll timeout",
+            ))?;
         Ok(self.reader)
     }
 }

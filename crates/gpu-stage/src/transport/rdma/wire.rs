@@ -288,7 +288,10 @@ pub(super) fn read_line_capped(
     line: &mut String,
 ) -> std::io::Result<usize> {
     use std::io::{BufRead as _, Read as _};
-    let n = r.by_ref().take(MAX_LINE as u64 + 1).read_line(line)?;
+    // `line` may hold the start of this line from an earlier, interrupted call: the cap is for all of it.
+    let room = (MAX_LINE + 1).saturating_sub(line.len()) as u64;
+    r.by_ref().take(room).read_line(line)?;
+    let n = line.len();
     if n > MAX_LINE {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -298,9 +301,112 @@ pub(super) fn read_line_capped(
     Ok(n)
 }
 
+/// How often a side-channel reader wakes up after setup to see whether its transport stopped, and
+/// whether a started message stalled: the socket's read timeout then.
+pub(super) const SIDE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// One side-channel line after setup, read from a socket whose read timeout is [`SIDE_POLL`]: waiting
+/// for a new line lasts as long as it must (transfers can be far apart) unless `keep_waiting` says
+/// stop (`Ok(None)`), but a line that started must be complete within `stall`, else a `TimedOut`
+/// error (a peer that sends half a message and stops, issue 26 F7). `line` starts empty; `Ok(Some(0))`
+/// is EOF.
+pub(super) fn read_line_after_setup(
+    r: &mut impl std::io::BufRead,
+    line: &mut String,
+    stall: std::time::Duration,
+    keep_waiting: impl Fn() -> bool,
+) -> std::io::Result<Option<usize>> {
+    let mut started: Option<std::time::Instant> = None;
+    loop {
+        match read_line_capped(r, line) {
+            Ok(n) => return Ok(Some(n)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if !keep_waiting() {
+                    return Ok(None);
+                }
+                if line.is_empty() {
+                    continue;
+                }
+                let since = *started.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= stall {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "the peer sent {} bytes of a side-channel message and nothing more for {stall:?}",
+                            line.len()
+                        ),
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// Yields `parts` one per read, then `WouldBlock` forever (a socket whose read timed out).
+    struct Stalling(std::collections::VecDeque<&'static [u8]>);
+
+    impl std::io::Read for Stalling {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.pop_front() {
+                Some(p) => {
+                    buf[..p.len()].copy_from_slice(p);
+                    Ok(p.len())
+                }
+                None => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    Err(std::io::ErrorKind::WouldBlock.into())
+                }
+            }
+        }
+    }
+
+    /// Before, the readers blocked without a timeout after setup: half a message and silence held the
+    /// thread (and the peer's place) until the transport was dropped.
     #[test]
+    fn a_message_that_stalls_midway_is_an_error_and_idle_waits_until_stopped() {
+        use std::time::Duration;
+        let stall = Duration::from_millis(40);
+        let mut r = std::io::BufReader::new(Stalling(
+            [
+                &b"{\"type\":"[..],
+                &b"\"end\",\"chunks\":1,\"bytes\":1}\n"[..],
+                &b"{\"ty"[..],
+            ]
+            .into(),
+        ));
+        let mut line = String::new();
+        // A message split over two reads is one line.
+        let n = super::read_line_after_setup(&mut r, &mut line, stall, || true).unwrap();
+        assert_eq!(n, Some(line.len()));
+        assert!(line.ends_with("1}\n"), "{line}");
+        line.clear();
+        let e = super::read_line_after_setup(&mut r, &mut line, stall, || true).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(e.to_string().contains("sent 4 bytes"), "{e}");
+        // Idle (nothing started): waits until told to stop.
+        let polls = std::cell::Cell::new(0);
+        let mut idle = std::io::BufReader::new(Stalling(Default::default()));
+        line.clear();
+        let got = super::read_line_after_setup(&mut idle, &mut line, stall, || {
+            polls.set(polls.get() + 1);
+            polls.get() < 30 // far longer than `stall`
+        });
+        assert_eq!(got.unwrap(), None);
+    }
+
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "reads 1 MiB through read_line: over 15 minutes under Miri"
+    )]
     fn a_line_past_the_cap_is_an_error_and_is_not_buffered_whole() {
         let mut ok = std::io::Cursor::new(b"{\"end\":1}\nnext\n".to_vec());
         let mut line = String::new();

@@ -21,6 +21,10 @@ struct SharedState {
     ring: Option<Arc<StagingRing>>,
     /// Global index (over all transfers of this transport) of the next chunk to acquire a slot.
     next_acquire: u64,
+    /// The transfer `next_chunk` is receiving (transfers before it are complete). A reader never
+    /// reads a frame of a later one: an honest sender waits for the ACK first, so this bounds what a
+    /// peer can queue (one END per connection) without a reader ever waiting on it.
+    current: u64,
     failed: Option<String>,
 }
 
@@ -40,6 +44,14 @@ impl Shared {
             }
             g = self.changed.wait(g).unwrap_or_else(PoisonError::into_inner);
         }
+    }
+
+    pub(super) fn current_transfer(&self) -> u64 {
+        self.lock().current
+    }
+
+    pub(super) fn set_current_transfer(&self, transfer: u64) {
+        self.lock().current = transfer;
     }
 
     pub(super) fn put_ring(&self, ring: &Arc<StagingRing>) {

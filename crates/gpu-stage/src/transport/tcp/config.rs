@@ -12,6 +12,49 @@ pub const DEFAULT_CONNECTIONS: usize = 4;
 /// Default bound on every blocking step (connect, accept, one write, the next chunk, the ACK).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Settings of one end of a TCP transport. `connections` and `checksum` must be the same on both
+/// ends (the receiver checks the sender's greeting and refuses a mismatch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpOptions {
+    /// Parallel connections (1..=[`MAX_CONNECTIONS`]).
+    pub connections: usize,
+    /// Bound on every blocking step (connect, accept, a greeting, one write, the next chunk, the ACK).
+    pub timeout: Duration,
+    /// Per-transfer checksum: each connection's END carries a digest of the bytes it sent
+    /// ([`crate::checksum::chunk_digest`] over the staged host bytes), the receiver recomputes it
+    /// over what it read and fails the transfer with
+    /// [`TransportError::Checksum`](crate::TransportError::Checksum) on a mismatch; the ACK carries
+    /// the sum back, which the sender checks. Off by default: it costs a CPU pass over every byte on
+    /// both ends (measure with `stage_bench tcp --checksum`). It catches corruption, not a hostile
+    /// peer: the digest is not a MAC.
+    pub checksum: bool,
+}
+
+impl Default for TcpOptions {
+    fn default() -> Self {
+        TcpOptions {
+            connections: DEFAULT_CONNECTIONS,
+            timeout: DEFAULT_TIMEOUT,
+            checksum: false,
+        }
+    }
+}
+
+impl TcpOptions {
+    /// [`TcpOptions::default`] with `connections` connections.
+    pub fn with_connections(connections: usize) -> Self {
+        TcpOptions {
+            connections,
+            ..TcpOptions::default()
+        }
+    }
+
+    pub(super) fn check(&self) -> Result<(), TransportError> {
+        check_connections(self.connections)?;
+        check_timeout(self.timeout)
+    }
+}
+
 pub(super) fn check_timeout(timeout: Duration) -> Result<(), TransportError> {
     if timeout.is_zero() {
         return Err(TransportError::Config {

@@ -4,10 +4,14 @@
 //!
 //! Framing: every frame starts with a 40-byte little-endian header
 //! `magic u32 | kind u32 | seq u64 | offset u64 | len u64 | aux u64`.
-//! - `HELLO` (once per connection): `seq` = connection index, `aux` = number of connections.
+//! - `HELLO` (once per connection): `seq` = connection index, `aux` = number of connections,
+//!   `offset` = flags (bit 0: per-transfer checksums on; other bits must be 0).
 //! - `DATA`: `len` payload bytes follow, destined for `offset`.
-//! - `END` (on every connection after the last chunk): `len` = total bytes, `aux` = total chunks.
-//! - `ACK` (receiver → sender on connection 0, after the data is on the device): same totals.
+//! - `END` (on every connection after the last chunk): `len` = total bytes, `aux` = total chunks,
+//!   `offset` = with checksums, the wrapping sum of [`chunk_digest`](crate::checksum::chunk_digest)
+//!   over the chunks this connection carried (else 0).
+//! - `ACK` (receiver → sender on connection 0, after the data is on the device): same totals,
+//!   `offset` = with checksums, the sum of the digests the receiver computed on every connection.
 //! - `ABORT`: `len` bytes of UTF-8 reason follow.
 //!
 //! Backpressure is TCP's own: a receiver reader that finds no free ring slot stops reading, the
@@ -31,7 +35,9 @@ mod sender;
 mod shutdown;
 mod wire;
 
-pub use config::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, MAX_CONNECTIONS};
+pub use config::{DEFAULT_CONNECTIONS, DEFAULT_TIMEOUT, MAX_CONNECTIONS, TcpOptions};
 pub use receiver::TcpReceiver;
+#[cfg(feature = "fuzzing")]
+pub(crate) use receiver::memory;
 pub use sender::TcpSender;
 pub use shutdown::TcpShutdown;

@@ -7,16 +7,18 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::config::{DEFAULT_TIMEOUT, check_connections, check_timeout};
+use super::config::{DEFAULT_TIMEOUT, TcpOptions};
 use super::shutdown::TcpShutdown;
-use super::wire::{Frame, Kind, read_frame, read_reason, write_all_vectored};
+use super::wire::{FLAG_CHECKSUM, Frame, Kind, read_frame, read_reason, write_all_vectored};
+use crate::checksum::chunk_digest;
 use crate::error::TransportError;
 use crate::ring::{SlotToken, StagingRing};
 use crate::transport::{Chunk, SendTransport, TransferSummary, io_or_timeout};
 
 enum WriterJob {
     Data(Chunk, SlotToken),
-    End(TransferSummary, mpsc::Sender<Result<(), String>>),
+    /// Answered with the digest of the connection's chunks of the transfer (0 without checksums).
+    End(TransferSummary, mpsc::Sender<Result<u64, String>>),
 }
 
 /// Sending half of the TCP transport.
@@ -27,6 +29,7 @@ pub struct TcpSender {
     sockets: Vec<TcpStream>,
     peer: String,
     timeout: Duration,
+    checksum: bool,
 }
 
 impl std::fmt::Debug for WriterJob {
@@ -52,8 +55,28 @@ impl TcpSender {
         connections: usize,
         timeout: Duration,
     ) -> Result<Self, TransportError> {
-        check_connections(connections)?;
-        check_timeout(timeout)?;
+        Self::connect_with(
+            addr,
+            TcpOptions {
+                connections,
+                timeout,
+                ..TcpOptions::default()
+            },
+        )
+    }
+
+    /// Opens a transport with `options` (connections, timeout, per-transfer checksums; the receiver
+    /// must use the same connection count and checksum setting).
+    pub fn connect_with(
+        addr: impl ToSocketAddrs,
+        options: TcpOptions,
+    ) -> Result<Self, TransportError> {
+        options.check()?;
+        let TcpOptions {
+            connections,
+            timeout,
+            checksum,
+        } = options;
         let addrs: Vec<_> = addr
             .to_socket_addrs()
             .map_err(TransportError::io("resolving the receiver address"))?
@@ -74,6 +97,7 @@ impl TcpSender {
             sockets: Vec::with_capacity(connections),
             peer,
             timeout,
+            checksum,
         };
         let peer = this.peer.clone();
         for index in 0..connections {
@@ -87,7 +111,8 @@ impl TcpSender {
             stream
                 .set_write_timeout(Some(timeout))
                 .map_err(TransportError::io("setting a write timeout"))?;
-            let hello = Frame::new(Kind::Hello, index as u64, 0, 0, connections as u64);
+            let flags = if checksum { FLAG_CHECKSUM } else { 0 };
+            let hello = Frame::new(Kind::Hello, index as u64, flags, 0, connections as u64);
             stream
                 .write_all(&hello.encode())
                 .map_err(TransportError::io(format!(
@@ -102,7 +127,7 @@ impl TcpSender {
             let context = format!("sending to {peer} on connection {index}");
             let handle = std::thread::Builder::new()
                 .name(format!("gpu-stage-tcp-w{index}"))
-                .spawn(move || writer_loop(stream, rx, index, context, timeout))
+                .spawn(move || writer_loop(stream, rx, index, context, timeout, checksum))
                 .map_err(TransportError::io("spawning a writer thread"))?;
             this.writers.push(tx);
             this.handles.push(handle);
@@ -140,6 +165,7 @@ fn writer_loop(
     index: usize,
     context: String,
     timeout: Duration,
+    checksum: bool,
 ) {
     let describe = |e: io::Error| match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
@@ -148,12 +174,17 @@ fn writer_loop(
         _ => format!("{context}: {e}"),
     };
     let mut failure: Option<String> = None;
+    // Sum of this connection's chunk digests in the current transfer (checksums on).
+    let mut digest = 0u64;
     for job in rx {
         match job {
             WriterJob::Data(c, slot) => {
                 if failure.is_none() {
                     let r = (|| -> Result<(), String> {
                         let bytes = slot.bytes(c.len).map_err(|e| e.to_string())?;
+                        if checksum {
+                            digest = digest.wrapping_add(chunk_digest(c.offset, bytes));
+                        }
                         let header =
                             Frame::new(Kind::Data, c.seq, c.offset, c.len as u64, index as u64)
                                 .encode();
@@ -168,14 +199,16 @@ fn writer_loop(
                 drop(slot);
             }
             WriterJob::End(summary, reply) => {
+                let sum = std::mem::take(&mut digest);
                 let r = match &failure {
                     Some(e) => Err(e.clone()),
                     None => {
                         let end =
-                            Frame::new(Kind::End, 0, 0, summary.bytes, summary.chunks).encode();
+                            Frame::new(Kind::End, 0, sum, summary.bytes, summary.chunks).encode();
                         stream
                             .write_all(&end)
                             .and_then(|()| stream.flush())
+                            .map(|()| sum)
                             .map_err(describe)
                     }
                 };
@@ -211,6 +244,7 @@ impl SendTransport for TcpSender {
 
     fn finish(&mut self, summary: TransferSummary) -> Result<(), TransportError> {
         let mut replies = Vec::with_capacity(self.writers.len());
+        let mut digest = 0u64;
         for (i, w) in self.writers.iter().enumerate() {
             let (tx, rx) = mpsc::channel();
             w.send(WriterJob::End(summary, tx)).map_err(|_| {
@@ -220,7 +254,7 @@ impl SendTransport for TcpSender {
         }
         for (i, rx) in replies.into_iter().enumerate() {
             match rx.recv() {
-                Ok(Ok(())) => {}
+                Ok(Ok(d)) => digest = digest.wrapping_add(d),
                 Ok(Err(e)) => {
                     return Err(TransportError::Closed(format!("connection {i}: {e}")));
                 }
@@ -252,6 +286,18 @@ impl SendTransport for TcpSender {
                 ))
             })?;
         match frame.kind {
+            Kind::Ack
+                if frame.len == summary.bytes
+                    && frame.aux == summary.chunks
+                    && self.checksum
+                    && frame.offset != digest =>
+            {
+                Err(TransportError::Checksum {
+                    context: format!("in the ACK from {}", self.peer),
+                    sent: digest,
+                    computed: frame.offset,
+                })
+            }
             Kind::Ack if frame.len == summary.bytes && frame.aux == summary.chunks => Ok(()),
             Kind::Ack => Err(TransportError::Protocol(format!(
                 "receiver acknowledged {} bytes in {} chunks, sent {} bytes in {} chunks",

@@ -2,12 +2,13 @@
 //! [transport's doc](super)), reading and writing frames on a socket.
 
 use std::io::{self, IoSlice, Read, Write};
-use std::net::TcpStream;
 
 use crate::error::TransportError;
 
 const MAGIC: u32 = 0x4753_5447; // "GTSG" little-endian: gpu-stage
 const HEADER_LEN: usize = 40;
+/// HELLO flag (in `offset`): per-transfer checksums in END and ACK.
+pub(super) const FLAG_CHECKSUM: u64 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -82,7 +83,7 @@ impl Frame {
 }
 
 /// Reads one header. `Ok(None)` on a clean EOF before the first byte.
-pub(super) fn read_frame(stream: &mut TcpStream) -> io::Result<Option<Frame>> {
+pub(super) fn read_frame(stream: &mut impl Read) -> io::Result<Option<Frame>> {
     let mut b = [0u8; HEADER_LEN];
     let mut got = 0;
     while got < HEADER_LEN {
@@ -99,7 +100,7 @@ pub(super) fn read_frame(stream: &mut TcpStream) -> io::Result<Option<Frame>> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
 }
 
-pub(super) fn write_all_vectored(stream: &mut TcpStream, parts: &[&[u8]]) -> io::Result<()> {
+pub(super) fn write_all_vectored(stream: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
     let mut bufs: &mut [IoSlice<'_>] = &mut slices;
     while !bufs.is_empty() {
@@ -113,8 +114,11 @@ pub(super) fn write_all_vectored(stream: &mut TcpStream, parts: &[&[u8]]) -> io:
     Ok(())
 }
 
-pub(super) fn read_reason(stream: &mut TcpStream, len: u64) -> String {
-    let mut buf = vec![0u8; len.min(4096) as usize];
+/// The longest ABORT reason read; the peer names the length, so it is capped, not allocated as sent.
+const MAX_REASON: u64 = 4096;
+
+pub(super) fn read_reason(stream: &mut impl Read, len: u64) -> String {
+    let mut buf = vec![0u8; len.min(MAX_REASON) as usize];
     match stream.read_exact(&mut buf) {
         Ok(()) => String::from_utf8_lossy(&buf).into_owned(),
         Err(_) => "peer aborted (reason unreadable)".into(),
