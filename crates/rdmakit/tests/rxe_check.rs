@@ -8,6 +8,7 @@
 //! device `rxe0` (perftest's own loopback form): the runner, the commands, the counters and the judgement
 //! are real; only the pair is one machine.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -38,25 +39,90 @@ fn refused<T>(what: &str) -> Result<T, ExecError> {
     )))
 }
 
-fn run_one(spec: &ExecSpec) -> ExecOutput {
+/// A started command: its process and the files its output goes to (no pipe to fill, so a command that
+/// prints a lot cannot block, and a killed one leaves no reader waiting on a pipe a grandchild holds).
+struct Started {
+    child: std::process::Child,
+    out: std::fs::File,
+    err: std::fs::File,
+}
+
+fn spawn(spec: &ExecSpec) -> std::io::Result<Started> {
+    let (out, err) = (tempfile::tempfile()?, tempfile::tempfile()?);
+    // `sh -c 'ib_write_bw ...'` execs the command, so killing the child kills perftest itself. Only ever
+    // signal our own child (`Child::kill`): no process groups, no `kill` binary.
+    let child = Command::new(&spec.command[0])
+        .args(&spec.command[1..])
+        .stdout(out.try_clone()?)
+        .stderr(err.try_clone()?)
+        .spawn()?;
+    Ok(Started { child, out, err })
+}
+
+fn read_back(mut f: std::fs::File) -> String {
+    use std::io::{Read, Seek};
+    let mut s = String::new();
+    let _ = f.rewind();
+    let mut b = Vec::new();
+    let _ = f.read_to_end(&mut b);
+    s.push_str(&String::from_utf8_lossy(&b));
+    s
+}
+
+/// Runs all of `specs` at once, each under its deadline; the first to fail stops the others, as the
+/// cluster executor's `exec_many` does (a perftest server whose client failed would wait forever).
+fn run_all(specs: &[ExecSpec]) -> Vec<ExecOutput> {
     let started = Instant::now();
-    let mut cmd = Command::new("timeout");
-    cmd.arg(format!("{}", spec.timeout.as_secs().max(1)))
-        .args(&spec.command);
-    match cmd.output() {
-        Ok(o) => ExecOutput {
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-            code: o.status.code().map_or(-1, i64::from),
-            error: (started.elapsed() > spec.timeout).then(|| "deadline passed".to_owned()),
-            ..ExecOutput::default()
-        },
-        Err(e) => ExecOutput {
-            stderr: e.to_string(),
-            code: -1,
-            ..ExecOutput::default()
-        },
+    let mut kids: Vec<Option<Started>> = specs.iter().map(|s| spawn(s).ok()).collect();
+    let mut codes: Vec<Option<i64>> = vec![None; specs.len()];
+    let mut stop = false;
+    loop {
+        let mut running = 0;
+        for ((k, sp), code) in kids.iter_mut().zip(specs).zip(codes.iter_mut()) {
+            let Some(s) = k else { continue };
+            if code.is_some() {
+                continue;
+            }
+            match s.child.try_wait() {
+                Ok(Some(st)) => {
+                    *code = Some(st.code().map_or(-1, i64::from));
+                    stop |= !st.success();
+                }
+                Ok(None) if stop || started.elapsed() > sp.timeout => {
+                    let _ = s.child.kill();
+                    running += 1;
+                }
+                Ok(None) => running += 1,
+                Err(_) => *code = Some(-1),
+            }
+        }
+        if running == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
+    kids.into_iter()
+        .zip(codes)
+        .map(|(k, code)| match k {
+            Some(s) => ExecOutput {
+                stdout: read_back(s.out),
+                stderr: read_back(s.err),
+                code: code.unwrap_or(-1),
+                ..ExecOutput::default()
+            },
+            None => ExecOutput {
+                stderr: "could not start".into(),
+                code: -1,
+                ..ExecOutput::default()
+            },
+        })
+        .collect()
+}
+
+fn run_one(spec: &ExecSpec) -> ExecOutput {
+    run_all(std::slice::from_ref(spec))
+        .pop()
+        .unwrap_or_default()
 }
 
 impl Executor for Local {
@@ -78,58 +144,8 @@ impl Executor for Local {
     fn exec(&self, spec: &ExecSpec) -> Result<ExecOutput, ExecError> {
         Ok(run_one(spec))
     }
-    /// All at once; the first to fail stops the others, as the cluster executor's `exec_many` does (a
-    /// perftest server whose client failed would otherwise wait out its deadline).
     fn exec_many(&self, specs: &[ExecSpec]) -> Result<Vec<ExecOutput>, ExecError> {
-        use std::process::Stdio;
-        let mut kids: Vec<_> = specs
-            .iter()
-            .map(|sp| {
-                Command::new("timeout")
-                    .arg(format!("{}", sp.timeout.as_secs().max(1)))
-                    .args(&sp.command)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| ExecError::Refused(format!("spawn: {e}")))
-            })
-            .collect::<Result<_, _>>()?;
-        let mut failed = false;
-        loop {
-            let mut running = 0;
-            for k in kids.iter_mut() {
-                match k.try_wait() {
-                    Ok(Some(st)) if !st.success() => failed = true,
-                    Ok(None) => running += 1,
-                    _ => {}
-                }
-            }
-            if running == 0 {
-                break;
-            }
-            if failed {
-                for k in kids.iter_mut() {
-                    let _ = k.kill();
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(kids
-            .into_iter()
-            .map(|k| match k.wait_with_output() {
-                Ok(o) => ExecOutput {
-                    stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-                    stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-                    code: o.status.code().map_or(-1, i64::from),
-                    ..ExecOutput::default()
-                },
-                Err(e) => ExecOutput {
-                    stderr: e.to_string(),
-                    code: -1,
-                    ..ExecOutput::default()
-                },
-            })
-            .collect())
+        Ok(run_all(specs))
     }
     fn get_field(&self, _: &FieldSpec) -> Result<String, ExecError> {
         refused("get_field")
@@ -150,12 +166,34 @@ impl Executor for Local {
 
 /// This machine's facts, as a check pod's, with `env` in the container.
 fn facts(node: &str, env: &[(&str, &str)]) -> PodFacts {
+    let started = Instant::now();
     let o = run_one(&ExecSpec {
         command: vec!["sh".into(), "-c".into(), probe::check::DUMP_SCRIPT.into()],
         timeout: Duration::from_secs(60),
         ..ExecSpec::default()
     });
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    if let Ok(out) = std::env::var("RDMAKIT_RXE_OUT") {
+        let dir = Path::new(&out).join("rxe_check");
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(
+            dir.join(format!("dump-{node}.txt")),
+            format!(
+                "exit {} after {:?}\n{}\n--- stderr\n{}",
+                o.code,
+                started.elapsed(),
+                o.stdout,
+                o.stderr
+            ),
+        );
+    }
+    assert_eq!(
+        o.code,
+        0,
+        "dump exit {} after {:?}: {}",
+        o.code,
+        started.elapsed(),
+        o.stderr
+    );
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut f = PodFacts::from_dump(
         &format!("check-{node}"),
