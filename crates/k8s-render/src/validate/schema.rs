@@ -2,8 +2,9 @@
 //! k8s-openapi generates (whose `$ref`s resolve into their definitions). Defaults before `required`,
 //! `null` as unset, int-or-string, preserve-unknown-fields, embedded resources, list types.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -226,13 +227,9 @@ impl<'a> Ctx<'a> {
         let additional = schema.get("additionalProperties");
         let preserve = truthy(schema, "x-kubernetes-preserve-unknown-fields");
         let embedded = truthy(schema, "x-kubernetes-embedded-resource");
-        let keys: Vec<String> = obj.keys().cloned().collect();
-        for k in keys {
-            let child_path = path.key(&k);
-            let Some(child) = obj.get_mut(&k) else {
-                continue;
-            };
-            if let Some(ps) = props.and_then(|p| p.get(&k)) {
+        for (k, child) in obj.iter_mut() {
+            let child_path = path.key(k);
+            if let Some(ps) = props.and_then(|p| p.get(k)) {
                 self.check(child, ps, &child_path);
             } else if let Some(ap) = additional.filter(|a| a.is_object()) {
                 self.check(child, ap, &child_path);
@@ -248,7 +245,7 @@ impl<'a> Ctx<'a> {
                 // warning otherwise, so a typo such as `imagePullPolcy` is never passed in silence.
                 let warning = additional != Some(&Value::Bool(false)) && !self.strict;
                 let hint = props
-                    .and_then(|p| suggest(&k, p.keys().map(String::as_str)))
+                    .and_then(|p| suggest(k, p.keys().map(String::as_str)))
                     .map(|s| format!(" (did you mean {s:?}?)"))
                     .unwrap_or_default();
                 let known = match props {
@@ -538,17 +535,20 @@ pub(super) fn dropped_fields(
 
 /// `Some(matches)`, or `None` when the (Go RE2) pattern does not compile here.
 fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Option<Regex>>>> = OnceLock::new();
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    // Look up before inserting: the pattern is copied once, not on every string checked.
-    if let Some(re) = cache.get(pattern) {
-        return re.as_ref().map(|r| r.is_match(s));
+    // One cache per thread: validation runs on every core, and a shared cache behind a lock was taken
+    // for every string checked.
+    thread_local! {
+        static CACHE: RefCell<HashMap<String, Option<Regex>>> = RefCell::new(HashMap::new());
     }
-    let re = cache
-        .entry(pattern.to_owned())
-        .or_insert_with(|| Regex::new(pattern).ok());
-    re.as_ref().map(|r| r.is_match(s))
+    CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        // Look up before inserting: the pattern is copied once, not on every string checked.
+        if let Some(re) = cache.get(pattern) {
+            return re.as_ref().map(|r| r.is_match(s));
+        }
+        let re = cache
+            .entry(pattern.to_owned())
+            .or_insert_with(|| Regex::new(pattern).ok());
+        re.as_ref().map(|r| r.is_match(s))
+    })
 }
