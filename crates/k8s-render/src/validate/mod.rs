@@ -37,7 +37,7 @@ mod suggest;
 
 use core_kinds::{core_kind_without_schema, core_schemas};
 use crd::{BUILTIN_CRDS, CrdVersion, crd_versions, load_builtin};
-use schema::{Ctx, dropped_fields, object_meta_ref};
+use schema::{At, Ctx, dropped_fields, object_meta_ref};
 pub use suggest::suggest;
 
 /// How strictly to validate.
@@ -235,14 +235,11 @@ impl Validator {
                 obj.remove("apiVersion");
                 obj.remove("kind");
                 if let Some(mut meta) = obj.remove("metadata") {
-                    ctx.check(
-                        &mut meta,
-                        object_meta_ref(),
-                        &FieldPath::root().key("metadata"),
-                    );
+                    let at = FieldPath::root().key("metadata");
+                    ctx.check(&mut meta, object_meta_ref(), &At::Path(&at));
                 }
             }
-            ctx.check(&mut value, &crd.schema, &FieldPath::root());
+            ctx.check(&mut value, &crd.schema, &At::Path(&FieldPath::root()));
             issues = ctx.issues;
         } else if let Some(kind) = core
             .kinds
@@ -251,7 +248,7 @@ impl Validator {
         {
             let mut ctx = Ctx::new(Some(&core.defs), self.options.strict);
             let mut value = doc.value.clone();
-            ctx.check(&mut value, &kind.schema, &FieldPath::root());
+            ctx.check(&mut value, &kind.schema, &At::Path(&FieldPath::root()));
             issues = ctx.issues;
             // The typed decode is the final word; run it only on schema-clean documents so a
             // single mistake is not reported twice.
@@ -264,7 +261,8 @@ impl Validator {
                         warning: false,
                     }),
                     Ok(round_trip) if self.options.strict => {
-                        dropped_fields(&doc.value, &round_trip, &FieldPath::root(), &mut issues);
+                        let root = FieldPath::root();
+                        dropped_fields(&doc.value, &round_trip, &At::Path(&root), &mut issues);
                     }
                     Ok(_) => {}
                 }
