@@ -25,12 +25,41 @@ pub fn is_dockerfile(path: &str, text: &str) -> bool {
     {
         return true;
     }
-    let mut first = instructions(text).into_iter().map(|i| i.keyword);
+    // Lazily: a manifest is told apart by its first line, not by splitting all of it into instructions.
+    let mut first = keywords(text);
     match first.next().as_deref() {
         Some("FROM") => true,
         Some("ARG") => first.any(|k| k == "FROM"),
         _ => false,
     }
+}
+
+/// The keyword of each instruction, in order: what [`instructions`] gives, without joining arguments.
+fn keywords(text: &str) -> impl Iterator<Item = String> + '_ {
+    let mut open = false;
+    text.lines().filter_map(move |raw| {
+        let line = raw.trim();
+        if line.starts_with('#') {
+            return None;
+        }
+        let (body, continues) = match line.strip_suffix('\\') {
+            Some(b) => (b.trim_end(), true),
+            None => (line, false),
+        };
+        if open {
+            open = continues;
+            return None;
+        }
+        if body.is_empty() {
+            return None;
+        }
+        let kw = body
+            .split_once(char::is_whitespace)
+            .map_or(body, |(k, _)| k)
+            .to_ascii_uppercase();
+        open = continues;
+        Some(kw)
+    })
 }
 
 /// One instruction with its continuation lines joined.
@@ -285,4 +314,24 @@ pub fn lint_dockerfile(source: &str, text: &str, options: &LintOptions) -> Vec<F
     }
     sort(&mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keywords_are_the_instructions_keywords() {
+        for text in [
+            "FROM a\nRUN x \\\n  y\n# c\nARG z\n",
+            "ARG V=1\n\\\n\nFROM b:$V\nRUN a \\\n# inside\n  b \\\n\nCMD c",
+            "apiVersion: v1\nkind: Pod\n",
+            "",
+            "RUN open \\",
+            "  \n# only\nfrom x",
+        ] {
+            let want: Vec<String> = instructions(text).into_iter().map(|i| i.keyword).collect();
+            assert_eq!(keywords(text).collect::<Vec<_>>(), want, "{text:?}");
+        }
+    }
 }

@@ -14,7 +14,7 @@ use super::pod::{
 use super::text::{good_nccl_pin, other_vendor, text_rules};
 use super::{Finding, LintOptions, Rule};
 use crate::DevicePattern;
-use crate::manifest::{Document, FieldPath, Location, Severity};
+use crate::manifest::{Document, FieldPath, Location, PathSeg, Severity};
 
 pub(super) struct Ctx<'a> {
     pub(super) doc: &'a Document,
@@ -451,36 +451,84 @@ fn lint_ray_groups(cx: &mut Ctx<'_>, pods: &[PodSite<'_>]) {
     }
 }
 
-/// Text rules over every string in the document (commands, args, env, ConfigMap data).
+/// Text rules over every string in the document (commands, args, env, ConfigMap data), in document
+/// order. The path of a string is built only when a rule fires on it (most strings have none).
 fn lint_strings(cx: &mut Ctx<'_>, erdma: bool) {
-    fn collect<'v>(v: &'v Value, path: FieldPath, out: &mut Vec<(FieldPath, &'v str)>) {
+    fn any_string(v: &Value, pred: &impl Fn(&str) -> bool) -> bool {
         match v {
-            Value::String(s) => out.push((path, s)),
-            Value::Array(a) => {
-                for (i, x) in a.iter().enumerate() {
-                    collect(x, path.index(i), out);
-                }
-            }
-            Value::Object(m) => {
-                for (k, x) in m {
-                    collect(x, path.key(k), out);
-                }
-            }
-            _ => {}
+            Value::String(s) => pred(s),
+            Value::Array(a) => a.iter().any(|x| any_string(x, pred)),
+            Value::Object(m) => m.values().any(|x| any_string(x, pred)),
+            _ => false,
         }
     }
-    let mut strings = Vec::new();
-    collect(&cx.doc.value, FieldPath::root(), &mut strings);
-    let has_good_pin = strings.iter().any(|(_, s)| good_nccl_pin(s));
-    for (path, s) in strings {
-        for ((rule, severity, message, fix), _) in text_rules(
-            s,
-            erdma,
-            other_vendor(cx.options),
-            has_good_pin,
-            cx.options.plugin.as_ref(),
-        ) {
-            cx.emit(rule, severity, path.clone(), message, fix);
+    /// A step of the path being walked, borrowed from the document.
+    enum Step<'v> {
+        Key(&'v str),
+        Index(usize),
+    }
+    struct Walk<'c, 'd, 'v> {
+        cx: &'c mut Ctx<'d>,
+        erdma: bool,
+        other_vendor: bool,
+        has_good_pin: bool,
+        /// The path of the value being walked.
+        path: Vec<Step<'v>>,
+    }
+    impl<'v> Walk<'_, '_, 'v> {
+        fn value(&mut self, v: &'v Value) {
+            match v {
+                Value::String(s) => {
+                    let hits = text_rules(
+                        s,
+                        self.erdma,
+                        self.other_vendor,
+                        self.has_good_pin,
+                        self.cx.options.plugin.as_ref(),
+                    );
+                    if hits.is_empty() {
+                        return;
+                    }
+                    let path = FieldPath::from_segments(
+                        self.path
+                            .iter()
+                            .map(|s| match s {
+                                Step::Key(k) => PathSeg::Key((*k).to_owned()),
+                                Step::Index(i) => PathSeg::Index(*i),
+                            })
+                            .collect(),
+                    );
+                    for ((rule, severity, message, fix), _) in hits {
+                        self.cx.emit(rule, severity, path.clone(), message, fix);
+                    }
+                }
+                Value::Array(a) => {
+                    for (i, x) in a.iter().enumerate() {
+                        self.path.push(Step::Index(i));
+                        self.value(x);
+                        self.path.pop();
+                    }
+                }
+                Value::Object(m) => {
+                    for (k, x) in m {
+                        self.path.push(Step::Key(k));
+                        self.value(x);
+                        self.path.pop();
+                    }
+                }
+                _ => {}
+            }
         }
     }
+    let doc = cx.doc;
+    let has_good_pin = any_string(&doc.value, &good_nccl_pin);
+    let other_vendor = other_vendor(cx.options);
+    Walk {
+        cx,
+        erdma,
+        other_vendor,
+        has_good_pin,
+        path: Vec::new(),
+    }
+    .value(&doc.value);
 }

@@ -21,7 +21,8 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::DevicePattern;
-use crate::manifest::{Document, Location, Severity};
+use crate::manifest::parallel::{self, Flow};
+use crate::manifest::{Document, Location, ManifestError, Severity};
 
 mod catalog;
 mod dockerfile;
@@ -236,6 +237,53 @@ pub fn lint(docs: &[Document], options: &LintOptions) -> Vec<Finding> {
         document::lint_document(doc, options, &mut out);
     }
     sort(&mut out);
+    out
+}
+
+/// What [`lint_stream`] found in a stream of manifests.
+#[derive(Debug)]
+pub struct LintedStream {
+    /// Documents linted.
+    pub documents: usize,
+    /// Their findings, in document order, each document's sorted as [`lint`] sorts them.
+    pub findings: Vec<Finding>,
+    /// The stream's first parse error (the documents after it are not read).
+    pub error: Option<ManifestError>,
+}
+
+/// Parses `text` (named `source` in messages) and lints its documents one at a time, on every core: the
+/// findings of [`lint`] on each document of [`manifest::documents`](crate::manifest::documents)`(source,
+/// text)` in turn, up to the stream's first parse error.
+pub fn lint_stream(source: &str, text: &str, options: &LintOptions) -> LintedStream {
+    let mut out = LintedStream {
+        documents: 0,
+        findings: Vec::new(),
+        error: None,
+    };
+    let work = |doc: Document| lint(std::slice::from_ref(&doc), options);
+    parallel::in_order(
+        source,
+        text,
+        parallel::threads(),
+        work,
+        |base, _, outcome| {
+            let found = match outcome {
+                Ok(found) => found,
+                Err(e) => {
+                    out.error = Some(e);
+                    return Flow::Stop;
+                }
+            };
+            for mut f in found {
+                out.documents += 1;
+                for x in &mut f {
+                    x.location.doc += base;
+                }
+                out.findings.extend(f);
+            }
+            Flow::Next
+        },
+    );
     out
 }
 

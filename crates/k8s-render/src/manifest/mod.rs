@@ -15,20 +15,24 @@
 //! expanded into one document per item, with the items' own line numbers.
 
 //!
-//! Files: [`path`](FieldPath) (field paths), `stream` (splitting a stream into documents), `node`
-//! (the position-keeping YAML parse), [`Location`] and [`Severity`] (what every finding and violation
-//! says about where it is and how bad it is).
+//! Files: [`path`](FieldPath) (field paths), `stream` (splitting a stream into documents), `fast` (the
+//! event-level parse most documents take), `node` (the serde-saphyr parse, for the rest and for every
+//! error message), `positions` (the line table: each node's position against its parent's index),
+//! `parallel` (parsing a stream on every core, in order), [`Location`] and [`Severity`] (what every
+//! finding and violation says about where it is and how bad it is).
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 
+mod fast;
 mod location;
 mod node;
+pub(crate) mod parallel;
 mod path;
+mod positions;
 mod severity;
 mod stream;
 
@@ -66,7 +70,7 @@ pub struct Document {
     /// The document's content.
     pub value: Value,
     #[serde(skip)]
-    positions: HashMap<FieldPath, Position>,
+    positions: positions::Positions,
     /// Mapping keys that appear twice in one mapping (the last value is kept in `value`).
     pub duplicate_keys: Vec<DuplicateKey>,
 }
@@ -96,7 +100,7 @@ impl Document {
             index,
             None,
             value,
-            HashMap::new(),
+            positions::Positions::default(),
             Vec::new(),
         )
     }
@@ -106,7 +110,7 @@ impl Document {
         index: usize,
         line: Option<u64>,
         value: Value,
-        positions: HashMap<FieldPath, Position>,
+        positions: positions::Positions,
         duplicate_keys: Vec<DuplicateKey>,
     ) -> Result<Self, ManifestError> {
         let Some(obj) = value.as_object() else {
@@ -177,14 +181,7 @@ impl Document {
     /// The source position of a field, falling back to its nearest ancestor that has one
     /// (a missing field is reported where its parent is). Mapping values point at their key.
     pub fn position(&self, path: &FieldPath) -> Option<Position> {
-        let mut p = Some(path.clone());
-        while let Some(cur) = p {
-            if let Some(pos) = self.positions.get(&cur) {
-                return Some(*pos);
-            }
-            p = cur.parent();
-        }
-        None
+        self.positions.get(path)
     }
 
     /// The source line of a field (see [`Document::position`]).

@@ -1,14 +1,14 @@
 //! The position-keeping YAML parse: every node with its line and column, converted to JSON while
 //! recording each field's position and every key given twice in one mapping.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 use serde_saphyr::{Location, Spanned};
 
-use super::{DuplicateKey, FieldPath, Position};
+use super::DuplicateKey;
+use super::positions::{Step, Table};
 
 /// A parsed YAML node with its position, before conversion to JSON.
 pub(super) struct Node {
@@ -38,59 +38,87 @@ enum NodeKind {
 
 /// Where [`Node::into_value`] records positions and duplicate keys.
 pub(super) struct Sink<'a> {
-    pub(super) positions: &'a mut HashMap<FieldPath, Position>,
+    pub(super) positions: &'a mut Table,
     pub(super) duplicates: &'a mut Vec<DuplicateKey>,
+    /// Added to every line (the chunk's first line in the file, less one).
+    pub(super) line_offset: u64,
+}
+
+impl Sink<'_> {
+    /// Records a node's position (`loc`; line 0 is none) and returns its index in the table.
+    pub(super) fn record(&mut self, parent: Option<usize>, step: Step<'_>, loc: Location) -> usize {
+        self.record_at(parent, step, loc.line(), loc.column())
+    }
+
+    /// [`Sink::record`] with the chunk's line and column (line 0: none).
+    pub(super) fn record_at(
+        &mut self,
+        parent: Option<usize>,
+        step: Step<'_>,
+        line: u64,
+        column: u64,
+    ) -> usize {
+        let (line, column) = if line > 0 {
+            (line + self.line_offset, column)
+        } else {
+            (0, 0)
+        };
+        self.positions.push(parent, step, line, column)
+    }
+
+    /// Before the value of a key that `parent` (a mapping, being filled) already holds is recorded: the
+    /// duplicate, with the line recorded last for that key's path. Push it once the value is recorded
+    /// ([`Sink::push_duplicate`]).
+    pub(super) fn duplicate(&self, parent: usize, key: &str, key_line: u64) -> DuplicateKey {
+        let path = self.positions.path_of(parent).key(key);
+        let first_line = self.positions.exact(&path).map_or(0, |p| p.line);
+        DuplicateKey {
+            path,
+            first_line,
+            line: key_line + self.line_offset,
+        }
+    }
+
+    /// Records a duplicate found by [`Sink::duplicate`].
+    pub(super) fn push_duplicate(&mut self, d: DuplicateKey) {
+        self.duplicates.push(d);
+    }
 }
 
 impl Node {
+    /// Converts the node to JSON, recording its position (`key_loc` for a mapping value, its own
+    /// otherwise) and those of its children under `parent`.
     pub(super) fn into_value(
         self,
-        path: FieldPath,
+        parent: Option<usize>,
+        step: Step<'_>,
         key_loc: Option<Location>,
-        line_offset: u64,
         sink: &mut Sink<'_>,
     ) -> Value {
-        let loc = key_loc.unwrap_or(self.loc);
-        if loc.line() > 0 {
-            sink.positions.insert(
-                path.clone(),
-                Position {
-                    line: loc.line() + line_offset,
-                    column: loc.column(),
-                },
-            );
-        }
+        let me = sink.record(parent, step, key_loc.unwrap_or(self.loc));
         match self.kind {
             NodeKind::Null => Value::Null,
             NodeKind::Bool(b) => Value::Bool(b),
             NodeKind::Int(i) => Value::Number(i.into()),
             NodeKind::UInt(u) => Value::Number(u.into()),
-            // NaN/inf have no JSON form; Kubernetes rejects them too, so keep them as text.
-            NodeKind::Float(f) => Number::from_f64(f)
-                .map(Value::Number)
-                .unwrap_or_else(|| Value::String(f.to_string())),
+            NodeKind::Float(f) => float_value(f),
             NodeKind::Str(s) => Value::String(s),
             NodeKind::Seq(items) => Value::Array(
                 items
                     .into_iter()
                     .enumerate()
-                    .map(|(i, n)| n.into_value(path.index(i), None, line_offset, sink))
+                    .map(|(i, n)| n.into_value(Some(me), Step::Index(i), None, sink))
                     .collect(),
             ),
             NodeKind::Map(entries) => {
                 let mut map = Map::new();
                 for (k, kloc, n) in entries {
-                    let child = path.key(&k);
-                    let first_line = map
+                    let dup = map
                         .contains_key(&k)
-                        .then(|| sink.positions.get(&child).map_or(0, |p| p.line));
-                    let v = n.into_value(child.clone(), Some(kloc), line_offset, sink);
-                    if let Some(first_line) = first_line {
-                        sink.duplicates.push(DuplicateKey {
-                            path: child,
-                            first_line,
-                            line: kloc.line() + line_offset,
-                        });
+                        .then(|| sink.duplicate(me, &k, kloc.line()));
+                    let v = n.into_value(Some(me), Step::Key(&k), Some(kloc), sink);
+                    if let Some(d) = dup {
+                        sink.push_duplicate(d);
                     }
                     map.insert(k, v);
                 }
@@ -98,6 +126,13 @@ impl Node {
             }
         }
     }
+}
+
+/// A YAML float as JSON: NaN/inf have no JSON form; Kubernetes rejects them too, so keep them as text.
+pub(super) fn float_value(f: f64) -> Value {
+    Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or_else(|| Value::String(f.to_string()))
 }
 
 impl<'de> Deserialize<'de> for NodeKind {
@@ -205,15 +240,34 @@ impl<'de> Deserialize<'de> for KeyText {
     }
 }
 
-/// Parses one document's text into nodes (`None` for an empty document).
-pub(super) fn parse_chunk(text: &str) -> Result<Option<Node>, serde_saphyr::Error> {
+/// The options every parse of a manifest uses.
+fn options() -> serde_saphyr::Options {
     // Duplicate keys reach the visitor, which records them: a duplicate is a finding on the
     // document (the API server rejects it), not unreadable input.
-    let options = serde_saphyr::options! {
+    serde_saphyr::options! {
         legacy_octal_numbers: true,
         with_snippet: false,
         duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
-    };
-    serde_saphyr::from_str_with_options::<Option<Spanned<NodeKind>>>(text, options)
+    }
+}
+
+/// Parses one document's text into nodes (`None` for an empty document).
+pub(super) fn parse_chunk(text: &str) -> Result<Option<Node>, serde_saphyr::Error> {
+    serde_saphyr::from_str_with_options::<Option<Spanned<NodeKind>>>(text, options())
         .map(|n| n.map(Node::from))
+}
+
+/// The JSON value the parse gives a plain scalar whose text is `text`, by parsing that text alone
+/// (`None` when it is not a scalar by itself, or does not parse). The caller makes sure that the
+/// text means the same alone as where it was (no marker, indicator or whitespace in it).
+pub(super) fn plain_scalar(text: &str) -> Option<Value> {
+    match serde_saphyr::from_str_with_options::<NodeKind>(text, options()).ok()? {
+        NodeKind::Null => Some(Value::Null),
+        NodeKind::Bool(b) => Some(Value::Bool(b)),
+        NodeKind::Int(i) => Some(Value::Number(i.into())),
+        NodeKind::UInt(u) => Some(Value::Number(u.into())),
+        NodeKind::Float(f) => Some(float_value(f)),
+        NodeKind::Str(s) => Some(Value::String(s)),
+        NodeKind::Seq(_) | NodeKind::Map(_) => None,
+    }
 }

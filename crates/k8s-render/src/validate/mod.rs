@@ -25,7 +25,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::manifest::{Document, FieldPath, Location, Severity};
+use crate::manifest::parallel::{self, Flow};
+use crate::manifest::{Document, FieldPath, Location, ManifestError, Severity};
 
 mod core_kinds;
 mod crd;
@@ -36,7 +37,7 @@ mod suggest;
 
 use core_kinds::{core_kind_without_schema, core_schemas};
 use crd::{BUILTIN_CRDS, CrdVersion, crd_versions, load_builtin};
-use schema::{Ctx, dropped_fields, object_meta_ref};
+use schema::{At, Ctx, dropped_fields, object_meta_ref};
 pub use suggest::suggest;
 
 /// How strictly to validate.
@@ -234,14 +235,11 @@ impl Validator {
                 obj.remove("apiVersion");
                 obj.remove("kind");
                 if let Some(mut meta) = obj.remove("metadata") {
-                    ctx.check(
-                        &mut meta,
-                        object_meta_ref(),
-                        &FieldPath::root().key("metadata"),
-                    );
+                    let at = FieldPath::root().key("metadata");
+                    ctx.check(&mut meta, object_meta_ref(), &At::Path(&at));
                 }
             }
-            ctx.check(&mut value, &crd.schema, &FieldPath::root());
+            ctx.check(&mut value, &crd.schema, &At::Path(&FieldPath::root()));
             issues = ctx.issues;
         } else if let Some(kind) = core
             .kinds
@@ -250,7 +248,7 @@ impl Validator {
         {
             let mut ctx = Ctx::new(Some(&core.defs), self.options.strict);
             let mut value = doc.value.clone();
-            ctx.check(&mut value, &kind.schema, &FieldPath::root());
+            ctx.check(&mut value, &kind.schema, &At::Path(&FieldPath::root()));
             issues = ctx.issues;
             // The typed decode is the final word; run it only on schema-clean documents so a
             // single mistake is not reported twice.
@@ -263,7 +261,8 @@ impl Validator {
                         warning: false,
                     }),
                     Ok(round_trip) if self.options.strict => {
-                        dropped_fields(&doc.value, &round_trip, &FieldPath::root(), &mut issues);
+                        let root = FieldPath::root();
+                        dropped_fields(&doc.value, &round_trip, &At::Path(&root), &mut issues);
                     }
                     Ok(_) => {}
                 }
@@ -463,6 +462,75 @@ impl Stream {
         } else {
             self.waiting.push(doc.clone());
         }
+    }
+
+    /// Parses `text` (named `source` in messages) and validates its documents, on every core: the same
+    /// as pushing each document of [`manifest::documents`](crate::manifest::documents)`(source, text)` in
+    /// turn, which stops at the stream's first parse error (returned).
+    pub fn push_text(&mut self, source: &str, text: &str) -> Option<ManifestError> {
+        /// What a worker did with a document, validating with the built-in schemas only.
+        enum Done {
+            Checked(Vec<Violation>),
+            /// Its kind is unknown so far: it waits for [`Stream::finish`].
+            Unknown(Document),
+            /// A CRD: learnt in stream order.
+            Crd(Document),
+        }
+        let options = self.validator.options.clone();
+        let work = |doc: Document| -> Done {
+            if doc.kind == "CustomResourceDefinition" && doc.group() == "apiextensions.k8s.io" {
+                return Done::Crd(doc);
+            }
+            let v = Validator::new(options.clone());
+            if v.knows(&doc) {
+                Done::Checked(v.validate(&doc))
+            } else {
+                Done::Unknown(doc)
+            }
+        };
+        let mut error = None;
+        parallel::in_order(
+            source,
+            text,
+            parallel::threads(),
+            work,
+            |base, chunk, outcome| {
+                let done = match outcome {
+                    Ok(done) => done,
+                    Err(e) => {
+                        error = Some(e);
+                        return Flow::Stop;
+                    }
+                };
+                // Parsed again here (numbered right) once a learnt CRD makes the built-in-only check stale.
+                let mut again: Option<Vec<Document>> = None;
+                for (j, d) in done.into_iter().enumerate() {
+                    let learnt = !self.validator.extra.is_empty();
+                    match d {
+                        Done::Checked(mut v) if !learnt => {
+                            self.documents += 1;
+                            for x in &mut v {
+                                x.location.doc += base;
+                            }
+                            self.out.extend(v);
+                        }
+                        Done::Checked(_) => {
+                            let docs =
+                                again.get_or_insert_with(|| chunk.parse(base).unwrap_or_default());
+                            if let Some(doc) = docs.get(j) {
+                                self.push(doc);
+                            }
+                        }
+                        Done::Unknown(mut doc) | Done::Crd(mut doc) => {
+                            doc.index += base;
+                            self.push(&doc);
+                        }
+                    }
+                }
+                Flow::Next
+            },
+        );
+        error
     }
 
     /// How many documents were pushed.

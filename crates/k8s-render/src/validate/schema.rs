@@ -2,14 +2,15 @@
 //! k8s-openapi generates (whose `$ref`s resolve into their definitions). Defaults before `required`,
 //! `null` as unset, int-or-string, preserve-unknown-fields, embedded resources, list types.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::{Issue, ViolationKind, suggest};
-use crate::manifest::{FieldPath, describe_value};
+use crate::manifest::{FieldPath, PathSeg, describe_value};
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
@@ -20,6 +21,59 @@ const ANY_JSON: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1
 pub(super) fn object_meta_ref() -> &'static Value {
     static META: OnceLock<Value> = OnceLock::new();
     META.get_or_init(|| serde_json::json!({ "$ref": format!("#/$defs/{OBJECT_META}") }))
+}
+
+/// The path of the value being checked, built from borrowed steps: a [`FieldPath`] is made only for a
+/// value that has an issue (most have none), not for every value checked.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum At<'a> {
+    /// A path given whole (the root, `metadata`).
+    Path(&'a FieldPath),
+    /// Key `k` below a path.
+    Key(&'a At<'a>, &'a str),
+    /// Item `i` below a path.
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    /// The path as a [`FieldPath`].
+    pub(super) fn path(&self) -> FieldPath {
+        let mut steps = Vec::new();
+        let mut cur = self;
+        let base = loop {
+            match cur {
+                At::Path(p) => break *p,
+                At::Key(up, k) => {
+                    steps.push(PathSeg::Key((*k).to_owned()));
+                    cur = up;
+                }
+                At::Index(up, i) => {
+                    steps.push(PathSeg::Index(*i));
+                    cur = up;
+                }
+            }
+        };
+        let mut segs = base.segments().to_vec();
+        segs.extend(steps.into_iter().rev());
+        FieldPath::from_segments(segs)
+    }
+
+    /// True when any key step equals `key`.
+    fn contains_key(&self, key: &str) -> bool {
+        let mut cur = self;
+        loop {
+            match cur {
+                At::Path(p) => return p.contains_key(key),
+                At::Key(up, k) => {
+                    if *k == key {
+                        return true;
+                    }
+                    cur = up;
+                }
+                At::Index(up, _) => cur = up,
+            }
+        }
+    }
 }
 
 /// A structural-schema checker over JSON values (OpenAPI v3 as used by CRDs, and the JSON
@@ -43,9 +97,9 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn push(&mut self, path: &FieldPath, kind: ViolationKind, message: String) {
+    fn push(&mut self, path: &At<'_>, kind: ViolationKind, message: String) {
         self.issues.push(Issue {
-            path: path.clone(),
+            path: path.path(),
             kind,
             message,
             warning: false,
@@ -71,7 +125,7 @@ impl<'a> Ctx<'a> {
         (schema, name)
     }
 
-    pub(super) fn check(&mut self, value: &mut Value, schema: &'a Value, path: &FieldPath) {
+    pub(super) fn check(&mut self, value: &mut Value, schema: &'a Value, path: &At<'_>) {
         let (schema, def_name) = self.resolve(schema);
         // Kubernetes treats null as "unset" for non-nullable fields (CRD pruning, Go pointers).
         if value.is_null() {
@@ -162,7 +216,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn wrong_type(&mut self, expected: &str, value: &Value, path: &FieldPath) {
+    fn wrong_type(&mut self, expected: &str, value: &Value, path: &At<'_>) {
         let mut msg = format!("expected {expected}, got {}", describe_value(value));
         match (expected, value) {
             ("string", Value::Number(_) | Value::Bool(_)) => {
@@ -191,7 +245,7 @@ impl<'a> Ctx<'a> {
         self.push(path, ViolationKind::WrongType, msg);
     }
 
-    fn check_object(&mut self, value: &mut Value, schema: &'a Value, path: &FieldPath) {
+    fn check_object(&mut self, value: &mut Value, schema: &'a Value, path: &At<'_>) {
         let Some(obj) = value.as_object_mut() else {
             self.wrong_type("object", value, path);
             return;
@@ -216,7 +270,7 @@ impl<'a> Ctx<'a> {
                         .map(|s| self.type_label(s))
                         .unwrap_or_else(|| "a value".to_owned());
                     self.push(
-                        &path.key(r),
+                        &At::Key(path, r),
                         ViolationKind::MissingRequired,
                         format!("required field is missing (expected {expected})"),
                     );
@@ -226,13 +280,9 @@ impl<'a> Ctx<'a> {
         let additional = schema.get("additionalProperties");
         let preserve = truthy(schema, "x-kubernetes-preserve-unknown-fields");
         let embedded = truthy(schema, "x-kubernetes-embedded-resource");
-        let keys: Vec<String> = obj.keys().cloned().collect();
-        for k in keys {
-            let child_path = path.key(&k);
-            let Some(child) = obj.get_mut(&k) else {
-                continue;
-            };
-            if let Some(ps) = props.and_then(|p| p.get(&k)) {
+        for (k, child) in obj.iter_mut() {
+            let child_path = At::Key(path, k);
+            if let Some(ps) = props.and_then(|p| p.get(k)) {
                 self.check(child, ps, &child_path);
             } else if let Some(ap) = additional.filter(|a| a.is_object()) {
                 self.check(child, ap, &child_path);
@@ -248,7 +298,7 @@ impl<'a> Ctx<'a> {
                 // warning otherwise, so a typo such as `imagePullPolcy` is never passed in silence.
                 let warning = additional != Some(&Value::Bool(false)) && !self.strict;
                 let hint = props
-                    .and_then(|p| suggest(&k, p.keys().map(String::as_str)))
+                    .and_then(|p| suggest(k, p.keys().map(String::as_str)))
                     .map(|s| format!(" (did you mean {s:?}?)"))
                     .unwrap_or_default();
                 let known = match props {
@@ -261,7 +311,7 @@ impl<'a> Ctx<'a> {
                     "the API server drops or rejects it"
                 };
                 self.issues.push(Issue {
-                    path: child_path,
+                    path: child_path.path(),
                     kind: ViolationKind::UnknownField,
                     message: format!("unknown field {k:?}{hint}{known}; {consequence}"),
                     warning,
@@ -272,7 +322,7 @@ impl<'a> Ctx<'a> {
             for k in ["apiVersion", "kind"] {
                 if !preserve && obj.get(k).is_none_or(Value::is_null) {
                     self.push(
-                        &path.key(k),
+                        &At::Key(path, k),
                         ViolationKind::MissingRequired,
                         "required field is missing (an embedded object needs apiVersion and kind)"
                             .to_owned(),
@@ -282,7 +332,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn check_array(&mut self, value: &mut Value, schema: &'a Value, path: &FieldPath) {
+    fn check_array(&mut self, value: &mut Value, schema: &'a Value, path: &At<'_>) {
         let Some(items) = value.as_array_mut() else {
             self.wrong_type("array", value, path);
             return;
@@ -307,7 +357,7 @@ impl<'a> Ctx<'a> {
         }
         if let Some(item_schema) = schema.get("items") {
             for (i, item) in items.iter_mut().enumerate() {
-                self.check(item, item_schema, &path.index(i));
+                self.check(item, item_schema, &At::Index(path, i));
             }
         }
         match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
@@ -329,7 +379,7 @@ impl<'a> Ctx<'a> {
                     let id = id.join(", ");
                     if let Some(first) = seen.insert(id.clone(), i) {
                         self.push(
-                            &path.index(i),
+                            &At::Index(path, i),
                             ViolationKind::InvalidValue,
                             format!(
                                 "duplicate entry ({id}); the same key is already at index {first}"
@@ -343,7 +393,7 @@ impl<'a> Ctx<'a> {
                 for (i, item) in items.iter().enumerate() {
                     if !seen.insert(item.to_string()) {
                         self.push(
-                            &path.index(i),
+                            &At::Index(path, i),
                             ViolationKind::InvalidValue,
                             format!("duplicate value {} in a set", describe_value(item)),
                         );
@@ -354,7 +404,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn check_string(&mut self, value: &Value, schema: &Value, path: &FieldPath) {
+    fn check_string(&mut self, value: &Value, schema: &Value, path: &At<'_>) {
         let Some(s) = value.as_str() else {
             self.wrong_type("string", value, path);
             return;
@@ -389,7 +439,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn check_number(&mut self, value: &Value, schema: &Value, path: &FieldPath) {
+    fn check_number(&mut self, value: &Value, schema: &Value, path: &At<'_>) {
         let Value::Number(n) = value else {
             let ty = schema
                 .get("type")
@@ -434,7 +484,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn check_quantity(&mut self, value: &Value, path: &FieldPath) {
+    fn check_quantity(&mut self, value: &Value, path: &At<'_>) {
         static QTY: OnceLock<Option<Regex>> = OnceLock::new();
         match value {
             Value::Number(_) => {}
@@ -504,19 +554,14 @@ impl<'a> Ctx<'a> {
 }
 
 /// Fields present (and not null) in `input` that the typed round trip dropped.
-pub(super) fn dropped_fields(
-    input: &Value,
-    output: &Value,
-    path: &FieldPath,
-    out: &mut Vec<Issue>,
-) {
+pub(super) fn dropped_fields(input: &Value, output: &Value, path: &At<'_>, out: &mut Vec<Issue>) {
     match (input, output) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in a {
                 match b.get(k) {
-                    Some(w) => dropped_fields(v, w, &path.key(k), out),
+                    Some(w) => dropped_fields(v, w, &At::Key(path, k), out),
                     None if !v.is_null() => out.push(Issue {
-                        path: path.key(k),
+                        path: At::Key(path, k).path(),
                         kind: ViolationKind::UnknownField,
                         message: format!(
                             "unknown field {k:?}: the Kubernetes type has no such field"
@@ -529,7 +574,7 @@ pub(super) fn dropped_fields(
         }
         (Value::Array(a), Value::Array(b)) => {
             for (i, (v, w)) in a.iter().zip(b).enumerate() {
-                dropped_fields(v, w, &path.index(i), out);
+                dropped_fields(v, w, &At::Index(path, i), out);
             }
         }
         _ => {}
@@ -538,17 +583,20 @@ pub(super) fn dropped_fields(
 
 /// `Some(matches)`, or `None` when the (Go RE2) pattern does not compile here.
 fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Option<Regex>>>> = OnceLock::new();
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    // Look up before inserting: the pattern is copied once, not on every string checked.
-    if let Some(re) = cache.get(pattern) {
-        return re.as_ref().map(|r| r.is_match(s));
+    // One cache per thread: validation runs on every core, and a shared cache behind a lock was taken
+    // for every string checked.
+    thread_local! {
+        static CACHE: RefCell<HashMap<String, Option<Regex>>> = RefCell::new(HashMap::new());
     }
-    let re = cache
-        .entry(pattern.to_owned())
-        .or_insert_with(|| Regex::new(pattern).ok());
-    re.as_ref().map(|r| r.is_match(s))
+    CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        // Look up before inserting: the pattern is copied once, not on every string checked.
+        if let Some(re) = cache.get(pattern) {
+            return re.as_ref().map(|r| r.is_match(s));
+        }
+        let re = cache
+            .entry(pattern.to_owned())
+            .or_insert_with(|| Regex::new(pattern).ok());
+        re.as_ref().map(|r| r.is_match(s))
+    })
 }

@@ -55,15 +55,12 @@ impl Linted {
                 .extend(k8s_render::lint::lint_dockerfile(shown, text, opts));
             return;
         }
-        for doc in k8s_render::manifest::documents(shown, text) {
-            match doc {
-                Ok(d) => {
-                    self.documents += 1;
-                    self.findings
-                        .extend(k8s_render::lint::lint(std::slice::from_ref(&d), opts));
-                }
-                Err(e) => self.problems.push(e.to_string()),
-            }
+        // Parsed and linted on every core, in stream order.
+        let linted = k8s_render::lint::lint_stream(shown, text, opts);
+        self.documents += linted.documents;
+        self.findings.extend(linted.findings);
+        if let Some(e) = linted.error {
+            self.problems.push(e.to_string());
         }
     }
 }

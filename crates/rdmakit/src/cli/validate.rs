@@ -52,11 +52,9 @@ pub fn validate(a: ValidateArgs) -> CmdResult {
                 continue;
             }
         };
-        for doc in k8s_render::manifest::documents(&shown, text) {
-            match doc {
-                Ok(d) => stream.push(&d),
-                Err(e) => problems.push(e.to_string()),
-            }
+        // Parsed and validated on every core, in stream order.
+        if let Some(e) = stream.push_text(&shown, text) {
+            problems.push(e.to_string());
         }
     }
     let documents = stream.documents();
