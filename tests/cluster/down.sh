@@ -8,7 +8,7 @@ out="$repo/target/cluster"
 name="${RDMAKIT_CLUSTER_NAME:-rdmakit}"
 export KWOK_WORKDIR="$out/kwok"
 
-for op in ray-operator mpi-operator; do
+for op in pod-runner ray-operator mpi-operator; do
   pidf="$out/$op.pid"
   if [[ -f "$pidf" ]]; then
     pid="$(cat "$pidf")"

@@ -115,7 +115,8 @@ k apply -f "$here/fixtures/nodes.yaml" >/dev/null
 k apply -f "$here/fixtures/dranet.yaml" >/dev/null
 k apply -f "$here/fixtures/storage.yaml" >/dev/null
 # Every pod exec, in every namespace, goes to the node emulator, which learns the pod from the patched KWOK;
-# container logs come from the emulator's state, one file per namespace (ns-logs/NS/container.log).
+# container logs come from the emulator's state, one file per container (logs/NS/POD/CONTAINER.log, written
+# by emulator/pod-runner for the pods whose command it runs).
 k apply -f - >/dev/null <<YAML
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ClusterExec
@@ -131,7 +132,7 @@ metadata:
   name: node-emulator
 spec:
   logs:
-  - logsFile: $state/ns-logs/{namespace}/container.log
+  - logsFile: $state/logs/{namespace}/{pod}/{container}.log
 YAML
 k wait --for condition=Ready --timeout=30s node -l type=kwok >/dev/null
 k -n kube-system rollout status daemonset/dranet --timeout=120s >/dev/null
@@ -142,6 +143,10 @@ for op in ray-operator mpi-operator; do
 done
 
 mv "$out/kubeconfig.tmp" "$out/kubeconfig"
+# MPIJob launchers run their command (emulator/pod-runner): started with the final kubeconfig.
+RDMAKIT_EMU_STATE="$state" "$python" "$here/emulator/pod-runner" "$bin/kubectl" "$out/kubeconfig" "$state" \
+  >"$out/logs/pod-runner.log" 2>&1 &
+echo $! >"$out/pod-runner.pid"
 echo "$state" >"$out/emu-state.path"
 echo "start-up: $((SECONDS - t0)) s" | tee "$out/up-time.txt"
 echo "up.sh: cluster $name is up: export KUBECONFIG=$out/kubeconfig"

@@ -377,3 +377,23 @@ fn empty_and_unknown_logs() {
     assert_eq!(d.lines_read, 2);
     assert!(d.findings.is_empty());
 }
+
+/// An MPIJob launcher's failures as Open MPI, nccl-tests and NCCL print them (issue 24: the tier's launcher
+/// runs its script, so these reach the doctor): each named with its cause, and NCCL's /dev/shm ENOSPC is not
+/// a build that ran out of disk. The lines are the shapes the tier's stand-ins print (tests/cluster/emulator/
+/// emu/mpi.py: Open MPI 4's slot message, nccl-tests' CUDACHECK line, NCCL's shmutils warnings).
+#[test]
+fn launcher_failures_of_mpirun_nccl_tests_and_shm() {
+    let d = diag("mpijob-launcher-failures.log");
+    assert!(find(&d, "mpi-not-enough-slots").cause.contains("8 ranks"));
+    assert!(fix(find(&d, "mpi-not-enough-slots")).contains("slotsPerWorker"));
+    assert!(fix(find(&d, "nccl-tests-no-gpu")).contains("nvidia.com/gpu"));
+    let shm = find(&d, "nccl-shm-too-small");
+    assert!(
+        shm.cause.contains("/dev/shm/nccl-5113cd to 9637892 bytes"),
+        "{}",
+        shm.cause
+    );
+    assert!(fix(shm).contains("medium: Memory"));
+    assert!(!d.has("buildkit-no-space"), "{:?}", ids(&d));
+}

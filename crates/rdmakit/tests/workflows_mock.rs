@@ -530,7 +530,7 @@ fn dranet_nccl_tests_stops_when_the_mpi_operator_is_missing() {
 const VKE_WITH_RDMA: &str = "v1.24.15-vke.12";
 
 /// What a healthy VKE pod prints for the workflow's checks (memlock, the RDMA devices, the mounts).
-const HEALTHY_VKE_POD: &str = "unlimited\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\n";
+const HEALTHY_VKE_POD: &str = "unlimited\nrdma_cm\nuverbs0\nmlx5_0\nshm on /dev/shm type tmpfs (rw)\ntmpfs on /var/run/nvidia-topologyd type tmpfs (ro)\nCapEff:\t00000000a80465fb\n";
 
 /// A VKE cluster of one InfiniBand node whose kubelet is `version`.
 fn vke_cluster(version: &str) -> Cluster {
@@ -633,6 +633,28 @@ fn vke_ib_pod_reports_an_exec_that_could_not_run_as_a_cluster_error_naming_it() 
         "{}",
         r.report_md
     );
+}
+
+/// A pod without CAP_IPC_LOCK (containerd's default set) and with the runtime's own 64 MiB /dev/shm: both are
+/// failed checks naming the fix, though memlock is unlimited and /dev/shm is mounted.
+#[test]
+fn vke_ib_pod_fails_without_ipc_lock_and_on_the_default_dev_shm() {
+    let pod = HEALTHY_VKE_POD.replace("a80465fb", "a80425fb").replace(
+        "shm on /dev/shm type tmpfs (rw)",
+        "shm on /dev/shm type tmpfs (rw,nosuid,nodev,noexec,relatime,size=65536k)",
+    );
+    let WorkflowRun { outcome, .. } = run_vke(VKE_WITH_RDMA, pod);
+    assert_eq!(outcome.verdict(), Verdict::Fail);
+    let failed = failed_checks(&outcome);
+    let text = failed.join("\n");
+    for needle in [
+        "CapEff 00000000a80425fb lacks CAP_IPC_LOCK",
+        "capabilities.add: [IPC_LOCK]",
+        "/dev/shm is 64 MiB, the container runtime's default",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in\n{text}");
+    }
+    assert_eq!(failed.len(), 2, "{text}");
 }
 
 #[test]

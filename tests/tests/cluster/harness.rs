@@ -40,21 +40,6 @@ pub fn kubectl_path() -> PathBuf {
     out().join("bin/kubectl")
 }
 
-fn emulator_log(name: &str) -> PathBuf {
-    repo().join("tests/cluster/emulator/logs").join(name)
-}
-
-/// KWOK serves container logs from files in the CRI log format the kubelet reads
-/// (`<RFC 3339 time> stdout F <line>`).
-fn write_cri_log(src: &Path, dst: &Path) {
-    let text = std::fs::read_to_string(src).expect("emulator log");
-    let cri: String = text
-        .lines()
-        .map(|l| format!("2026-07-01T12:50:02.117000000Z stdout F {l}\n"))
-        .collect();
-    std::fs::write(dst, cri).expect("container log");
-}
-
 fn emu_state() -> PathBuf {
     out().join("emu-state")
 }
@@ -357,6 +342,34 @@ fn push_record(image: &str, record: Value) {
     std::fs::write(dir.join(format!("{key}.json")), record.to_string()).expect("registry record");
 }
 
+/// The nccl-tests images the MPIJob profiles name, in the emulated registry as their builders made them: the
+/// NCCL they carry, where all_reduce_perf is, their net plugins and their ENV. What a rank can do is decided
+/// by its pod and node (tests/cluster/emulator/emu/mpi.py); these are only the images' contents.
+pub fn push_nccl_tests_images() {
+    static PUSHED: std::sync::Once = std::sync::Once::new();
+    PUSHED.call_once(|| {
+        push_record(
+            "dsw-registry.cn-hangzhou.cr.aliyuncs.com/pai/nccl-tests:12.2.2-cudnn8-devel-ubuntu22.04-nccl2.19.3-1-85f9143",
+            serde_json::json!({"nccl": "2.19.3", "nccl_tests": "/opt/nccl_tests/build",
+                "env": {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64:/usr/local/nvidia/lib64"},
+                "built_by": "Alibaba Cloud PAI (name: nccl2.19.3)"}),
+        );
+        push_record(
+            "public.ecr.aws/hpc-cloud/nccl-tests:latest",
+            serde_json::json!({"nccl": "2.27.7", "nccl_tests": "/opt/nccl-tests/build",
+                "net_plugins": [{"name": "aws-ofi-nccl", "version": "1.16.3"}],
+                "env": {"LD_LIBRARY_PATH": "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:/usr/local/cuda/lib64"},
+                "built_by": "AWS (aws-ofi-nccl 1.16.3, NCCL 2.27.7)"}),
+        );
+        push_record(
+            "ghcr.io/azure/aks-rdma-infiniband/nccl-tests",
+            serde_json::json!({"nccl": "2.27.7", "nccl_tests": "/opt/nccl_tests/build",
+                "env": {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64"},
+                "built_by": "Azure aks-rdma-infiniband (NCCL 2.27.7)"}),
+        );
+    });
+}
+
 /// An image without a shell (distroless) in the emulated registry: `sh -c` in its pods cannot start.
 pub fn push_image_without_shell(image: &str) {
     push_record(
@@ -462,9 +475,8 @@ impl Drop for BareNs {
     }
 }
 
-/// A test namespace: a PersistentVolume pre-bound to BuildKit's cache claim (no disk CSI driver runs here),
-/// docker-registry Secrets for the erdma workflow and the launcher log its MPIJobs show. Dropping it deletes
-/// all of that.
+/// A test namespace: a PersistentVolume pre-bound to BuildKit's cache claim (no disk CSI driver runs here) and
+/// docker-registry Secrets for the erdma workflow. Dropping it deletes all of that.
 pub struct Ns {
     pub name: String,
     pub out: PathBuf,
@@ -506,12 +518,8 @@ impl Ns {
             std::process::id() % 10000,
             SEQ.fetch_add(1, Ordering::SeqCst)
         );
-        let dir = emu_state().join("ns-logs").join(&name);
-        std::fs::create_dir_all(&dir).expect("emulator state dir");
         create_namespace(&name);
-        // Container logs (the MPIJob launcher's nccl-tests output) come from a file the test can change (the
-        // cluster-wide ClusterLogs of up.sh reads ns-logs/NS/container.log).
-        write_cri_log(&emulator_log("launcher-ok.log"), &dir.join("container.log"));
+        push_nccl_tests_images();
         for (secret, server, user) in [
             ("acr-pull", "registry.cn-beijing.aliyuncs.com", "puller"),
             ("acr-push", "registry.example.com", "pusher"),
@@ -549,17 +557,6 @@ impl Ns {
             "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {pv}\nspec:\n  capacity: {{storage: 200Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: alicloud-disk-essd\n  persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: {ns}, name: buildkit-cache}}\n  hostPath: {{path: /var/lib/rdmakit-test/{ns}}}\n",
             ns = self.name
         ));
-    }
-
-    /// Sets what every container log in this namespace reads (a file under tests/cluster/emulator/logs/).
-    pub fn container_log(&self, name: &str) {
-        write_cri_log(
-            &emulator_log(name),
-            &emu_state()
-                .join("ns-logs")
-                .join(&self.name)
-                .join("container.log"),
-        );
     }
 
     /// `kubectl -n NS apply --server-side -f FILE`.
@@ -657,7 +654,6 @@ impl Drop for Ns {
     fn drop(&mut self) {
         let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"]);
         let _ = kubectl(&["delete", "pv", &format!("{}-buildkit-cache", self.name)]);
-        let _ = std::fs::remove_dir_all(emu_state().join("ns-logs").join(&self.name));
     }
 }
 

@@ -19,8 +19,9 @@ struct Target {
     kind: Kind,
     /// Nodes a fixture adds for this profile (GKE A4, Azure ND), with the pool label they carry.
     nodes: Option<(&'static str, &'static str)>,
-    /// The launcher log the namespace's containers read (MPIJob workflows).
-    log: Option<&'static str>,
+    /// The node pool (`rdmakit.test/pool`) its pods land on: cases on different pools run side by side, cases
+    /// on one pool one after another (they compete for its GPUs, devices and host ports).
+    pool: &'static str,
 }
 
 const ERDMA: Target = Target {
@@ -28,49 +29,49 @@ const ERDMA: Target = Target {
     args: ERDMA_SECRETS,
     kind: Kind::Erdma,
     nodes: None,
-    log: None,
+    pool: "erdma",
 };
 const VKE: Target = Target {
     workflow: "vke-ib-pod",
     args: &[],
     kind: Kind::Mlx5,
     nodes: None,
-    log: None,
+    pool: "vke",
 };
 const SHARED: Target = Target {
     workflow: "shared-device-raycluster",
     args: &["--set", "cleanup=true"],
     kind: Kind::Mlx5,
     nodes: None,
-    log: None,
+    pool: "shared",
 };
 const DRANET: Target = Target {
     workflow: "dranet-nccl-tests",
     args: &[],
     kind: Kind::Erdma,
     nodes: None,
-    log: None,
+    pool: "dranet",
 };
 const EFA: Target = Target {
     workflow: "nccl-tests",
     args: &["--set", "profile=aws-efa-eks"],
     kind: Kind::Efa,
     nodes: None,
-    log: Some("launcher-efa-ok.log"),
+    pool: "efa",
 };
 const GKE: Target = Target {
     workflow: "nccl-tests",
     args: &["--set", "profile=gke-rdma-dranet"],
     kind: Kind::Mlx5,
     nodes: Some(("gke-a4-nodes.yaml", "gke")),
-    log: Some("launcher-gib-ok.log"),
+    pool: "gke",
 };
 const AZURE: Target = Target {
     workflow: "nccl-tests",
     args: &["--set", "profile=azure-ib-aks"],
     kind: Kind::Mlx5,
     nodes: Some(("azure-nd-h100-nodes.yaml", "azure")),
-    log: Some("launcher-azib-ok.log"),
+    pool: "azure",
 };
 
 /// One planted mistake: in `file` of the rendered bundle, every `from` becomes `to`.
@@ -194,7 +195,7 @@ const MUTATIONS: &[Mutation] = &[
         from: "mpirun -np 4 ",
         to: "mpirun -np 8 ",
         lint: None,
-        names: &["slots"],
+        names: &["slots", "8 ranks"],
     },
     Mutation {
         name: "efa: no EFA devices requested",
@@ -212,7 +213,7 @@ const MUTATIONS: &[Mutation] = &[
         from: "                nvidia.com/gpu: \"8\"\n",
         to: "",
         lint: None,
-        names: &["GPU"],
+        names: &["nvidia.com/gpu", "no CUDA-capable device"],
     },
     Mutation {
         name: "efa: NCCL_SOCKET_IFNAME names a missing interface",
@@ -245,7 +246,7 @@ const MUTATIONS: &[Mutation] = &[
         name: "azure: no /dev/shm volume",
         on: AZURE,
         file: "mpi-job.yaml",
-        from: "            - mountPath: /dev/shm\n              name: shm\n",
+        from: "            volumeMounts:\n            - mountPath: /dev/shm\n              name: shm\n",
         to: "",
         lint: None,
         names: &["/dev/shm"],
@@ -255,11 +256,7 @@ const MUTATIONS: &[Mutation] = &[
 /// A namespace (and nodes) for `t`; the fixture nodes are deleted with the returned guard.
 fn place(t: Target, prefix: &str) -> (Ns, Option<Nodes>) {
     let nodes = t.nodes.map(|(file, pool)| Nodes::apply(file, pool));
-    let ns = Ns::new(prefix, t.kind);
-    if let Some(log) = t.log {
-        ns.container_log(log);
-    }
-    (ns, nodes)
+    (Ns::new(prefix, t.kind), nodes)
 }
 
 /// The workflow's rendered bundle in `dir` (`rdmakit run W --dry-run --out DIR`, the same `--set`s).
@@ -390,59 +387,10 @@ fn every_mutation_plants_and_lint_judges_it_as_declared() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }
 
-/// The mistakes the tier does not catch yet, each with why (measured on the node model at 2d76fcf: the run
-/// PASSed, ended as an ERROR, or FAILed without naming the cause). The live test reports each as SKIPPED;
+/// The mistakes the tier does not catch yet, each with why (measured on the node model: the run PASSed, ended
+/// as an ERROR, or FAILed without naming the cause). The live test reports each as SKIPPED;
 /// taking one off this list is how a fix proves itself.
-const PENDING: &[(&str, &str)] = &[
-    (
-        "vke: no IPC_LOCK",
-        "vke-ib-pod never reads CapEff: memlock is unlimited on the node, so nothing fails",
-    ),
-    (
-        "vke: no /dev/shm volume",
-        "vke-ib-pod greps `mount` for /dev/shm, and every container has a 64 MiB /dev/shm: it should check the size",
-    ),
-    (
-        "erdma: no hostNetwork on the check pods",
-        "the NCCL check passes over the pod network: no check compares the pod's address with the node's",
-    ),
-    (
-        "shared device: no IPC_LOCK on the workers",
-        "the stand-in NCCL registers memory without CAP_IPC_LOCK when memlock is unlimited, as real NCCL does: the workflow needs a CapEff check",
-    ),
-    (
-        "dranet: a claim on the wrong DeviceClass",
-        "the scheduler refuses the claim and the run waits out its timeout: an ERROR, not a FAIL naming the class",
-    ),
-    (
-        "dranet: -np larger than the slots",
-        "the launcher does not run yet (no stand-in mpirun): KWOK still ends it on a timer",
-    ),
-    (
-        "efa: no EFA devices requested",
-        "FAILs on flat counters, but no check names the missing vpc.amazonaws.com/efa request",
-    ),
-    (
-        "efa: no GPU limit",
-        "the launcher does not run yet (no stand-in mpirun), so no rank asks for a GPU",
-    ),
-    (
-        "efa: NCCL_SOCKET_IFNAME names a missing interface",
-        "the launcher does not run yet (no stand-in mpirun): its NCCL log is a fixture, so the interface is never looked up",
-    ),
-    (
-        "gke: no DRA claim on the workers",
-        "the workers wait for a ResourceClaimTemplate that does not exist: an ERROR after the timeout, not a FAIL naming it",
-    ),
-    (
-        "azure: wrong NCCL_IB_HCA",
-        "the launcher does not run yet (no stand-in mpirun): its NCCL log is a fixture that ignores NCCL_IB_HCA",
-    ),
-    (
-        "azure: no /dev/shm volume",
-        "ends as an ERROR (the launcher's fixture log and a 64 MiB /dev/shm are not judged): not a FAIL naming /dev/shm",
-    ),
-];
+const PENDING: &[(&str, &str)] = &[];
 
 /// Every mutation of the suite FAILs live naming its cause (after lint refused it, where lint does); the
 /// misses are listed together, so one run shows every mistake the product lets through.
@@ -456,26 +404,37 @@ fn every_planted_mistake_fails_live_naming_its_cause() {
             "PENDING names no case: {name}"
         );
     }
-    let mut missed = Vec::new();
     // RDMAKIT_MUTATION=TEXT runs only the cases whose name holds TEXT (to work on one).
     let only = std::env::var("RDMAKIT_MUTATION").unwrap_or_default();
-    for m in MUTATIONS.iter().filter(|m| m.name.contains(only.as_str())) {
-        if let Some((_, why)) = PENDING.iter().find(|(n, _)| *n == m.name) {
-            println!("mutation {:?}: SKIPPED (not caught yet: {why})", m.name);
-            continue;
-        }
-        let t0 = std::time::Instant::now();
-        let r = check(m);
-        println!(
-            "mutation {:?}: {} in {:.0?}",
-            m.name,
-            if r.is_ok() { "caught" } else { "MISSED" },
-            t0.elapsed()
-        );
-        if let Err(e) = r {
-            missed.push(format!("{}: {e}", m.name));
-        }
-    }
+    let cases: Vec<&Mutation> = MUTATIONS
+        .iter()
+        .filter(|m| m.name.contains(only.as_str()))
+        .filter(|m| match PENDING.iter().find(|(n, _)| *n == m.name) {
+            Some((_, why)) => {
+                println!("mutation {:?}: SKIPPED (not caught yet: {why})", m.name);
+                false
+            }
+            None => true,
+        })
+        .collect();
+    let missed: Vec<String> = by_pool(
+        &cases,
+        |m| m.on.pool,
+        |m| {
+            let t0 = std::time::Instant::now();
+            let r = caught(|| check(m));
+            println!(
+                "mutation {:?}: {} in {:.0?}",
+                m.name,
+                if r.is_ok() { "caught" } else { "MISSED" },
+                t0.elapsed()
+            );
+            r.err().map(|e| format!("{}: {e}", m.name))
+        },
+    )
+    .into_iter()
+    .flatten()
+    .collect();
     assert!(
         missed.is_empty(),
         "{} of {} mistakes not caught:\n{}",
@@ -485,17 +444,73 @@ fn every_planted_mistake_fails_live_naming_its_cause() {
     );
 }
 
+/// `f` over `items`, one thread per node pool (`pool_of`), the items of a pool in order: what the tier's
+/// runs spend waiting (pods, the launcher's sleep, the ranks' transfers) overlaps across pools.
+fn by_pool<T: Sync, R: Send>(
+    items: &[T],
+    pool_of: impl Fn(&T) -> &'static str + Sync,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let mut pools: Vec<&'static str> = items.iter().map(&pool_of).collect();
+    pools.dedup();
+    pools.sort_unstable();
+    pools.dedup();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = pools
+            .iter()
+            .map(|p| {
+                let (f, pool_of) = (&f, &pool_of);
+                s.spawn(move || {
+                    items
+                        .iter()
+                        .filter(|i| pool_of(i) == *p)
+                        .map(f)
+                        .collect::<Vec<R>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a pool's thread"))
+            .collect()
+    })
+}
+
+/// `f`'s result, or its panic's message as the error (one case's failed assertion does not end the others).
+fn caught(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        Err(p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "panicked".to_owned()))
+    })
+}
+
 /// The unedited bundle of every target the suite edits PASSes through `--bundle`: what fails above fails
 /// because of the one edit.
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn unedited_bundles_pass() {
-    for t in [VKE, ERDMA, SHARED, DRANET, EFA, GKE, AZURE] {
-        let (ns, _nodes) = place(t, "mut-ok");
-        let bundle = scratch(&ns, "bundle");
-        render(t, &ns.name, &bundle);
-        let r = run_bundle(t, &ns, &bundle, &scratch(&ns, "run"), &[]);
-        r.assert_pass();
-        assert_clean(&ns);
-    }
+    let failed: Vec<String> = by_pool(
+        &[VKE, ERDMA, SHARED, DRANET, EFA, GKE, AZURE],
+        |t| t.pool,
+        |t| {
+            caught(|| {
+                let (ns, _nodes) = place(*t, "mut-ok");
+                let bundle = scratch(&ns, "bundle");
+                render(*t, &ns.name, &bundle);
+                let r = run_bundle(*t, &ns, &bundle, &scratch(&ns, "run"), &[]);
+                r.assert_pass();
+                assert_clean(&ns);
+                Ok(())
+            })
+            .err()
+            .map(|e| format!("{} {:?}: {e}", t.workflow, t.args))
+        },
+    )
+    .into_iter()
+    .flatten()
+    .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }

@@ -206,7 +206,7 @@ fn mpi_operator_runs_the_mpijob_with_claims_the_scheduler_allocates_and_reserves
         || (pods(&ns.name, &launcher).len() == 1).then_some(()),
     );
     eventually(
-        "the MPIJob Succeeded (KWOK completes the launcher Job)",
+        "the MPIJob Succeeded (the launcher's script ran mpirun over both workers and exited 0)",
         Duration::from_secs(120),
         || {
             let j = get_json(&["mpijob", name.as_str(), "-n", &ns.name]);

@@ -7,5 +7,5 @@
 pub mod mpi;
 pub mod ray;
 
-pub use mpi::{MpiJob, MpiJobSpec, MpiReplicaSpec};
+pub use mpi::{MpiJob, MpiJobSpec, MpiReplicaSpec, RunPolicy};
 pub use ray::{HeadGroupSpec, RayCluster, RayClusterSpec, WorkerGroupSpec};

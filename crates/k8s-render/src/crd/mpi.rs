@@ -44,8 +44,20 @@ pub struct MpiJobSpec {
     /// MPI slots (ranks) per worker pod.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slots_per_worker: Option<i32>,
+    /// How the operator runs the job (`backoffLimit`: how often a failed launcher is retried).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_policy: Option<RunPolicy>,
     /// `Launcher` and `Worker` replica specs (a BTreeMap keeps that order).
     pub mpi_replica_specs: BTreeMap<String, MpiReplicaSpec>,
+}
+
+/// `spec.runPolicy` of an MPIJob.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPolicy {
+    /// Retries of the launcher's Job before the MPIJob is `Failed` (the Job's own default is 6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_limit: Option<i32>,
 }
 
 /// A replica spec (`Launcher` or `Worker`).
@@ -55,6 +67,10 @@ pub struct MpiReplicaSpec {
     /// Pods of this role.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+    /// `Never`, `OnFailure`, `Always` or `ExitCode`; the operator sets the pods' restartPolicy from it
+    /// (the launcher's default is `OnFailure`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
     /// Pod template.
     pub template: PodTemplateSpec,
 }

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::pod::{ContainerSpec, spread_by_hostname, strings};
 use super::{Ctx, RenderError};
 use crate::bundle::Bundle;
-use crate::crd::{MpiJob, MpiJobSpec, MpiReplicaSpec};
+use crate::crd::{MpiJob, MpiJobSpec, MpiReplicaSpec, RunPolicy};
 use crate::quote::Unsafe;
 use crate::quote::shell::{self, word};
 use crate::values::ValuesError;
@@ -154,6 +154,9 @@ pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> Result<MpiJob, RenderError> {
             "Launcher".to_owned(),
             MpiReplicaSpec {
                 replicas: Some(1),
+                // A failed benchmark is not run again: with OnFailure the kubelet restarts the launcher
+                // until the Job gives up and deletes it, and its log (the failure's evidence) goes with it.
+                restart_policy: Some("Never".to_owned()),
                 template: template(ctx, launcher_spec, false),
             },
         ),
@@ -161,6 +164,7 @@ pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> Result<MpiJob, RenderError> {
             "Worker".to_owned(),
             MpiReplicaSpec {
                 replicas: Some(to_i32(v.mpi_workers)),
+                restart_policy: None,
                 template: template(ctx, worker_spec, true),
             },
         ),
@@ -169,6 +173,9 @@ pub(crate) fn mpi_job(ctx: &Ctx<'_>) -> Result<MpiJob, RenderError> {
         ctx.meta(&name, &[]),
         MpiJobSpec {
             slots_per_worker: Some(to_i32(v.slots_for())),
+            run_policy: Some(RunPolicy {
+                backoff_limit: Some(0),
+            }),
             mpi_replica_specs: specs,
         },
     ))

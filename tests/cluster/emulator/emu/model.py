@@ -260,7 +260,7 @@ class Pod:
 
     def env(self):
         """The container's environment as the kubelet sets it (env over envFrom; the fields KWOK knows)."""
-        out = {}
+        out = dict(self.image().get("env") or {})  # the image's ENV, under the container's
         for src in self.container.get("envFrom") or []:
             prefix = src.get("prefix", "")
             if "configMapRef" in src:
@@ -286,6 +286,16 @@ class Pod:
 
     def nccl_version(self):
         return self.image().get("nccl")
+
+    def net_plugins(self):
+        """NCCL net plugins the container can load: the image's (`net_plugins` of its registry record), and the
+        node's (annotation emulator.rdmakit.test/host-net-plugins: {host dir: plugin}) where a hostPath volume
+        of the container mounts that directory."""
+        out = list(self.image().get("net_plugins") or [])
+        host = json.loads(self.node.knob("host-net-plugins", "{}") or "{}")
+        mounted = {(v.get("hostPath") or {}).get("path", "").rstrip("/") for _, v in self.volumes()}
+        out += [p for d, p in host.items() if d.rstrip("/") in mounted]
+        return out
 
     # -- the pod's filesystem --------------------------------------------------------------------------
     def populate(self):

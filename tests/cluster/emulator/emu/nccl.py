@@ -76,7 +76,15 @@ class Rank:
         self.lines.append(f"NCCL version {self.version}+cuda13.0")
         if self.version in SEGV_VERSIONS:
             raise NcclError("SIGSEGV", "ncclNetInit", -11)
-        disabled = self.env.get("NCCL_IB_DISABLE", "0") == "1"
+        want_net = self.env.get("NCCL_NET", "")
+        if want_net:
+            self.info(f"NCCL_NET set by environment to {want_net}")
+        if self.net_plugins(want_net):
+            return
+        if want_net and want_net not in ("IB", "Socket"):
+            self.warn("net.cc:1084", f"Error: network {want_net} not found.")
+            raise NcclError("ncclInvalidUsage", f"Error: network {want_net} not found.", 5)
+        disabled = self.env.get("NCCL_IB_DISABLE", "0") == "1" or want_net == "Socket"
         if "NCCL_IB_DISABLE" in self.env:
             self.info(f"NCCL_IB_DISABLE set by environment to {self.env['NCCL_IB_DISABLE']}.")
         devs = []
@@ -87,7 +95,8 @@ class Rank:
             # NCCL's IB plugin skips ports that are not ACTIVE and devices without a usable GID.
             node = self.pod.node
             broken = node.knob("rdma-gid") == "none" or node.knob("port-state", "PORT_ACTIVE") != "PORT_ACTIVE"
-            usable = [] if broken else self.pod.devices()
+            # EFA devices are no IB or RoCE ports: NCCL's own IB transport does not take them.
+            usable = [] if broken or node.kind == "efa" else self.pod.devices()
             devs = match_list(hca, usable)
             if not devs:
                 self.info("NET/IB : No device found.")
@@ -104,11 +113,60 @@ class Rank:
             self.info("Using network Socket")
             self.transport = "Socket"
 
+    def net_plugins(self, want_net):
+        """The external net plugins the pod has (its image's, or the node's mounted into it), as NCCL loads
+        them before its own transports. True when one of them carries the communicator."""
+        node = self.pod.node
+        broken = node.knob("rdma-gid") == "none" or node.knob("port-state", "PORT_ACTIVE") != "PORT_ACTIVE"
+        for p in self.pod.net_plugins():
+            name, version = p.get("name"), p.get("version", "")
+            if name == "aws-ofi-nccl" and want_net in ("", "AWS Libfabric", "Libfabric"):
+                self.info("Successfully loaded external plugin libnccl-net.so")
+                self.info(f"NET/OFI Initializing aws-ofi-nccl {version}")
+                self.info("NET/OFI Using Libfabric version 2.1")
+                provider = self.env.get("FI_PROVIDER", "efa")
+                self.info(f"NET/OFI Setting provider_filter to {provider}")
+                self.info("NET/OFI Using transport protocol RDMA (platform set)")
+                devs = [] if broken or node.kind != "efa" or provider != "efa" else self.pod.devices()
+                if devs:
+                    self.info(f"NET/OFI Selected provider is efa, fabric is efa (found {len(devs)} nics)")
+                    self.info("Initialized NET plugin Libfabric")
+                    self.info("Using network Libfabric")
+                    self.transport, self.devices = "Libfabric", devs
+                    return True
+                self.lines.append(f"{self.who()} nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() "
+                                  f"call failed: No data available")
+                self.lines.append(f"{self.who()} nccl_net_ofi_create_plugin:218 NCCL WARN NET/OFI Failed to "
+                                  f"initialize rdma protocol")
+                self.lines.append(f"{self.who()} nccl_net_ofi_create_plugin:335 NCCL WARN NET/OFI aws-ofi-nccl "
+                                  f"initialization failed")
+            elif name == "gIB" and want_net in ("", "gIB"):
+                self.info(f"NET/gIB : Initializing gIB v{version}")
+                usable = [] if broken or node.kind == "efa" else self.pod.devices()
+                devs = match_list(self.env.get("NCCL_IB_HCA", ""), usable)
+                if devs:
+                    self.info(f"NET/gIB : GPU Direct RDMA Enabled for HCA 0 '{devs[0]}'")
+                    self.info("Using network gIB")
+                    self.transport, self.devices = "gIB", devs
+                    return True
+                self.info("NET/gIB : No device found.")
+        return False
+
+    def node_rate_bytes_s(self):
+        """Bytes/s this rank's node moves: its devices' link rate (fixture `link-gbps` per device, else the
+        node's `ib-gib-s`) over the devices NCCL uses; over sockets the node's `socket-gib-s`."""
+        knob = self.pod.node.knob
+        if self.transport in (None, "Socket"):
+            return float(knob("socket-gib-s", "1.2")) * 2**30
+        if knob("link-gbps"):
+            return len(self.devices) * float(knob("link-gbps")) * 1e9 / 8
+        return float(knob("ib-gib-s", "12")) * 2**30
+
     def connect(self, nranks):
         """Setting up the channels: over IB the queue pairs need locked memory."""
         self.info(f"ncclCommInitRank comm 0x55d9607ee240 rank {self.rank} nranks {nranks} cudaDev 0 nvmlDev 0 "
                   f"busId 3b000 commId 0x8c1f9d0a3e2b11aa - Init START")
-        if self.transport == "IB":
+        if self.transport in ("IB", "Libfabric", "gIB"):
             memlock = self.pod.memlock()
             if memlock is not None and memlock < IB_MEMLOCK_NEED:
                 self.warn("misc/ibvwrap.cc:130", "Call to ibv_create_qp failed with error Unknown error -12")
@@ -118,7 +176,7 @@ class Rank:
 
     def send(self, nbytes):
         """Bytes this rank puts on the network: over IB they are the node's device counters."""
-        if self.transport == "IB":
+        if self.transport in ("IB", "Libfabric", "gIB"):
             self.pod.node.add_bytes(self.devices, nbytes)
 
     def rate(self):
@@ -126,8 +184,9 @@ class Rank:
         key = "ib-gib-s" if self.transport == "IB" else "socket-gib-s"
         return float(self.pod.node.knob(key, "12" if self.transport == "IB" else "1.2"))
 
-    def flush_log(self):
-        """The lines go where NCCL_DEBUG_FILE says (%h host, %p pid) when NCCL_DEBUG is set, else stderr."""
+    def flush_log(self, stdout=False):
+        """The lines go where NCCL_DEBUG_FILE says (%h host, %p pid) when NCCL_DEBUG is set, else to the
+        caller's stream (NCCL's own default is stdout; torch's tests read them from stderr)."""
         if not self.env.get("NCCL_DEBUG"):
             return ""
         text = "".join(line + "\n" for line in self.lines)
