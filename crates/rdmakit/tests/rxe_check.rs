@@ -279,6 +279,7 @@ fn the_matrix_moves_real_traffic_proven_by_both_ends_counters_and_a_dead_peer_fa
         container: "check".into(),
         namespace: "vm".into(),
         devices: Rails::new("rxe*".into(), Vec::new()),
+        max_rails: None,
         gpu: None,
     };
     let pod = |n: &str, ip: &str| LivePod {

@@ -59,8 +59,12 @@ code,pre{{font:12px ui-monospace,monospace}}pre{{background:#f6f6f6;padding:.5em
     let _ = writeln!(
         h,
         "<h1>rdmakit check <span class=\"badge {}\" id=\"verdict\">{}</span></h1>\n<p>profile <code>{}</code>, namespace <code>{}</code>, {} node(s), started {}, {:.1} s, rdmakit {}, report schema <code>{}</code></p>",
-        class(r.verdict),
-        r.verdict.as_str().to_uppercase(),
+        class(if r.verdict == Verdict::Info {
+            Verdict::Ok
+        } else {
+            r.verdict
+        }),
+        r.headline(),
         e(&r.profile),
         e(&r.namespace),
         r.nodes.len(),

@@ -89,6 +89,15 @@ impl CheckReport {
         }
     }
 
+    /// The one word for the whole run: PASS (nothing worse than info), WARN or FAIL.
+    pub fn headline(&self) -> &'static str {
+        match self.verdict {
+            Verdict::Ok | Verdict::Info => "PASS",
+            Verdict::Warn => "WARN",
+            Verdict::Fail => "FAIL",
+        }
+    }
+
     /// Pretty JSON.
     pub fn to_json(&self) -> crate::Result<String> {
         Ok(serde_json::to_string_pretty(self)?)
@@ -104,7 +113,7 @@ impl CheckReport {
             self.profile,
             self.nodes.len(),
             self.seconds,
-            self.verdict.as_str().to_uppercase()
+            self.headline()
         );
         let _ = writeln!(
             s,

@@ -30,6 +30,8 @@ pub struct Plan {
     pub namespace: String,
     /// The profile's rails.
     pub devices: Rails,
+    /// Measure at most this many rails per pair (the first, by name); `None`: every rail.
+    pub max_rails: Option<usize>,
     /// GPU memory instead of host memory on both ends: the CUDA device index for perftest's
     /// `--use_cuda` (GPUDirect RDMA; only where the fabric has it).
     pub gpu: Option<u32>,
@@ -104,7 +106,17 @@ pub fn run(
                 src.len().min(dst.len())
             ));
         }
-        for (k, (s, d)) in src.iter().zip(&dst).enumerate() {
+        let limit = plan.max_rails.unwrap_or(usize::MAX);
+        if src.len().min(dst.len()) > limit {
+            skipped.push(format!(
+                "matrix {} -> {}: {} of {} rail(s) measured (--rails {limit})",
+                from.node,
+                to.node,
+                limit,
+                src.len().min(dst.len())
+            ));
+        }
+        for (k, (s, d)) in src.iter().zip(&dst).take(limit).enumerate() {
             if cancel.is_cancelled() {
                 return Ok(cells);
             }
@@ -273,6 +285,7 @@ mod tests {
             container: "c".into(),
             namespace: "n".into(),
             devices: Rails::new("mlx5_*".into(), vec!["mlx5_bond_*".into()]),
+            max_rails: None,
             gpu,
         }
     }

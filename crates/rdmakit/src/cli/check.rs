@@ -63,6 +63,9 @@ pub struct CheckArgs {
     /// instance type has it; elsewhere the matrix stays on host memory and the report says why.
     #[arg(long)]
     pub gpu: bool,
+    /// Measure at most N rails per pair (the first by device name); default every rail of the profile.
+    #[arg(long, value_name = "N")]
+    pub rails: Option<usize>,
     /// Message size of each `ib_write_bw` cell, bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub size: u64,
@@ -260,7 +263,7 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
         cancel,
     } = g;
     let cluster = |e: rdmakit::error::ExecError| Failure::cluster(anyhow::Error::new(e));
-    let live = shape
+    let (live, stuck) = shape
         .create(
             exec,
             nodes,
@@ -270,6 +273,20 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
             Duration::from_secs(a.ready_timeout),
         )
         .map_err(cluster)?;
+    for s in &stuck {
+        report.findings.push(
+            Check::new(
+                "check-pod-start",
+                format!("{} on {}", s.pod, s.node),
+                Verdict::Fail,
+                format!(
+                    "the pod shaped like the workload's did not become Ready within {} s: {}",
+                    a.ready_timeout, s.why
+                ),
+            )
+            .with_fix("the workload's pods would not start on that node either: give it the requested GPUs, RDMA resources or claim devices, or leave it out with --nodes SELECTOR"),
+        );
+    }
     let specs: Vec<ExecSpec> = live
         .iter()
         .map(|p| ExecSpec {
@@ -351,6 +368,7 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
             container: shape.container.clone(),
             namespace: namespace.to_owned(),
             devices: shape.devices.clone(),
+            max_rails: a.rails,
             gpu,
         };
         report.matrix = matrix::run(

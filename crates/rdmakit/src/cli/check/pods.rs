@@ -102,7 +102,7 @@ impl Shape {
         namespace: &str,
         created: &Created,
         ready: Duration,
-    ) -> Result<Vec<LivePod>, ExecError> {
+    ) -> Result<(Vec<LivePod>, Vec<Stuck>), ExecError> {
         let t = Duration::from_secs(60);
         for o in &self.extra {
             let mut o = o.clone();
@@ -129,7 +129,7 @@ impl Shape {
             exec.apply(&m, t)?;
         }
         let selector = format!("{RUN_LABEL}={run_id}");
-        exec.wait(&WaitSpec {
+        let waited = exec.wait(&WaitSpec {
             what: WaitFor::PodsReady,
             kind: "Pod".into(),
             name: None,
@@ -137,7 +137,7 @@ impl Shape {
             expect: nodes.len(),
             namespace: Some(namespace.to_owned()),
             timeout: ready,
-        })?;
+        });
         let listed = exec.list(&ListSpec {
             api_version: "v1".into(),
             kind: "Pod".into(),
@@ -148,14 +148,30 @@ impl Shape {
             columns: Vec::new(),
             timeout: t,
         })?;
-        let mut live: Vec<LivePod> = listed.iter().map(|p| self.live(p)).collect();
+        let ready = |p: &Value| {
+            p["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        };
+        let (up, down): (Vec<&Value>, Vec<&Value>) = listed.iter().partition(|p| ready(p));
+        // A pod that never became Ready is a finding about its node (the workload would not start there
+        // either), not a reason to drop the nodes that worked; only a wait that failed with every pod fine
+        // (the cluster itself) is an error.
+        if let Err(e) = waited
+            && down.is_empty()
+        {
+            return Err(e);
+        }
+        let stuck = down.into_iter().map(stuck).collect();
+        let mut live: Vec<LivePod> = up.into_iter().map(|p| self.live(p)).collect();
         live.sort_by_key(|p| {
             nodes
                 .iter()
                 .position(|n| *n == p.node)
                 .unwrap_or(usize::MAX)
         });
-        Ok(live)
+        Ok((live, stuck))
     }
 
     fn live(&self, p: &Value) -> LivePod {
@@ -186,6 +202,47 @@ impl Shape {
             ip: s(&p["status"]["podIP"]),
             sidecars,
         }
+    }
+}
+
+/// A check pod that did not become Ready in time, and why (the scheduler's message, or its phase).
+#[derive(Debug, Clone)]
+pub struct Stuck {
+    pub pod: String,
+    pub node: String,
+    pub why: String,
+}
+
+fn stuck(p: &Value) -> Stuck {
+    let conds = p["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let unscheduled = conds
+        .iter()
+        .find(|c| c["type"] == "PodScheduled" && c["status"] == "False");
+    let why = match unscheduled {
+        Some(c) => format!(
+            "not scheduled ({}): {}",
+            c["reason"].as_str().unwrap_or("?"),
+            c["message"].as_str().unwrap_or("")
+        ),
+        None => format!(
+            "phase {}, not Ready",
+            p["status"]["phase"].as_str().unwrap_or("unknown")
+        ),
+    };
+    Stuck {
+        pod: p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        node: p["spec"]["nodeName"]
+            .as_str()
+            .or_else(|| p["spec"]["nodeSelector"]["kubernetes.io/hostname"].as_str())
+            .unwrap_or("?")
+            .to_owned(),
+        why,
     }
 }
 
