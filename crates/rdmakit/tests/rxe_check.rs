@@ -248,13 +248,15 @@ fn the_dump_reads_the_real_rxe_gid_table_and_the_gid_index_lint_holds_against_it
     // The right index passes; the RoCE v1 entry of the same address fails, naming the right one.
     let good = probe::check::lint(&[facts("node-a", &[("NCCL_IB_GID_INDEX", &gid.to_string())])]);
     assert!(fails(&good, "nccl-ib-gid-index").is_empty(), "{good:#?}");
-    let v1 = p
+    // rxe lists only RoCE v2 entries: the link-local one (no IP address, not routable between nodes) is the
+    // wrong index here.
+    let ll = p
         .gids
         .iter()
-        .find(|g| g.gid_type.as_deref() == Some("IB/RoCE v1"))
-        .expect("rxe lists a RoCE v1 entry")
+        .find(|g| g.gid.starts_with("fe80"))
+        .expect("rxe lists its link-local GID")
         .index;
-    let bad = probe::check::lint(&[facts("node-a", &[("NCCL_IB_GID_INDEX", &v1.to_string())])]);
+    let bad = probe::check::lint(&[facts("node-a", &[("NCCL_IB_GID_INDEX", &ll.to_string())])]);
     let f = fails(&bad, "nccl-ib-gid-index");
     assert_eq!(f.len(), 1, "{bad:#?}");
     assert!(

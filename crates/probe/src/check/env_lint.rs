@@ -289,11 +289,14 @@ fn gid_index_across_pods(pods: &[PodFacts], out: &mut Vec<Check>) {
         for (dev, port, best, table) in roce(p) {
             let d = p.devices.iter().find(|d| d.name == dev);
             let entry = d.and_then(|d| device_port(d, port));
+            // RoCE v2 with an IP address: the link-local fe80 entry is a v2 GID too, but not routable
+            // between nodes.
             let good = entry.as_ref().is_some_and(|g| {
                 g.gid_type
                     .as_deref()
                     .is_some_and(|t| t.to_ascii_lowercase().contains("v2"))
                     && g.netdev.is_some()
+                    && !g.gid.to_ascii_lowercase().starts_with("fe80")
             });
             if !good {
                 let what = match &entry {
@@ -480,6 +483,13 @@ mod tests {
 
     #[test]
     fn a_wrong_gid_index_fails_with_the_table_and_the_right_index() {
+        // The link-local RoCE v2 entry has no IP address: not routable between nodes.
+        let ll = lint(&[pod("a", &[("NCCL_IB_GID_INDEX", "1")], &GOOD)]);
+        assert!(
+            ll.iter()
+                .any(|c| c.id == "nccl-ib-gid-index" && c.verdict == Verdict::Fail),
+            "{ll:#?}"
+        );
         let c = lint(&[pod("a", &[("NCCL_IB_GID_INDEX", "2")], &GOOD)]);
         let f = c.iter().find(|c| c.id == "nccl-ib-gid-index").unwrap();
         assert_eq!(f.verdict, Verdict::Fail, "{f:?}");

@@ -155,8 +155,10 @@ fn perftest(plan: &Plan, dev: &probe::facts::RdmaDevice) -> String {
         .gpu
         .map(|g| format!(" --use_cuda={g}"))
         .unwrap_or_default();
+    // `exec`: the process a stop or deadline kills is perftest itself, not a shell it left running (a
+    // server left behind keeps port 18515 from the next cell).
     format!(
-        "ib_write_bw -d {}{x}{cuda} -s {} -n {} -F --report_gbits",
+        "exec ib_write_bw -d {}{x}{cuda} -s {} -n {} -F --report_gbits",
         dev.name, plan.size, plan.iterations
     )
 }
@@ -300,12 +302,12 @@ mod tests {
         };
         assert_eq!(
             perftest(&plan(None), &dev("Ethernet", vec![v2.clone()])),
-            "ib_write_bw -d mlx5_0 -x 3 -s 1048576 -n 100 -F --report_gbits"
+            "exec ib_write_bw -d mlx5_0 -x 3 -s 1048576 -n 100 -F --report_gbits"
         );
         // InfiniBand: no GID index; GPU memory on device 0.
         assert_eq!(
             perftest(&plan(Some(0)), &dev("InfiniBand", vec![v2])),
-            "ib_write_bw -d mlx5_0 --use_cuda=0 -s 1048576 -n 100 -F --report_gbits"
+            "exec ib_write_bw -d mlx5_0 --use_cuda=0 -s 1048576 -n 100 -F --report_gbits"
         );
         let rails = plan(None).devices;
         assert!(
