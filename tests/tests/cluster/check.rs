@@ -1,5 +1,5 @@
-//! `rdmakit check` against the tier: for every built-in profile with nodes here, the check pods are made from
-//! the profile's workload shape, placed by the real scheduler (DRA claims allocated by it), read by exec, the
+//! `rdmakit check` against the tier: for every built-in profile (mellanox-ib on nodes the test applies), the
+//! check pods are made from the profile's workload shape, placed by the real scheduler (DRA claims allocated by it), read by exec, the
 //! matrix run through the emulator's `ib_write_bw` (which moves counter bytes on the devices of both pods),
 //! the JSON valid against the committed schema, the HTML written, and nothing left behind. Then planted
 //! faults — flat counters on one node, a wrong RoCE GID index, a missing interface, a small `/dev/shm`, 64 KiB
@@ -188,6 +188,10 @@ fn check_passes_for_every_builtin_profile_with_nodes_and_leaves_nothing() {
         let _gke = Nodes::apply("gke-a4-nodes.yaml", "gke");
         // The DRA nodes of seed 002 carry one device, the A4 claim wants 8: a user checks the pool.
         passes("gke-rdma-dranet", 2, &["--nodes", "rdmakit.test/pool=gke"]);
+    }
+    {
+        let _mlx5 = Nodes::apply("mlx5-ib-nodes.yaml", "mlx5ib");
+        passes("mellanox-ib", 2, &["--nodes", "rdmakit.test/pool=mlx5ib"]);
     }
     let _azure = Nodes::apply("azure-nd-h100-nodes.yaml", "azure");
     passes("azure-ib-aks", 2, &["--nodes", "rdmakit.test/pool=azure"]);
