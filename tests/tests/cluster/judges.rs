@@ -212,6 +212,8 @@ fn pod_security_baseline_refuses_the_rdma_pod_and_rdmakit_names_the_fields() {
 /// Every node's host port 18515 held by a pod the scheduler knows: a workflow whose pod needs that port
 /// stays Pending, and the run's error and report name the scheduler's `Unschedulable` and its message (the
 /// wait does not time out silently). A small workflow of the test's own: the built-ins wait 300 s or more.
+/// (CI once saw the wait end on its first list's Pending: the watcher skipped a change that was in its own
+/// listing, fixed in crates/rdmakit/src/exec/kube/wait.rs.)
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn a_taken_host_port_is_a_real_unschedulable_named_in_the_report() {
@@ -230,13 +232,16 @@ fn a_taken_host_port_is_a_real_unschedulable_named_in_the_report() {
     )
     .unwrap();
     let r = ns.run(dir.join("port.rhai").to_str().unwrap(), &[]);
+    // What the scheduler said, for a failure below (read before the holders go).
+    let seen = kubectl(&["-n", &ns.name, "get", "events", "-o", "wide"]);
+    let seen = String::from_utf8_lossy(&seen.stdout).into_owned();
     drop(holders);
     assert_eq!(r.code, 3, "expected a cluster error:\n{}", r.text());
     let md = ns.report_md();
     for text in [&r.stderr, &md] {
         assert!(
             text.contains("wants-port Unschedulable") && text.contains("didn't have free ports"),
-            "the taken port is not named:\n{text}\n{}",
+            "the taken port is not named:\n{text}\n{}\nevents:\n{seen}",
             r.text()
         );
     }

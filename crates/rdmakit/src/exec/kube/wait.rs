@@ -114,8 +114,11 @@ impl KubeExecutor {
     }
 }
 
-/// Waits for the next change a watch reports (an object applied or deleted; the watcher's own initial
-/// listing is not a change), or for `until`. False when the watch failed or ended: the caller polls instead.
+/// Waits for the next change a watch reports (an object applied or deleted, or the end of the watcher's
+/// own listing), or for `until`. False when the watch failed or ended: the caller polls instead.
+///
+/// The end of a listing counts: the watcher lists when first polled, after the wait's own first list, so
+/// a change between the two is only in that listing (skipping it cost every such wait `poll` x 15).
 async fn next_change<S>(stream: &mut S, until: tokio::time::Instant) -> bool
 where
     S: futures::Stream<
@@ -130,9 +133,42 @@ where
     loop {
         match tokio::time::timeout_at(until, stream.next()).await {
             Err(_) => return true,
-            Ok(Some(Ok(Event::Apply(_) | Event::Delete(_)))) => return true,
+            Ok(Some(Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone))) => return true,
             Ok(Some(Ok(_))) => continue,
             Ok(Some(Err(_)) | None) => return false,
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use kube::api::{ApiResource, GroupVersionKind};
+    use kube::runtime::watcher::Event;
+    use std::time::Duration;
+
+    /// A watcher whose listing already holds the change (the pod became Ready between the wait's list and
+    /// the watcher's): the wait wakes when the listing ends, not `poll` x 15 later.
+    #[tokio::test]
+    async fn the_end_of_the_watchers_listing_wakes_the_wait() {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
+        let pod = DynamicObject::new("p", &ar);
+        let events = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(pod)),
+            Ok(Event::InitDone),
+        ];
+        let mut stream = futures::stream::iter(events)
+            .chain(futures::stream::pending())
+            .boxed();
+        let t0 = std::time::Instant::now();
+        let until = tokio::time::Instant::now() + Duration::from_secs(20);
+        assert!(next_change(&mut stream, until).await);
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        // With nothing more to report, the next call waits out `until`.
+        let until = tokio::time::Instant::now() + Duration::from_millis(200);
+        assert!(next_change(&mut stream, until).await);
+        assert!(t0.elapsed() >= Duration::from_millis(200));
     }
 }
