@@ -17,6 +17,7 @@
 //! use _native::buffer::{BufferSpec, Place};
 //! use _native::channel::{AbortHandle, PairListener, SendChannel};
 //! use _native::config::{ChannelConfig, RingBackend};
+//! use _native::handshake::Token;
 //!
 //! # fn main() -> Result<(), _native::error::BindError> {
 //! let cfg = ChannelConfig { backend: RingBackend::Host, ..ChannelConfig::default() };
@@ -29,10 +30,10 @@
 //! let (s, d) = (spec(src.as_ptr(), src.len())?, spec(dst.as_mut_ptr(), dst.len())?);
 //! let c2 = cfg.clone();
 //! let sender = std::thread::spawn(move || -> Result<u64, _native::error::BindError> {
-//!     SendChannel::connect(&addr, &c2, AbortHandle::new())?.send("obj", &[s])
+//!     SendChannel::connect(&addr, &c2, AbortHandle::new(), Token::NONE)?.send("obj", &[s], None)
 //! });
-//! let mut rx = listener.accept(&cfg, AbortHandle::new())?;
-//! assert_eq!(rx.recv("obj", &[d])?, 100_000);
+//! let mut rx = listener.accept(&cfg, AbortHandle::new(), Token::NONE)?;
+//! assert_eq!(rx.recv("obj", &[d], None)?, 100_000);
 //! sender.join().expect("sender thread")?;
 //! assert_eq!(dst, src);
 //! # Ok(())
@@ -43,5 +44,6 @@ pub mod buffer;
 pub mod channel;
 pub mod config;
 pub mod error;
+pub mod handshake;
 #[cfg(feature = "python")]
 mod python;
