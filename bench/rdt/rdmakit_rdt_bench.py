@@ -267,8 +267,13 @@ def native_and_stage_bench(args, results: Dict[str, Any], save) -> None:
 
 
 def stage_bench(args, n: int, iters: int) -> Dict[str, Any]:
+    import rdmakit_rdt
+
+    # The same connection count as rdmakit's channels use on this machine.
+    conns = rdmakit_rdt.Config().tcp_connections
     cmd = [args.stage_bench, "tcp", "--size", f"{n}B", "--src", "0", "--dst", "0",
-           "--iters", str(iters), "--warmup", str(args.warmup), "--json"]
+           "--connections", str(conns), "--iters", str(iters), "--warmup", str(args.warmup),
+           "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     out: Dict[str, Any] = {"command": " ".join(cmd), "rc": proc.returncode,
                            "stderr": proc.stderr[-2000:]}
