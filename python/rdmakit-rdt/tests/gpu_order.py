@@ -84,9 +84,11 @@ def run(skip: bool) -> dict:
     start = time.monotonic()
     out["producer_side_stream"] = ray.get(c.check.remote(p.side_stream.remote(0x5A), 0x5A))
     out["producer_side_stream"]["seconds"] = time.monotonic() - start
-    ptr = ray.get(c.dirty.remote())
+    # The object first: GPU contexts are time-sliced, so a producer kernel queued while the
+    # consumer's spin runs would wait for it, and the race would be gone before the receive.
     ref = p.ready.remote(0x77)
     ray.wait([ref], fetch_local=False)
+    ptr = ray.get(c.dirty.remote())
     start = time.monotonic()
     out["consumer_block_reuse"] = ray.get(c.check.remote(ref, 0x77))
     out["consumer_block_reuse"]["seconds"] = time.monotonic() - start
