@@ -12,7 +12,7 @@
 //! every blocked read and write), so the transfer returns an error on both ends at once instead of
 //! after a timeout. A pending accept polls the handle every 50 ms.
 
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -24,6 +24,7 @@ use gpu_stage::{
 
 use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place};
 use crate::config::{ChannelConfig, RingBackend, TransportKind};
+use crate::direct;
 use crate::error::BindError;
 use crate::handshake::{self, Token};
 
@@ -38,6 +39,8 @@ struct AbortState {
     reason: Option<String>,
     ring: Option<Arc<StagingRing>>,
     tcp: Option<TcpShutdown>,
+    /// A handle of the channel's direct lane (see [`crate::direct`]).
+    direct: Option<TcpStream>,
 }
 
 impl AbortHandle {
@@ -73,14 +76,19 @@ impl AbortHandle {
             if let Some(tcp) = &st.tcp {
                 tcp.shutdown();
             }
+            if let Some(d) = &st.direct {
+                let _ = d.shutdown(Shutdown::Both);
+            }
         }
     }
 
     /// Connects the handle to a channel's ring and sockets; fires at once if already aborted.
-    fn arm(&self, ring: &Arc<StagingRing>, tcp: Option<TcpShutdown>) {
+    fn arm(&self, ring: &Arc<StagingRing>, tcp: Option<TcpShutdown>, direct: Option<&TcpStream>) {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.ring = Some(Arc::clone(ring));
         st.tcp = tcp;
+        // Without a clone the lane is not abortable from another thread: refuse the channel.
+        st.direct = direct.and_then(|d| d.try_clone().ok());
         Self::fire(&st);
     }
 
@@ -136,6 +144,13 @@ impl Guard {
             ))),
             _ => Err(e),
         }
+    }
+}
+
+/// Shuts a channel's direct lane down (after a failure: the peer's blocked read or write ends).
+fn shut(lane: &Option<TcpStream>) {
+    if let Some(l) = lane {
+        let _ = l.shutdown(Shutdown::Both);
     }
 }
 
@@ -278,6 +293,9 @@ pub struct SendChannel {
     peer: String,
     token: Token,
     last_used: Instant,
+    /// The direct lane (TCP only; RDMA sends the header as a staged transfer).
+    direct: Option<TcpStream>,
+    timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for SendChannel {
@@ -302,13 +320,13 @@ impl SendChannel {
         token: Token,
     ) -> Result<Self, BindError> {
         abort.check()?;
-        let (link, tcp, ring) = match cfg.transport {
+        let (link, tcp, ring, lane) = match cfg.transport {
             TransportKind::Tcp => {
                 // The handshake first: a refusal costs no ring allocation.
-                let streams = handshake::connect(addr, cfg, &token)?;
+                let got = handshake::connect(addr, cfg, &token)?;
                 let ring = make_ring(cfg)?;
                 let t = TcpSender::from_streams(
-                    streams,
+                    got.streams,
                     TcpOptions {
                         connections: cfg.connections,
                         timeout: cfg.timeout,
@@ -316,7 +334,7 @@ impl SendChannel {
                     },
                 )?;
                 let h = t.shutdown_handle()?;
-                (SendLink::Tcp(t), Some(h), ring)
+                (SendLink::Tcp(t), Some(h), ring, Some(got.direct))
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => {
@@ -326,12 +344,12 @@ impl SendChannel {
                     &rdma_config(cfg),
                     &ring,
                 )?));
-                (link, None, ring)
+                (link, None, ring, None)
             }
             #[cfg(not(feature = "rdma"))]
             TransportKind::Rdma => return Err(no_rdma()),
         };
-        abort.arm(&ring, tcp);
+        abort.arm(&ring, tcp, lane.as_ref());
         let host_device = HostDevice::new();
         let host = Sender::with_ring(&host_device, Arc::clone(&ring))?;
         Ok(SendChannel {
@@ -348,6 +366,8 @@ impl SendChannel {
             peer: addr.to_string(),
             token,
             last_used: Instant::now(),
+            direct: lane,
+            timeout: cfg.timeout,
         })
     }
 
@@ -390,11 +410,14 @@ impl SendChannel {
         self.last_used = Instant::now();
         let token = token.unwrap_or(self.token);
         let r = self.send_inner(tag, buffers, &token);
-        let link = &mut self.link;
-        self.guard.leave(r, |why| match link {
-            SendLink::Tcp(t) => SendTransport::abort(t, why),
-            #[cfg(feature = "rdma")]
-            SendLink::Rdma(t) => SendTransport::abort(t.as_mut(), why),
+        let (link, lane) = (&mut self.link, &self.direct);
+        self.guard.leave(r, |why| {
+            shut(lane);
+            match link {
+                SendLink::Tcp(t) => SendTransport::abort(t, why),
+                #[cfg(feature = "rdma")]
+                SendLink::Rdma(t) => SendTransport::abort(t.as_mut(), why),
+            }
         })
     }
 
@@ -405,8 +428,14 @@ impl SendChannel {
         token: &Token,
     ) -> Result<u64, BindError> {
         let header = Header::new(tag, buffers, token).encode();
-        let mem = self.host_device.upload(&header)?;
-        send_over(&mut self.host, &mem, &mut self.link)?;
+        if let Some(lane) = self.direct.as_mut() {
+            if direct::send_object(lane, &header, buffers, self.timeout)? {
+                return Ok(buffers.iter().map(|b| b.len() as u64).sum());
+            }
+        } else {
+            let mem = self.host_device.upload(&header)?;
+            send_over(&mut self.host, &mem, &mut self.link)?;
+        }
         let mut bytes = 0u64;
         for (i, spec) in buffers.iter().enumerate() {
             if spec.is_empty() {
@@ -484,7 +513,7 @@ impl PairListener {
         token: Token,
     ) -> Result<RecvChannel, BindError> {
         let deadline = Instant::now() + cfg.timeout;
-        let (link, tcp, ring) = match cfg.transport {
+        let (link, tcp, ring, lane) = match cfg.transport {
             TransportKind::Tcp => {
                 let got = handshake::accept(
                     &self.listener,
@@ -505,7 +534,7 @@ impl PairListener {
                     },
                 )?;
                 let h = t.shutdown_handle()?;
-                (RecvLink::Tcp(t), Some(h), ring)
+                (RecvLink::Tcp(t), Some(h), ring, Some(got.direct))
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => {
@@ -516,12 +545,12 @@ impl PairListener {
                     &rdma_config(cfg),
                     &ring,
                 )?));
-                (link, None, ring)
+                (link, None, ring, None)
             }
             #[cfg(not(feature = "rdma"))]
             TransportKind::Rdma => return Err(no_rdma()),
         };
-        abort.arm(&ring, tcp);
+        abort.arm(&ring, tcp, lane.as_ref());
         let host_device = HostDevice::new();
         let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
         Ok(RecvChannel {
@@ -537,6 +566,8 @@ impl PairListener {
             },
             token,
             last_used: Instant::now(),
+            direct: lane,
+            timeout: cfg.timeout,
         })
     }
 }
@@ -552,6 +583,9 @@ pub struct RecvChannel {
     guard: Guard,
     token: Token,
     last_used: Instant,
+    /// The direct lane (TCP only; RDMA receives the header as a staged transfer).
+    direct: Option<TcpStream>,
+    timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for RecvChannel {
@@ -596,12 +630,15 @@ impl RecvChannel {
         self.last_used = Instant::now();
         let token = token.unwrap_or(self.token);
         let r = self.recv_inner(tag, buffers, &token);
-        let link = &mut self.link;
+        let (link, lane) = (&mut self.link, &self.direct);
         // Tells the sender why (TCP: an ABORT frame) before the sockets close with the channel.
-        self.guard.leave(r, |why| match link {
-            RecvLink::Tcp(t) => RecvTransport::abort(t, why),
-            #[cfg(feature = "rdma")]
-            RecvLink::Rdma(t) => RecvTransport::abort(t.as_mut(), why),
+        self.guard.leave(r, |why| {
+            shut(lane);
+            match link {
+                RecvLink::Tcp(t) => RecvTransport::abort(t, why),
+                #[cfg(feature = "rdma")]
+                RecvLink::Rdma(t) => RecvTransport::abort(t.as_mut(), why),
+            }
         })
     }
 
@@ -612,15 +649,24 @@ impl RecvChannel {
         token: &Token,
     ) -> Result<u64, BindError> {
         let expected = Header::new(tag, buffers, token);
-        let mut mem = self.host_device.alloc_zeroed(HEADER_LEN)?;
-        let stats = recv_over(&mut self.host, &mut mem, &mut self.link)?;
-        if stats.bytes != HEADER_LEN as u64 {
-            return Err(BindError::Mismatch(format!(
-                "the peer's object header is {} bytes, expected {HEADER_LEN}",
-                stats.bytes
-            )));
+        if let Some(lane) = self.direct.as_mut() {
+            let (inline, header) = direct::recv_header(lane, self.timeout)?;
+            // Checked before a byte of the payload is read into a buffer.
+            Header::decode(&header)?.check_against(&expected)?;
+            if inline {
+                return direct::recv_inline(lane, buffers, self.timeout);
+            }
+        } else {
+            let mut mem = self.host_device.alloc_zeroed(HEADER_LEN)?;
+            let stats = recv_over(&mut self.host, &mut mem, &mut self.link)?;
+            if stats.bytes != HEADER_LEN as u64 {
+                return Err(BindError::Mismatch(format!(
+                    "the peer's object header is {} bytes, expected {HEADER_LEN}",
+                    stats.bytes
+                )));
+            }
+            Header::decode(mem.as_slice())?.check_against(&expected)?;
         }
-        Header::decode(mem.as_slice())?.check_against(&expected)?;
         let mut bytes = 0u64;
         for (i, spec) in buffers.iter().enumerate() {
             if spec.is_empty() {

@@ -15,6 +15,11 @@
 //! object) is refused and dropped, and the receiver goes on waiting for its sender until its
 //! deadline: such a connection cannot break a transfer.
 //!
+//! Besides the `connections` data connections (gpu-stage's TCP session), the sender opens one more,
+//! the *direct lane* (index `connections`, flag bit 1): object headers travel there, and objects of
+//! at most [`SMALL_OBJECT`] bytes in host memory travel there whole, without the staging pipeline
+//! (see [`crate::channel`]).
+//!
 //! The settings are negotiated: the receiver adopts the sender's connection count and ring
 //! geometry (chunk, slots) after checking they are in range, so the two ends can never disagree on
 //! them; the transport kind and checksum flag must match, and a mismatch is refused with a message
@@ -85,7 +90,11 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 const MAGIC: &[u8; 8] = b"RDKTHELO";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// `Hello::flags` bit of the direct lane (the connection after the data connections).
+pub const FLAG_DIRECT: u64 = 1 << 1;
+/// Objects up to this many bytes, all in host memory, travel whole on the direct lane.
+pub const SMALL_OBJECT: u64 = 64 << 10;
 /// Length of the sender's handshake.
 pub const HELLO_LEN: usize = 72;
 const OK: &[u8; 8] = b"RDKT-OK1";
@@ -105,7 +114,7 @@ pub struct Hello {
     pub slots: u32,
     /// Ring chunk size the sender uses.
     pub chunk: u64,
-    /// Bit 0: RDMA transport (never set on these TCP connections today); other bits 0.
+    /// Bit 1 ([`FLAG_DIRECT`]): this is the direct lane; other bits 0.
     pub flags: u64,
     /// The object token (redacted in `Debug`).
     pub token: Token,
@@ -180,13 +189,19 @@ fn io_err(context: String) -> impl FnOnce(std::io::Error) -> BindError {
     move |source| BindError::Transport(gpu_stage::TransportError::Io { context, source })
 }
 
-/// Opens `cfg.connections` connections to `addr` and greets each with `token` and `cfg`'s
-/// settings; every connection must be accepted. Each step is bounded by `cfg.timeout`.
-pub fn connect(
-    addr: &str,
-    cfg: &ChannelConfig,
-    token: &Token,
-) -> Result<Vec<TcpStream>, BindError> {
+/// What [`connect`] opened: the data connections, in index order, and the direct lane.
+#[derive(Debug)]
+pub struct Connected {
+    /// The data connections (gpu-stage's session).
+    pub streams: Vec<TcpStream>,
+    /// The direct lane (read and write timeouts set to `cfg.timeout`).
+    pub direct: TcpStream,
+}
+
+/// Opens `cfg.connections` data connections and the direct lane to `addr` and greets each with
+/// `token` and `cfg`'s settings; every connection must be accepted. Each step is bounded by
+/// `cfg.timeout`.
+pub fn connect(addr: &str, cfg: &ChannelConfig, token: &Token) -> Result<Connected, BindError> {
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
         .map_err(|e| BindError::env("receiver address", addr, &e.to_string()))?
@@ -194,8 +209,8 @@ pub fn connect(
     let target = *addrs
         .first()
         .ok_or_else(|| BindError::env("receiver address", addr, "resolves to nothing"))?;
-    let mut streams = Vec::with_capacity(cfg.connections);
-    for index in 0..cfg.connections {
+    let mut streams = Vec::with_capacity(cfg.connections + 1);
+    for index in 0..=cfg.connections {
         let mut s = TcpStream::connect_timeout(&target, cfg.timeout)
             .map_err(io_err(format!("connecting connection {index} to {addr}")))?;
         s.set_read_timeout(Some(cfg.timeout))
@@ -207,7 +222,11 @@ pub fn connect(
             connections: cfg.connections as u32,
             slots: cfg.ring.slots as u32,
             chunk: cfg.ring.chunk_bytes as u64,
-            flags: 0,
+            flags: if index == cfg.connections {
+                FLAG_DIRECT
+            } else {
+                0
+            },
             token: *token,
         };
         s.write_all(&hello.encode())
@@ -242,11 +261,16 @@ pub fn connect(
             }
             Err(e) => return Err(io_err(format!("the handshake reply from {addr}"))(e)),
         }
-        s.set_read_timeout(None)
-            .map_err(io_err("clearing the read timeout".into()))?;
+        if index < cfg.connections {
+            s.set_read_timeout(None)
+                .map_err(io_err("clearing the read timeout".into()))?;
+        }
         streams.push(s);
     }
-    Ok(streams)
+    let direct = streams
+        .pop()
+        .ok_or_else(|| BindError::Refused("no direct lane".into()))?;
+    Ok(Connected { streams, direct })
 }
 
 /// Waits until `listener` has a connection (checking `abort` every 50 ms) or `deadline` passes.
@@ -301,8 +325,15 @@ fn vet(
     if !h.token.matches(token) {
         return Err("wrong object token".into());
     }
-    if h.flags != 0 {
-        return Err(format!("unknown handshake flags {:#x}", h.flags));
+    let want = match first {
+        Some(f) if h.index == f.connections => FLAG_DIRECT,
+        _ => 0,
+    };
+    if h.flags != want {
+        return Err(format!(
+            "handshake flags {:#x}, expected {want:#x}",
+            h.flags
+        ));
     }
     match first {
         None => {
@@ -331,8 +362,10 @@ fn vet(
 /// What [`accept`] found.
 #[derive(Debug)]
 pub struct Accepted {
-    /// The sender's connections, in index order.
+    /// The sender's data connections, in index order.
     pub streams: Vec<TcpStream>,
+    /// The direct lane (read and write timeouts set to `cfg.timeout`).
+    pub direct: TcpStream,
     /// The settings adopted from the sender.
     pub negotiated: Negotiated,
 }
@@ -362,7 +395,7 @@ pub fn accept(
     };
     loop {
         if let Some(f) = &first
-            && streams.len() == f.connections as usize
+            && streams.len() == f.connections as usize + 1
         {
             break;
         }
@@ -385,8 +418,11 @@ pub fn accept(
                 }
                 s.write_all(OK)
                     .map_err(io_err("answering the sender's handshake".into()))?;
-                s.set_read_timeout(None)
-                    .map_err(io_err("clearing the read timeout".into()))?;
+                // Data connections block without a timeout in gpu-stage's readers (idle is fine);
+                // the direct lane is read only inside a receive, bounded by the timeout.
+                let timeout = (h.flags == FLAG_DIRECT).then_some(cfg.timeout);
+                s.set_read_timeout(timeout)
+                    .map_err(io_err("setting the read timeout".into()))?;
                 first.get_or_insert(h);
                 streams.push(s);
             }
@@ -398,8 +434,10 @@ pub fn accept(
         }
     }
     let f = first.ok_or_else(timed_out)?;
+    let direct = streams.pop().ok_or_else(timed_out)?;
     Ok(Accepted {
         streams,
+        direct,
         negotiated: Negotiated {
             connections: f.connections as usize,
             ring: RingConfig {
@@ -438,11 +476,11 @@ mod tests {
         bad[0] = b'X';
         assert!(Hello::decode(&bad).is_err());
         let mut v2 = h.encode();
-        v2[8] = 2;
+        v2[8] = 9;
         assert!(
             Hello::decode(&v2)
                 .expect_err("version")
-                .contains("version 2")
+                .contains("version 9")
         );
     }
 

@@ -6,6 +6,8 @@
 //!
 //! - [`buffer`]: `(device type, device index, address, length)` descriptions, checked, and the
 //!   64-byte object header both ends compare before any byte lands in a buffer.
+//! - [`handshake`], [`direct`]: the authenticated greeting of every connection, and the direct
+//!   lane that carries each object's header (and small host objects whole).
 //! - [`config`]: settings from the environment a RayCluster sets (`RDMAKIT_*`, `NCCL_IB_HCA`).
 //! - [`channel`]: one direction of one actor pair (ring + TCP or RDMA session + pipelines), set
 //!   up once and reused; [`channel::AbortHandle`] ends a running transfer from another thread.
@@ -43,6 +45,7 @@
 pub mod buffer;
 pub mod channel;
 pub mod config;
+pub mod direct;
 pub mod error;
 pub mod handshake;
 #[cfg(feature = "python")]

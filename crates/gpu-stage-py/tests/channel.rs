@@ -460,3 +460,70 @@ fn a_bogus_cuda_buffer_is_an_error_not_a_crash() {
         start.elapsed()
     );
 }
+
+#[test]
+fn objects_either_side_of_the_inline_limit_arrive_intact_in_order() {
+    // At most 64 KiB in host memory: inline on the direct lane; above: header there, bytes staged.
+    let limit = 64 << 10;
+    let shapes: Vec<Vec<usize>> = vec![
+        vec![],
+        vec![0],
+        vec![1],
+        vec![limit],
+        vec![limit / 2, limit / 2],
+        vec![limit + 1],
+        vec![limit / 2, limit / 2 + 1],
+        vec![3 * MIB + 5, 7],
+        vec![5],
+    ];
+    let objects: Vec<Vec<Vec<u8>>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(o, s)| {
+            s.iter()
+                .enumerate()
+                .map(|(k, &n)| pattern(n, (o * 7 + k) as u8))
+                .collect()
+        })
+        .collect();
+    let sent = objects.clone();
+    let (mut rx, h) = pair(cfg(), move |mut tx| {
+        for (o, obj) in sent.iter().enumerate() {
+            let specs: Vec<BufferSpec> = obj.iter().map(|b| cpu(b)).collect();
+            let n = tx.send(&format!("obj-{o}"), &specs, None).expect("send");
+            assert_eq!(n, obj.iter().map(|b| b.len() as u64).sum::<u64>());
+        }
+    });
+    for (o, obj) in objects.iter().enumerate() {
+        let mut dst: Vec<Vec<u8>> = obj.iter().map(|b| vec![0xAB; b.len()]).collect();
+        let specs: Vec<BufferSpec> = dst.iter_mut().map(|b| cpu_mut(b)).collect();
+        rx.recv(&format!("obj-{o}"), &specs, None).expect("recv");
+        assert!(&dst == obj, "object {o} differs");
+    }
+    h.join().expect("sender thread");
+}
+
+#[test]
+fn a_receive_whose_header_never_comes_times_out_naming_the_wait() {
+    let c = ChannelConfig {
+        timeout: Duration::from_millis(400),
+        ..cfg()
+    };
+    let (mut rx, h) = pair(c, |tx| {
+        thread::sleep(Duration::from_millis(1500)); // connected, silent
+        drop(tx);
+    });
+    let mut dst = vec![0u8; 16];
+    let start = Instant::now();
+    let e = rx
+        .recv("o", &[cpu_mut(&mut dst)], None)
+        .expect_err("nothing comes");
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(e.to_string().contains("header"), "{e}");
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    h.join().expect("sender thread");
+}
