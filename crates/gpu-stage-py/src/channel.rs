@@ -83,13 +83,26 @@ impl AbortHandle {
     }
 
     /// Connects the handle to a channel's ring and sockets; fires at once if already aborted.
-    fn arm(&self, ring: &Arc<StagingRing>, tcp: Option<TcpShutdown>, direct: Option<&TcpStream>) {
+    fn arm(
+        &self,
+        ring: &Arc<StagingRing>,
+        tcp: Option<TcpShutdown>,
+        direct: Option<&TcpStream>,
+    ) -> Result<(), BindError> {
+        // Without its own handle of the lane an abort could not wake a blocked read on it: no
+        // channel then.
+        let direct = direct.map(TcpStream::try_clone).transpose().map_err(|e| {
+            BindError::Transport(gpu_stage::TransportError::Io {
+                context: "cloning the direct lane's socket handle".into(),
+                source: e,
+            })
+        })?;
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.ring = Some(Arc::clone(ring));
         st.tcp = tcp;
-        // Without a clone the lane is not abortable from another thread: refuse the channel.
-        st.direct = direct.and_then(|d| d.try_clone().ok());
+        st.direct = direct;
         Self::fire(&st);
+        Ok(())
     }
 
     /// Whether the peer closed or reset a TCP connection of the armed channel (see
@@ -349,7 +362,7 @@ impl SendChannel {
             #[cfg(not(feature = "rdma"))]
             TransportKind::Rdma => return Err(no_rdma()),
         };
-        abort.arm(&ring, tcp, lane.as_ref());
+        abort.arm(&ring, tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
         let host = Sender::with_ring(&host_device, Arc::clone(&ring))?;
         Ok(SendChannel {
@@ -550,7 +563,7 @@ impl PairListener {
             #[cfg(not(feature = "rdma"))]
             TransportKind::Rdma => return Err(no_rdma()),
         };
-        abort.arm(&ring, tcp, lane.as_ref());
+        abort.arm(&ring, tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
         let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
         Ok(RecvChannel {

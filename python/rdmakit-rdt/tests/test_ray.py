@@ -368,3 +368,26 @@ def test_abort_transport_ends_a_waiting_transfer_at_once(cluster, role):
     assert err is not None and "RdmakitTransportAbortedError" in err and "obj-x" in err, err
     assert took < 1.0, f"abort took {took:.2f}s"
     assert early is not None and "obj-y" in early, early
+
+
+def test_a_port_scan_and_a_silent_connection_to_the_listener_do_not_break_a_transfer(cluster):
+    import socket
+
+    p, c = Producer.remote(), Consumer.remote()
+    assert ray.get(c.check_big.remote(p.big.remote(MIB, 1))) == [(MIB, 1, 1)]  # c listens now
+    host, port = ray.get(c.stats.remote())["listen_address"].rsplit(":", 1)
+    refused_before = ray.get(c.stats.remote())["connections_refused"]
+    socket.create_connection((host, int(port))).close()  # a scan: connect, close
+    silent = socket.create_connection((host, int(port)))  # connects, says nothing
+    junk = socket.create_connection((host, int(port)))
+    junk.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"." * 100)
+    try:
+        # A new producer: its rendezvous with c meets those three in c's accept queue first.
+        p2 = Producer.remote()
+        assert ray.get(c.check_big.remote(p2.big.remote(2 * MIB, 2)), timeout=60) == [(2 * MIB, 2, 2)]
+        got = ray.get(c.stats.remote())
+        assert got["connections_refused"] - refused_before == 3, got
+        assert got["recv_failures"] == 0, got
+    finally:
+        silent.close()
+        junk.close()
