@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Fills .whl/rdt-gpu/ (git-ignored) with what bench/rdt/run_gpu.sh needs on a GPU machine that has
-# torch but no Ray and no network (Python 3.12): the rdmakit-rdt wheel, Ray 2.60's cp312 wheel with
-# its Java jar and source maps removed (79 MB -> 45 MB, to fit a 64 MiB carry), the Ray
-# dependencies that image lacks, and a stripped gpu-stage stage_bench and the binding's GPU test binary. Run on an x86-64 machine
-# with network access, from anywhere in the repo.
+# Fills .whl/rdt-gpu/ (git-ignored; or $CARRY_DIR) with what bench/rdt/run_gpu.sh needs on a GPU
+# machine that has torch but no Ray and no network (Python 3.12): the rdmakit-rdt wheel, Ray 2.60's
+# cp312 wheel with its Java jar and source maps removed (79 MB -> 45 MB, to fit a 64 MiB carry),
+# the Ray dependencies that image lacks, a stripped gpu-stage stage_bench and the binding's GPU
+# test binary, and the scripts themselves (run_gpu.sh, the bench, tests/gpu_order.py), so the
+# carry works from a checkout that does not have them. Run on an x86-64 machine with network
+# access, from anywhere in the repo.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-dir="$root/.whl/rdt-gpu"
+dir="${CARRY_DIR:-$root/.whl/rdt-gpu}"
 venv="$root/target/py/venv"
 mkdir -p "$dir"
 plat=(--only-binary=:all: --no-deps --python-version 3.12 --implementation cp
@@ -37,11 +39,13 @@ if [[ ! -x "$venv/bin/maturin" ]]; then
 fi
 rm -f "$dir"/rdmakit_rdt-*.whl
 (cd "$root/python/rdmakit-rdt" && "$venv/bin/maturin" build --release -o "$dir" -i "$venv/bin/python")
-(cd "$root" && cargo build --release -p gpu-stage --example stage_bench)
+(cd "$root" && nice cargo build --release -p gpu-stage --example stage_bench)
 strip -o "$dir/stage_bench" "$root/target/release/examples/stage_bench"
 # The binding's GPU tier (tests/gpu.rs), run by run_gpu.sh before the bench.
-test_bin="$(cd "$root" && cargo test --release -p gpu-stage-py --test gpu --no-run --message-format=json \
+test_bin="$(cd "$root" && nice cargo test --release -p gpu-stage-py --test gpu --no-run --message-format=json \
   | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')"
 strip -o "$dir/binding_gpu_tests" "$test_bin"
+cp "$root/bench/rdt/run_gpu.sh" "$root/bench/rdt/rdmakit_rdt_bench.py" \
+   "$root/python/rdmakit-rdt/tests/gpu_order.py" "$dir/"
 du -sh "$dir"
 ls -la "$dir"

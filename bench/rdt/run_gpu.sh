@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# On the GPU machine (one H200, torch, no Ray, no network), from the repo root, with
-# .whl/rdt-gpu/ carried (made by bench/rdt/prepare_gpu_carry.sh):
-#   bash bench/rdt/run_gpu.sh
-# Writes rdt-h200.json (+ stage-bench-tcp.json, log) to $OUT (the device run's folder) or to
-# bench/results/rdmakit-rdt/. Extra arguments go to rdmakit_rdt_bench.py (e.g. --iters 10).
-set -euo pipefail
-carry=.whl/rdt-gpu
+# On the GPU machine (one H200, torch, no Ray, no network), from the repo root, with the carry
+# folder made by bench/rdt/prepare_gpu_carry.sh (default .whl/rdt-gpu, which holds this script):
+#   bash .whl/rdt-gpu/run_gpu.sh [bench arguments]
+# Runs, each step under its own time limit and each writing to $OUT (or bench/results/rdmakit-rdt/):
+#   1. the binding's GPU tier (binding-gpu-tests.log),
+#   2. the GPU ordering races through Ray (gpu-order.json, gpu-order.log),
+#   3. the benchmark (rdt-h200.json, rdt-h200.log). Extra arguments go to it.
+# A failing step is recorded in steps.txt and the next one still runs.
+set -uo pipefail
+carry="${CARRY:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 out="${OUT:-bench/results/rdmakit-rdt}"
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -16,9 +19,17 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
 python3 -c 'import torch, ray, rdmakit_rdt; print("torch", torch.__version__, "gpus", torch.cuda.device_count(), "ray", ray.__version__, "rdmakit_rdt", rdmakit_rdt.__version__, "cuda", rdmakit_rdt.cuda_available())'
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-# The binding's GPU tier first (CUDA buffers by address, driver pointer checks); a failure stops here.
+nproc
+step() {  # name, seconds, command...
+  local name="$1" limit="$2"; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@"
+  local rc=$?
+  echo "$name rc=$rc seconds=$((SECONDS - t0))" | tee -a "$out/steps.txt"
+}
 if [[ -x "$carry/binding_gpu_tests" ]]; then
-  "$carry/binding_gpu_tests" --ignored --test-threads=1 2>&1 | tee "$out/binding-gpu-tests.log"
+  step binding_gpu_tests 120 bash -c "'$carry/binding_gpu_tests' --ignored --test-threads=1 2>&1 | tee '$out/binding-gpu-tests.log'"
 fi
-python3 bench/rdt/rdmakit_rdt_bench.py --out "$out/rdt-h200.json" \
-  --stage-bench "$carry/stage_bench" "$@" 2>&1 | tee "$out/rdt-h200.log"
+step gpu_order 180 bash -c "python3 '$carry/gpu_order.py' --out '$out/gpu-order.json' 2>&1 | tee '$out/gpu-order.log'"
+step bench "${BENCH_LIMIT:-420}" bash -c "python3 '$carry/rdmakit_rdt_bench.py' --out '$out/rdt-h200.json' --stage-bench '$carry/stage_bench' $* 2>&1 | tee '$out/rdt-h200.log'"
+ray stop --force >/dev/null 2>&1 || true

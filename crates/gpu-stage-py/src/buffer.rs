@@ -9,6 +9,7 @@
 //! (`gpu_stage::CudaDevice::borrow_raw`).
 
 use crate::error::BindError;
+use crate::handshake::{TOKEN_LEN, Token, ct_eq};
 
 /// Where a buffer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -132,14 +133,18 @@ impl BufferSpec {
 }
 
 /// Size of the header transfer that precedes every object.
-pub const HEADER_LEN: usize = 64;
-const MAGIC: &[u8; 8] = b"RDMAKIT1";
-const TAG_LEN: usize = HEADER_LEN - 32;
+pub const HEADER_LEN: usize = 96;
+const MAGIC: &[u8; 8] = b"RDMAKIT2";
+const TAG_LEN: usize = 32;
+const TAG_AT: usize = 32;
+const TOKEN_AT: usize = TAG_AT + TAG_LEN;
 
 /// What both ends must agree on before any byte of an object moves: an identifier (Ray's object
-/// id), the number of buffers and their lengths.
+/// id), the number of buffers, their lengths and the object's token.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// The object's token (redacted in `Debug`; compared in constant time).
+    pub token: Token,
     /// Up to 32 bytes of the object's tag (longer tags are cut).
     pub tag: Vec<u8>,
     /// Number of buffers.
@@ -151,8 +156,8 @@ pub struct Header {
 }
 
 impl Header {
-    /// The header for `tag` and `buffers`.
-    pub fn new(tag: &str, buffers: &[BufferSpec]) -> Self {
+    /// The header for `tag`, `buffers` and the object's `token`.
+    pub fn new(tag: &str, buffers: &[BufferSpec], token: &Token) -> Self {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for b in buffers {
             for byte in (b.len as u64).to_le_bytes() {
@@ -162,6 +167,7 @@ impl Header {
         }
         let bytes = tag.as_bytes();
         Header {
+            token: *token,
             tag: bytes[..bytes.len().min(TAG_LEN)].to_vec(),
             count: buffers.len() as u64,
             total: buffers.iter().map(|b| b.len as u64).sum(),
@@ -176,7 +182,8 @@ impl Header {
         out[8..16].copy_from_slice(&self.count.to_le_bytes());
         out[16..24].copy_from_slice(&self.total.to_le_bytes());
         out[24..32].copy_from_slice(&self.lengths_hash.to_le_bytes());
-        out[32..32 + self.tag.len()].copy_from_slice(&self.tag);
+        out[TAG_AT..TAG_AT + self.tag.len()].copy_from_slice(&self.tag);
+        out[TOKEN_AT..].copy_from_slice(self.token.bytes());
         out
     }
 
@@ -194,9 +201,10 @@ impl Header {
             w.copy_from_slice(&b[i..i + 8]);
             u64::from_le_bytes(w)
         };
-        let tag = &b[32..];
+        let tag = &b[TAG_AT..TOKEN_AT];
         let end = tag.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
         Ok(Header {
+            token: Token::from_bytes(&b[TOKEN_AT..TOKEN_AT + TOKEN_LEN])?,
             tag: tag[..end].to_vec(),
             count: word(8),
             total: word(16),
@@ -226,6 +234,13 @@ impl Header {
                 expected.total
             )));
         }
+        if !ct_eq(self.token.bytes(), expected.token.bytes()) {
+            return Err(BindError::Mismatch(format!(
+                "object {:?}: the sender's object token is not the one this receiver was given \
+                 (a different producer, or a stale sender)",
+                show(&self.tag)
+            )));
+        }
         if self.lengths_hash != expected.lengths_hash {
             return Err(BindError::Mismatch(format!(
                 "object {:?}: same count and total, but the buffer sizes differ",
@@ -239,6 +254,8 @@ impl Header {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const T: Token = Token::NONE;
 
     /// The descriptions made here are compared, never passed to a transfer: no memory is promised.
     fn parse(
@@ -291,13 +308,13 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_names_each_difference() {
-        let a = Header::new("obj-1", &[spec(1), spec(2)]);
+        let a = Header::new("obj-1", &[spec(1), spec(2)], &T);
         let wire = a.encode();
         let back = Header::decode(&wire).expect("decodes");
         assert_eq!(back, a);
         back.check_against(&a).expect("same object");
 
-        let other = Header::new("obj-2", &[spec(1), spec(2)]);
+        let other = Header::new("obj-2", &[spec(1), spec(2)], &T);
         let e = back
             .check_against(&other)
             .expect_err("tag differs")
@@ -305,7 +322,7 @@ mod tests {
         assert!(e.contains("\"obj-1\"") && e.contains("\"obj-2\""), "{e}");
 
         let e = back
-            .check_against(&Header::new("obj-1", &[spec(3)]))
+            .check_against(&Header::new("obj-1", &[spec(3)], &T))
             .expect_err("count differs")
             .to_string();
         assert!(
@@ -314,7 +331,7 @@ mod tests {
         );
 
         let e = back
-            .check_against(&Header::new("obj-1", &[spec(2), spec(1)]))
+            .check_against(&Header::new("obj-1", &[spec(2), spec(1)], &T))
             .expect_err("order differs")
             .to_string();
         assert!(e.contains("sizes differ"), "{e}");
@@ -326,9 +343,26 @@ mod tests {
     }
 
     #[test]
+    fn a_different_token_is_refused_without_showing_either() {
+        let other = Token::from_bytes(&[0x42; TOKEN_LEN]).expect("32 bytes");
+        let a = Header::new("obj-1", &[spec(1)], &T);
+        let b = Header::new("obj-1", &[spec(1)], &other);
+        let e = Header::decode(&a.encode())
+            .expect("decodes")
+            .check_against(&b)
+            .expect_err("token differs")
+            .to_string();
+        assert!(
+            e.contains("token") && !e.contains("66") && !e.contains("42"),
+            "{e}"
+        );
+        assert!(!format!("{a:?}").contains("0x42"));
+    }
+
+    #[test]
     fn long_tags_are_cut_to_fit() {
         let long = "x".repeat(100);
-        let h = Header::new(&long, &[]);
+        let h = Header::new(&long, &[], &T);
         assert_eq!(h.tag.len(), 32);
         assert_eq!(Header::decode(&h.encode()).expect("decodes"), h);
     }

@@ -12,19 +12,21 @@
 //! every blocked read and write), so the transfer returns an error on both ends at once instead of
 //! after a timeout. A pending accept polls the handle every 50 ms.
 
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use gpu_stage::{
     CudaDevice, Device, HostDevice, HostMemory, Receiver, RecvTransport, SendTransport, Sender,
-    StageError, StagingRing, TcpReceiver, TcpSender, TcpShutdown, TransferStats,
+    StageError, StagingRing, TcpOptions, TcpReceiver, TcpSender, TcpShutdown, TransferStats,
 };
 
 use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place};
 use crate::config::{ChannelConfig, RingBackend, TransportKind};
+use crate::direct;
 use crate::error::BindError;
+use crate::handshake::{self, Token};
 
 /// Aborts a channel (or a pending accept) from any thread.
 #[derive(Debug, Default)]
@@ -37,6 +39,8 @@ struct AbortState {
     reason: Option<String>,
     ring: Option<Arc<StagingRing>>,
     tcp: Option<TcpShutdown>,
+    /// A handle of the channel's direct lane (see [`crate::direct`]).
+    direct: Option<TcpStream>,
 }
 
 impl AbortHandle {
@@ -72,18 +76,43 @@ impl AbortHandle {
             if let Some(tcp) = &st.tcp {
                 tcp.shutdown();
             }
+            if let Some(d) = &st.direct {
+                let _ = d.shutdown(Shutdown::Both);
+            }
         }
     }
 
     /// Connects the handle to a channel's ring and sockets; fires at once if already aborted.
-    fn arm(&self, ring: &Arc<StagingRing>, tcp: Option<TcpShutdown>) {
+    fn arm(
+        &self,
+        ring: &Arc<StagingRing>,
+        tcp: Option<TcpShutdown>,
+        direct: Option<&TcpStream>,
+    ) -> Result<(), BindError> {
+        // Without its own handle of the lane an abort could not wake a blocked read on it: no
+        // channel then.
+        let direct = direct.map(TcpStream::try_clone).transpose().map_err(|e| {
+            BindError::Transport(gpu_stage::TransportError::Io {
+                context: "cloning the direct lane's socket handle".into(),
+                source: e,
+            })
+        })?;
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.ring = Some(Arc::clone(ring));
         st.tcp = tcp;
+        st.direct = direct;
         Self::fire(&st);
+        Ok(())
     }
 
-    fn check(&self) -> Result<(), BindError> {
+    /// Whether the peer closed or reset a TCP connection of the armed channel (see
+    /// [`TcpShutdown::peer_closed`]); false before arming and for RDMA.
+    pub fn peer_closed(&self) -> bool {
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.tcp.as_ref().is_some_and(TcpShutdown::peer_closed)
+    }
+
+    pub(crate) fn check(&self) -> Result<(), BindError> {
         match self.reason() {
             Some(r) => Err(BindError::Aborted(r)),
             None => Ok(()),
@@ -128,6 +157,13 @@ impl Guard {
             ))),
             _ => Err(e),
         }
+    }
+}
+
+/// Shuts a channel's direct lane down (after a failure: the peer's blocked read or write ends).
+fn shut(lane: &Option<TcpStream>) {
+    if let Some(l) = lane {
+        let _ = l.shutdown(Shutdown::Both);
     }
 }
 
@@ -268,6 +304,11 @@ pub struct SendChannel {
     cuda: Vec<(usize, Sender<CudaDevice>)>,
     guard: Guard,
     peer: String,
+    token: Token,
+    last_used: Instant,
+    /// The direct lane (TCP only; RDMA sends the header as a staged transfer).
+    direct: Option<TcpStream>,
+    timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for SendChannel {
@@ -281,32 +322,47 @@ impl std::fmt::Debug for SendChannel {
 
 impl SendChannel {
     /// Connects to a receiver listening at `addr`.
+    ///
+    /// Over TCP every connection first presents `token` and `cfg`'s settings (see
+    /// [`handshake`]); a receiver waiting for another object refuses them
+    /// ([`BindError::Refused`]). The token then goes in every object's header.
     pub fn connect(
         addr: &str,
         cfg: &ChannelConfig,
         abort: Arc<AbortHandle>,
+        token: Token,
     ) -> Result<Self, BindError> {
         abort.check()?;
-        let ring = make_ring(cfg)?;
-        let (link, tcp) = match cfg.transport {
+        let (link, tcp, ring, lane) = match cfg.transport {
             TransportKind::Tcp => {
-                let t = TcpSender::connect_with_timeout(addr, cfg.connections, cfg.timeout)?;
+                // The handshake first: a refusal costs no ring allocation.
+                let got = handshake::connect(addr, cfg, &token)?;
+                let ring = make_ring(cfg)?;
+                let t = TcpSender::from_streams(
+                    got.streams,
+                    TcpOptions {
+                        connections: cfg.connections,
+                        timeout: cfg.timeout,
+                        checksum: false,
+                    },
+                )?;
                 let h = t.shutdown_handle()?;
-                (SendLink::Tcp(t), Some(h))
+                (SendLink::Tcp(t), Some(h), ring, Some(got.direct))
             }
             #[cfg(feature = "rdma")]
-            TransportKind::Rdma => (
-                SendLink::Rdma(Box::new(gpu_stage::RdmaSender::connect(
+            TransportKind::Rdma => {
+                let ring = make_ring(cfg)?;
+                let link = SendLink::Rdma(Box::new(gpu_stage::RdmaSender::connect(
                     addr,
                     &rdma_config(cfg),
                     &ring,
-                )?)),
-                None,
-            ),
+                )?));
+                (link, None, ring, None)
+            }
             #[cfg(not(feature = "rdma"))]
             TransportKind::Rdma => return Err(no_rdma()),
         };
-        abort.arm(&ring, tcp);
+        abort.arm(&ring, tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
         let host = Sender::with_ring(&host_device, Arc::clone(&ring))?;
         Ok(SendChannel {
@@ -321,6 +377,10 @@ impl SendChannel {
                 closed: None,
             },
             peer: addr.to_string(),
+            token,
+            last_used: Instant::now(),
+            direct: lane,
+            timeout: cfg.timeout,
         })
     }
 
@@ -334,26 +394,61 @@ impl SendChannel {
         self.guard.closed.as_deref()
     }
 
+    /// Whether the receiver's process closed a connection (it died or restarted): the channel is
+    /// dead even though no transfer failed on it yet.
+    pub fn peer_closed(&self) -> bool {
+        self.guard.abort.peer_closed()
+    }
+
+    /// Time since the last transfer started (or since the channel was made).
+    pub fn idle(&self) -> std::time::Duration {
+        self.last_used.elapsed()
+    }
+
     /// Sends one object: the header for `tag`, then every non-empty buffer in order. Returns the
     /// bytes sent (buffers only).
     ///
     /// The caller promises that each buffer's address and length describe live memory of the
     /// stated device that nobody writes until this returns.
-    pub fn send(&mut self, tag: &str, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+    ///
+    /// `token` is the object's token (it goes in the header, where the receiver checks it); `None`
+    /// uses the one the channel was opened with.
+    pub fn send(
+        &mut self,
+        tag: &str,
+        buffers: &[BufferSpec],
+        token: Option<Token>,
+    ) -> Result<u64, BindError> {
         self.guard.enter()?;
-        let r = self.send_inner(tag, buffers);
-        let link = &mut self.link;
-        self.guard.leave(r, |why| match link {
-            SendLink::Tcp(t) => SendTransport::abort(t, why),
-            #[cfg(feature = "rdma")]
-            SendLink::Rdma(t) => SendTransport::abort(t.as_mut(), why),
+        self.last_used = Instant::now();
+        let token = token.unwrap_or(self.token);
+        let r = self.send_inner(tag, buffers, &token);
+        let (link, lane) = (&mut self.link, &self.direct);
+        self.guard.leave(r, |why| {
+            shut(lane);
+            match link {
+                SendLink::Tcp(t) => SendTransport::abort(t, why),
+                #[cfg(feature = "rdma")]
+                SendLink::Rdma(t) => SendTransport::abort(t.as_mut(), why),
+            }
         })
     }
 
-    fn send_inner(&mut self, tag: &str, buffers: &[BufferSpec]) -> Result<u64, BindError> {
-        let header = Header::new(tag, buffers).encode();
-        let mem = self.host_device.upload(&header)?;
-        send_over(&mut self.host, &mem, &mut self.link)?;
+    fn send_inner(
+        &mut self,
+        tag: &str,
+        buffers: &[BufferSpec],
+        token: &Token,
+    ) -> Result<u64, BindError> {
+        let header = Header::new(tag, buffers, token).encode();
+        if let Some(lane) = self.direct.as_mut() {
+            if direct::send_object(lane, &header, buffers, self.timeout)? {
+                return Ok(buffers.iter().map(|b| b.len() as u64).sum());
+            }
+        } else {
+            let mem = self.host_device.upload(&header)?;
+            send_over(&mut self.host, &mem, &mut self.link)?;
+        }
         let mut bytes = 0u64;
         for (i, spec) in buffers.iter().enumerate() {
             if spec.is_empty() {
@@ -380,14 +475,16 @@ impl SendChannel {
     }
 }
 
-/// Listening socket for one peer; [`PairListener::accept`] makes the [`RecvChannel`].
+/// The listening socket (one per process under Ray); [`PairListener::accept`] makes a
+/// [`RecvChannel`] for one sender, identified by its object token.
 #[derive(Debug)]
 pub struct PairListener {
     listener: TcpListener,
+    refused: AtomicU64,
 }
 
 impl PairListener {
-    /// Binds `addr` (`0.0.0.0:0` picks a free port on every interface).
+    /// Binds `addr` (`10.0.0.2:0` picks a free port on that address).
     pub fn bind(addr: &str) -> Result<Self, BindError> {
         let addrs: Vec<SocketAddr> = addr
             .to_socket_addrs()
@@ -395,7 +492,10 @@ impl PairListener {
             .collect();
         let listener = TcpListener::bind(&addrs[..])
             .map_err(|e| BindError::env("bind address", addr, &format!("cannot listen: {e}")))?;
-        Ok(PairListener { listener })
+        Ok(PairListener {
+            listener,
+            refused: AtomicU64::new(0),
+        })
     }
 
     /// The bound address (the port is the one to publish).
@@ -408,35 +508,62 @@ impl PairListener {
         })
     }
 
-    /// Waits (at most `cfg.timeout`, checking `abort` every 50 ms) for the sender, then sets the
-    /// channel up.
+    /// Connections refused so far (wrong or absent token, not an rdmakit-rdt sender).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Waits (at most `cfg.timeout`, checking `abort` every 50 ms) for the sender of the object
+    /// whose token is `token`, refusing every other connection, then sets the channel up with the
+    /// sender's connection count and ring geometry (see [`handshake`]).
+    ///
+    /// Accepts on one listener must not run at the same time (a connection taken by one would
+    /// be refused for the other): the Python layer serialises them.
     pub fn accept(
         &self,
         cfg: &ChannelConfig,
         abort: Arc<AbortHandle>,
+        token: Token,
     ) -> Result<RecvChannel, BindError> {
-        self.wait_for_peer(cfg.timeout, &abort)?;
-        let ring = make_ring(cfg)?;
-        let (link, tcp) = match cfg.transport {
+        let deadline = Instant::now() + cfg.timeout;
+        let (link, tcp, ring, lane) = match cfg.transport {
             TransportKind::Tcp => {
-                let t =
-                    TcpReceiver::accept_with_timeout(&self.listener, cfg.connections, cfg.timeout)?;
+                let got = handshake::accept(
+                    &self.listener,
+                    cfg,
+                    &abort,
+                    &token,
+                    deadline,
+                    &self.refused,
+                )?;
+                let cfg = got.negotiated.apply(cfg);
+                let ring = make_ring(&cfg)?;
+                let t = TcpReceiver::from_streams(
+                    got.streams,
+                    TcpOptions {
+                        connections: cfg.connections,
+                        timeout: cfg.timeout,
+                        checksum: false,
+                    },
+                )?;
                 let h = t.shutdown_handle()?;
-                (RecvLink::Tcp(t), Some(h))
+                (RecvLink::Tcp(t), Some(h), ring, Some(got.direct))
             }
             #[cfg(feature = "rdma")]
-            TransportKind::Rdma => (
-                RecvLink::Rdma(Box::new(gpu_stage::RdmaReceiver::accept(
+            TransportKind::Rdma => {
+                abort.check()?;
+                let ring = make_ring(cfg)?;
+                let link = RecvLink::Rdma(Box::new(gpu_stage::RdmaReceiver::accept(
                     &self.listener,
                     &rdma_config(cfg),
                     &ring,
-                )?)),
-                None,
-            ),
+                )?));
+                (link, None, ring, None)
+            }
             #[cfg(not(feature = "rdma"))]
             TransportKind::Rdma => return Err(no_rdma()),
         };
-        abort.arm(&ring, tcp);
+        abort.arm(&ring, tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
         let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
         Ok(RecvChannel {
@@ -450,44 +577,11 @@ impl PairListener {
                 abort,
                 closed: None,
             },
+            token,
+            last_used: Instant::now(),
+            direct: lane,
+            timeout: cfg.timeout,
         })
-    }
-
-    fn wait_for_peer(&self, timeout: Duration, abort: &AbortHandle) -> Result<(), BindError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            abort.check()?;
-            let mut pfd = libc::pollfd {
-                fd: self.listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd for the listener's open descriptor, which `self` keeps
-            // open for the duration of the call.
-            let n = unsafe { libc::poll(&mut pfd, 1, 50) };
-            if n > 0 {
-                return Ok(());
-            }
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(BindError::Transport(gpu_stage::TransportError::Io {
-                        context: "waiting for the sender to connect".into(),
-                        source: e,
-                    }));
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(BindError::Transport(gpu_stage::TransportError::Timeout {
-                    after: timeout,
-                    waiting_for: format!(
-                        "for the sender to connect to {}",
-                        self.local_addr()
-                            .map_or_else(|_| "?".into(), |a| a.to_string())
-                    ),
-                }));
-            }
-        }
     }
 }
 
@@ -500,6 +594,11 @@ pub struct RecvChannel {
     devices: CudaDevices,
     cuda: Vec<(usize, Receiver<CudaDevice>)>,
     guard: Guard,
+    token: Token,
+    last_used: Instant,
+    /// The direct lane (TCP only; RDMA receives the header as a staged transfer).
+    direct: Option<TcpStream>,
+    timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for RecvChannel {
@@ -516,34 +615,71 @@ impl RecvChannel {
         self.guard.closed.as_deref()
     }
 
+    /// Whether the sender's process closed a connection (it died or restarted).
+    pub fn peer_closed(&self) -> bool {
+        self.guard.abort.peer_closed()
+    }
+
+    /// Time since the last transfer started (or since the channel was made).
+    pub fn idle(&self) -> std::time::Duration {
+        self.last_used.elapsed()
+    }
+
     /// Receives one object into `buffers` after checking the sender's header against `tag` and
     /// the buffers' sizes. Returns the bytes received.
     ///
     /// The caller promises that each buffer's address and length describe live, writable memory
     /// of the stated device that nobody reads or writes until this returns.
-    pub fn recv(&mut self, tag: &str, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+    ///
+    /// `token` is the token the object must carry (the header's is compared in constant time);
+    /// `None` expects the one the channel was accepted with.
+    pub fn recv(
+        &mut self,
+        tag: &str,
+        buffers: &[BufferSpec],
+        token: Option<Token>,
+    ) -> Result<u64, BindError> {
         self.guard.enter()?;
-        let r = self.recv_inner(tag, buffers);
-        let link = &mut self.link;
+        self.last_used = Instant::now();
+        let token = token.unwrap_or(self.token);
+        let r = self.recv_inner(tag, buffers, &token);
+        let (link, lane) = (&mut self.link, &self.direct);
         // Tells the sender why (TCP: an ABORT frame) before the sockets close with the channel.
-        self.guard.leave(r, |why| match link {
-            RecvLink::Tcp(t) => RecvTransport::abort(t, why),
-            #[cfg(feature = "rdma")]
-            RecvLink::Rdma(t) => RecvTransport::abort(t.as_mut(), why),
+        self.guard.leave(r, |why| {
+            shut(lane);
+            match link {
+                RecvLink::Tcp(t) => RecvTransport::abort(t, why),
+                #[cfg(feature = "rdma")]
+                RecvLink::Rdma(t) => RecvTransport::abort(t.as_mut(), why),
+            }
         })
     }
 
-    fn recv_inner(&mut self, tag: &str, buffers: &[BufferSpec]) -> Result<u64, BindError> {
-        let expected = Header::new(tag, buffers);
-        let mut mem = self.host_device.alloc_zeroed(HEADER_LEN)?;
-        let stats = recv_over(&mut self.host, &mut mem, &mut self.link)?;
-        if stats.bytes != HEADER_LEN as u64 {
-            return Err(BindError::Mismatch(format!(
-                "the peer's object header is {} bytes, expected {HEADER_LEN}",
-                stats.bytes
-            )));
+    fn recv_inner(
+        &mut self,
+        tag: &str,
+        buffers: &[BufferSpec],
+        token: &Token,
+    ) -> Result<u64, BindError> {
+        let expected = Header::new(tag, buffers, token);
+        if let Some(lane) = self.direct.as_mut() {
+            let (inline, header) = direct::recv_header(lane, self.timeout)?;
+            // Checked before a byte of the payload is read into a buffer.
+            Header::decode(&header)?.check_against(&expected)?;
+            if inline {
+                return direct::recv_inline(lane, buffers, self.timeout);
+            }
+        } else {
+            let mut mem = self.host_device.alloc_zeroed(HEADER_LEN)?;
+            let stats = recv_over(&mut self.host, &mut mem, &mut self.link)?;
+            if stats.bytes != HEADER_LEN as u64 {
+                return Err(BindError::Mismatch(format!(
+                    "the peer's object header is {} bytes, expected {HEADER_LEN}",
+                    stats.bytes
+                )));
+            }
+            Header::decode(mem.as_slice())?.check_against(&expected)?;
         }
-        Header::decode(mem.as_slice())?.check_against(&expected)?;
         let mut bytes = 0u64;
         for (i, spec) in buffers.iter().enumerate() {
             if spec.is_empty() {

@@ -6,7 +6,7 @@
 //! | `RDMAKIT_BACKEND` | `auto`, `cuda` or `host` (ring memory: page-locked via CUDA, or heap) | `auto` |
 //! | `RDMAKIT_CHUNK` | ring buffer size (`4MiB`, `8388608`, ≥ 1 MiB) | 4 MiB |
 //! | `RDMAKIT_SLOTS` | ring buffers per direction (2–1024) | 8 |
-//! | `RDMAKIT_TCP_CONNECTIONS` | parallel TCP connections per actor pair (1–64) | 4 |
+//! | `RDMAKIT_TCP_CONNECTIONS` | parallel TCP connections per actor pair (1–64; the sender's count is used) | half the CPUs, 2–8 |
 //! | `RDMAKIT_TIMEOUT_S` | bound on every blocking step (connect, accept, each chunk, the ACK) | 30 |
 //! | `RDMAKIT_RDMA_DEVICES` | verbs devices to stripe over (`erdma_0,erdma_1`) | from `NCCL_IB_HCA` |
 //! | `RDMAKIT_QPS` | RDMA queue pairs per actor pair | 2 per device |
@@ -75,13 +75,22 @@ impl Default for ChannelConfig {
                 chunk_bytes: DEFAULT_CHUNK_BYTES,
                 slots: DEFAULT_SLOTS,
             },
-            connections: gpu_stage::transport::tcp::DEFAULT_CONNECTIONS,
+            connections: machine_connections(),
             timeout: DEFAULT_TIMEOUT,
             rdma_devices: Vec::new(),
             qps: 0,
             gid_index: 1,
         }
     }
+}
+
+/// The TCP connection count when `RDMAKIT_TCP_CONNECTIONS` is unset: half the CPUs this process
+/// may run on, between 2 and 8 (each connection costs a writer or reader thread on each end, and
+/// gpu-stage's loopback sweep on the 16-core H200 machine has 8 ahead of 4). The sender's count
+/// is the one used: the receiver adopts it in the handshake.
+pub fn machine_connections() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(4, std::num::NonZeroUsize::get);
+    (cpus / 2).clamp(2, 8)
 }
 
 impl ChannelConfig {
@@ -260,7 +269,8 @@ mod tests {
         assert_eq!(c.backend, RingBackend::Auto);
         assert_eq!(c.ring.chunk_bytes, 4 << 20);
         assert_eq!(c.ring.slots, 8);
-        assert_eq!(c.connections, 4);
+        assert_eq!(c.connections, machine_connections());
+        assert!((2..=8).contains(&c.connections));
         assert_eq!(c.timeout, Duration::from_secs(30));
         assert!(c.rdma_devices.is_empty());
         assert_eq!(c.gid_index, 1);

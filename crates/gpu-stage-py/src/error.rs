@@ -37,6 +37,11 @@ pub enum BindError {
     /// `abort()` was called; the channel is closed.
     #[error("aborted: {0}")]
     Aborted(String),
+    /// The peer's handshake was refused (a wrong or absent object token, a different protocol, or
+    /// settings the two ends cannot agree on): no channel was made. A sender that sees this from
+    /// a receiver retries the rendezvous (the address it used may belong to another process now).
+    #[error("handshake refused: {0}")]
+    Refused(String),
     /// The channel failed or was closed earlier; open a new one.
     #[error("channel is closed: {0}")]
     Closed(String),
@@ -57,6 +62,8 @@ pub enum ErrorKind {
     Aborted,
     /// Bad input (settings, buffers, mismatched objects).
     Invalid,
+    /// The handshake was refused (wrong token or protocol).
+    Refused,
     /// Anything else (peer gone, I/O, CUDA).
     Other,
 }
@@ -84,6 +91,7 @@ impl BindError {
                 ErrorKind::Invalid
             }
             BindError::Aborted(_) => ErrorKind::Aborted,
+            BindError::Refused(_) => ErrorKind::Refused,
             BindError::Transport(TransportError::Timeout { .. })
             | BindError::Stage(StageError::Transport(TransportError::Timeout { .. })) => {
                 ErrorKind::Timeout
@@ -123,6 +131,10 @@ mod tests {
             ErrorKind::Aborted
         );
         assert_eq!(BindError::buffer(2, "null").kind(), ErrorKind::Invalid);
+        assert_eq!(
+            BindError::Refused("wrong token".into()).kind(),
+            ErrorKind::Refused
+        );
         assert_eq!(
             BindError::Transport(TransportError::Closed("peer".into())).kind(),
             ErrorKind::Other

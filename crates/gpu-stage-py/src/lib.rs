@@ -6,6 +6,8 @@
 //!
 //! - [`buffer`]: `(device type, device index, address, length)` descriptions, checked, and the
 //!   64-byte object header both ends compare before any byte lands in a buffer.
+//! - [`handshake`], [`direct`]: the authenticated greeting of every connection, and the direct
+//!   lane that carries each object's header (and small host objects whole).
 //! - [`config`]: settings from the environment a RayCluster sets (`RDMAKIT_*`, `NCCL_IB_HCA`).
 //! - [`channel`]: one direction of one actor pair (ring + TCP or RDMA session + pipelines), set
 //!   up once and reused; [`channel::AbortHandle`] ends a running transfer from another thread.
@@ -17,6 +19,7 @@
 //! use _native::buffer::{BufferSpec, Place};
 //! use _native::channel::{AbortHandle, PairListener, SendChannel};
 //! use _native::config::{ChannelConfig, RingBackend};
+//! use _native::handshake::Token;
 //!
 //! # fn main() -> Result<(), _native::error::BindError> {
 //! let cfg = ChannelConfig { backend: RingBackend::Host, ..ChannelConfig::default() };
@@ -29,10 +32,10 @@
 //! let (s, d) = (spec(src.as_ptr(), src.len())?, spec(dst.as_mut_ptr(), dst.len())?);
 //! let c2 = cfg.clone();
 //! let sender = std::thread::spawn(move || -> Result<u64, _native::error::BindError> {
-//!     SendChannel::connect(&addr, &c2, AbortHandle::new())?.send("obj", &[s])
+//!     SendChannel::connect(&addr, &c2, AbortHandle::new(), Token::NONE)?.send("obj", &[s], None)
 //! });
-//! let mut rx = listener.accept(&cfg, AbortHandle::new())?;
-//! assert_eq!(rx.recv("obj", &[d])?, 100_000);
+//! let mut rx = listener.accept(&cfg, AbortHandle::new(), Token::NONE)?;
+//! assert_eq!(rx.recv("obj", &[d], None)?, 100_000);
 //! sender.join().expect("sender thread")?;
 //! assert_eq!(dst, src);
 //! # Ok(())
@@ -42,6 +45,8 @@
 pub mod buffer;
 pub mod channel;
 pub mod config;
+pub mod direct;
 pub mod error;
+pub mod handshake;
 #[cfg(feature = "python")]
 mod python;

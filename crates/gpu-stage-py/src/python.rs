@@ -18,6 +18,17 @@ use crate::buffer::BufferSpec;
 use crate::channel::{self, AbortHandle, PairListener};
 use crate::config::{ChannelConfig, RingBackend, TransportKind};
 use crate::error::{BindError, ErrorKind};
+use crate::handshake::Token;
+
+/// A per-object token from Python, if one was given (else the channel's own is used).
+fn object_token(t: Option<&[u8]>) -> PyResult<Option<Token>> {
+    t.map(|b| Token::from_bytes(b).map_err(to_py)).transpose()
+}
+
+/// The object token from Python (`bytes` of 32), or the all-zero token when none is given.
+fn token(t: Option<&[u8]>) -> PyResult<Token> {
+    t.map_or(Ok(Token::NONE), |b| Token::from_bytes(b).map_err(to_py))
+}
 
 create_exception!(
     rdmakit_rdt._native,
@@ -33,6 +44,12 @@ create_exception!(
 );
 create_exception!(
     rdmakit_rdt._native,
+    RdmakitRefusedError,
+    RdmakitError,
+    "The peer refused the handshake (a wrong or absent object token, another protocol)."
+);
+create_exception!(
+    rdmakit_rdt._native,
     RdmakitAbortedError,
     RdmakitError,
     "The transfer was aborted (abort_transport or Abort.abort)."
@@ -43,6 +60,7 @@ fn to_py(e: BindError) -> PyErr {
     match e.kind() {
         ErrorKind::Timeout => RdmakitTimeoutError::new_err(msg),
         ErrorKind::Aborted => RdmakitAbortedError::new_err(msg),
+        ErrorKind::Refused => RdmakitRefusedError::new_err(msg),
         ErrorKind::Invalid | ErrorKind::Other => RdmakitError::new_err(msg),
     }
 }
@@ -243,7 +261,7 @@ struct PyListener {
 #[pymethods]
 impl PyListener {
     #[new]
-    #[pyo3(signature = (bind = "0.0.0.0:0"))]
+    #[pyo3(signature = (bind = "127.0.0.1:0"))]
     fn new(bind: &str) -> PyResult<Self> {
         Ok(PyListener {
             inner: PairListener::bind(bind).map_err(to_py)?,
@@ -254,11 +272,30 @@ impl PyListener {
     fn port(&self) -> PyResult<u16> {
         Ok(self.inner.local_addr().map_err(to_py)?.port())
     }
-    /// Waits for the sender (GIL released) and returns the receiving channel.
-    fn accept(&self, py: Python<'_>, config: &PyConfig, abort: &PyAbort) -> PyResult<PyRecv> {
+    /// The bound address, `host:port`.
+    #[getter]
+    fn address(&self) -> PyResult<String> {
+        Ok(self.inner.local_addr().map_err(to_py)?.to_string())
+    }
+    /// Connections refused so far (wrong or absent token, not an rdmakit-rdt sender).
+    #[getter]
+    fn refused(&self) -> u64 {
+        self.inner.refused()
+    }
+    /// Waits for the sender of the object whose token is `token` (32 bytes; other connections
+    /// are refused) with the GIL released, and returns the receiving channel.
+    #[pyo3(signature = (config, abort, token = None))]
+    fn accept(
+        &self,
+        py: Python<'_>,
+        config: &PyConfig,
+        abort: &PyAbort,
+        token: Option<&[u8]>,
+    ) -> PyResult<PyRecv> {
         let handle = Arc::clone(&abort.inner);
         let cfg = config.inner.clone();
-        let ch = run(py, || self.inner.accept(&cfg, Arc::clone(&handle))).map_err(to_py)?;
+        let tok = self::token(token)?;
+        let ch = run(py, || self.inner.accept(&cfg, Arc::clone(&handle), tok)).map_err(to_py)?;
         Ok(PyRecv(Held::new(ch, handle)))
     }
 }
@@ -273,17 +310,31 @@ struct Held<T> {
 
 trait Closable {
     fn closed(&self) -> Option<&str>;
+    fn peer_closed(&self) -> bool;
+    fn idle(&self) -> std::time::Duration;
 }
 
 impl Closable for channel::SendChannel {
     fn closed(&self) -> Option<&str> {
         channel::SendChannel::closed(self)
     }
+    fn peer_closed(&self) -> bool {
+        channel::SendChannel::peer_closed(self)
+    }
+    fn idle(&self) -> std::time::Duration {
+        channel::SendChannel::idle(self)
+    }
 }
 
 impl Closable for channel::RecvChannel {
     fn closed(&self) -> Option<&str> {
         channel::RecvChannel::closed(self)
+    }
+    fn peer_closed(&self) -> bool {
+        channel::RecvChannel::peer_closed(self)
+    }
+    fn idle(&self) -> std::time::Duration {
+        channel::RecvChannel::idle(self)
     }
 }
 
@@ -320,11 +371,24 @@ impl<T: Closable + Send> Held<T> {
         }
         match self.inner.try_lock() {
             Ok(g) => match g.as_ref() {
-                Some(ch) => ch.closed().map(str::to_string),
+                Some(ch) => ch.closed().map(str::to_string).or_else(|| {
+                    ch.peer_closed()
+                        .then(|| "the peer closed its connections (it exited or restarted)".into())
+                }),
                 None => Some("the channel was closed".into()),
             },
             // A transfer is running: the channel is in use, not closed.
             Err(_) => None,
+        }
+    }
+
+    /// Seconds since the last transfer started; 0 while one runs.
+    fn idle_s(&self) -> f64 {
+        match self.inner.try_lock() {
+            Ok(g) => g
+                .as_ref()
+                .map_or(f64::INFINITY, |ch| ch.idle().as_secs_f64()),
+            Err(_) => 0.0,
         }
     }
 
@@ -345,17 +409,21 @@ struct PySend(Held<channel::SendChannel>);
 #[pymethods]
 impl PySend {
     /// Connects to `address` ("host:port"), GIL released.
+    /// `token` (32 bytes) is presented in the handshake and put in every object's header.
     #[staticmethod]
+    #[pyo3(signature = (address, config, abort, token = None))]
     fn connect(
         py: Python<'_>,
         address: &str,
         config: &PyConfig,
         abort: &PyAbort,
+        token: Option<&[u8]>,
     ) -> PyResult<Self> {
         let handle = Arc::clone(&abort.inner);
         let cfg = config.inner.clone();
+        let tok = self::token(token)?;
         let ch = run(py, || {
-            channel::SendChannel::connect(address, &cfg, Arc::clone(&handle))
+            channel::SendChannel::connect(address, &cfg, Arc::clone(&handle), tok)
         })
         .map_err(to_py)?;
         Ok(PySend(Held::new(ch, handle)))
@@ -363,9 +431,24 @@ impl PySend {
 
     /// Sends one object: `buffers` is a list of `(device, index, address, nbytes)`. The memory
     /// must stay alive and unmodified until this returns (the caller keeps the arrays/tensors).
-    fn send(&self, py: Python<'_>, tag: &str, buffers: Vec<PyBuffer>) -> PyResult<u64> {
+    /// `token`: the object's token (default: the one given to `connect`).
+    #[pyo3(signature = (tag, buffers, token = None))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        tag: &str,
+        buffers: Vec<PyBuffer>,
+        token: Option<&[u8]>,
+    ) -> PyResult<u64> {
+        let tok = object_token(token)?;
         self.0
-            .transfer(py, &buffers, |ch, specs| ch.send(tag, specs))
+            .transfer(py, &buffers, |ch, specs| ch.send(tag, specs, tok))
+    }
+
+    /// Seconds since the last transfer started (0 while one runs).
+    #[getter]
+    fn idle_s(&self) -> f64 {
+        self.0.idle_s()
     }
 
     /// Aborts the running transfer (callable from any thread while `send` runs).
@@ -394,9 +477,24 @@ struct PyRecv(Held<channel::RecvChannel>);
 impl PyRecv {
     /// Receives one object into `buffers` (list of `(device, index, address, nbytes)`, writable,
     /// kept alive and untouched by the caller until this returns).
-    fn recv(&self, py: Python<'_>, tag: &str, buffers: Vec<PyBuffer>) -> PyResult<u64> {
+    /// `token`: the token the object must carry (default: the one given to `accept`).
+    #[pyo3(signature = (tag, buffers, token = None))]
+    fn recv(
+        &self,
+        py: Python<'_>,
+        tag: &str,
+        buffers: Vec<PyBuffer>,
+        token: Option<&[u8]>,
+    ) -> PyResult<u64> {
+        let tok = object_token(token)?;
         self.0
-            .transfer(py, &buffers, |ch, specs| ch.recv(tag, specs))
+            .transfer(py, &buffers, |ch, specs| ch.recv(tag, specs, tok))
+    }
+
+    /// Seconds since the last transfer started (0 while one runs).
+    #[getter]
+    fn idle_s(&self) -> f64 {
+        self.0.idle_s()
     }
 
     /// Aborts the running transfer (callable from any thread while `recv` runs).
@@ -441,6 +539,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RdmakitError", py.get_type::<RdmakitError>())?;
     m.add("RdmakitTimeoutError", py.get_type::<RdmakitTimeoutError>())?;
     m.add("RdmakitAbortedError", py.get_type::<RdmakitAbortedError>())?;
+    m.add("RdmakitRefusedError", py.get_type::<RdmakitRefusedError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -10,6 +10,7 @@ use std::thread;
 use _native::buffer::{BufferSpec, Place};
 use _native::channel::{AbortHandle, PairListener, SendChannel};
 use _native::config::{ChannelConfig, RingBackend};
+use _native::handshake::Token;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use gpu_stage::checksum::pattern;
 use gpu_stage::{CudaDevice, Device, MIB, cuda_driver_present};
@@ -46,15 +47,15 @@ fn cuda_buffers_by_address_cross_a_tcp_channel_intact() {
         let a = listener.local_addr().unwrap().to_string();
         let c2 = cfg.clone();
         let h = thread::spawn(move || {
-            SendChannel::connect(&a, &c2, AbortHandle::new())
+            SendChannel::connect(&a, &c2, AbortHandle::new(), Token::NONE)
                 .unwrap()
-                .send("o", &[s])
+                .send("o", &[s], None)
                 .unwrap()
         });
         let got = listener
-            .accept(&cfg, AbortHandle::new())
+            .accept(&cfg, AbortHandle::new(), Token::NONE)
             .unwrap()
-            .recv("o", &[d])
+            .recv("o", &[d], None)
             .unwrap();
         assert_eq!(h.join().unwrap(), len as u64);
         assert_eq!(got, len as u64);

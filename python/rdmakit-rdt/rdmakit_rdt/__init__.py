@@ -22,13 +22,14 @@ from ._native import (
     Listener,
     RdmakitAbortedError,
     RdmakitError,
+    RdmakitRefusedError,
     RdmakitTimeoutError,
     RecvChannel,
     SendChannel,
     cuda_available,
     has_rdma,
 )
-from .buffers import exported, synchronize_cuda
+from .buffers import exported, ready_for_write, synchronize_cuda
 
 __version__ = _native.__version__
 
@@ -38,10 +39,12 @@ __all__ = [
     "Listener",
     "RdmakitAbortedError",
     "RdmakitError",
+    "RdmakitRefusedError",
     "RdmakitTimeoutError",
     "RecvChannel",
     "SendChannel",
     "configure",
+    "produced_on",
     "cuda_available",
     "has_rdma",
     "recv",
@@ -59,6 +62,9 @@ def register(name: str = "RDMAKIT", data_type: Optional[type] = None) -> str:
     ``RDMAKIT`` carries torch tensors (``data_type`` defaults to ``torch.Tensor``, or to
     ``numpy.ndarray`` when torch is not installed); ``RDMAKIT_NUMPY`` carries numpy arrays. Call it
     in the driver before creating the actors; calling it again for a registered name is a no-op.
+    An actor that may restart (``max_restarts``) must also call it in its ``__init__``: Ray 2.60
+    registers custom transports on an actor only when the driver creates it, not in the restarted
+    process (a TODO in Ray's ``rdt_manager.py``).
     """
     from ray.experimental.rdt import util as rdt_util  # noqa: PLC0415 (Ray is optional)
 
@@ -96,21 +102,38 @@ def configure(**overrides: Any) -> None:
     _configure(**overrides)
 
 
+def produced_on(stream: Any) -> None:
+    """Inside an actor method returning an RDMAKIT object: names the CUDA stream its tensors were
+    written on, so the transfer waits for that stream's work (default: the current stream)."""
+    from .transport import produced_on as _produced_on  # noqa: PLC0415
+
+    _produced_on(stream)
+
+
 def stats() -> dict:
-    """This process's counters: channels opened, objects and bytes sent/received."""
+    """This process's counters: channels opened/evicted, objects and bytes sent/received,
+    failures, aborts, connections refused."""
     from .transport import stats as _stats  # noqa: PLC0415
 
     return _stats()
 
 
-def send(channel: SendChannel, tag: str, tensors: Sequence[Any]) -> int:
-    """Sends tensors/arrays as one object over a native channel (no Ray); returns bytes sent."""
+def send(
+    channel: SendChannel, tag: str, tensors: Sequence[Any], token: Optional[bytes] = None
+) -> int:
+    """Sends tensors/arrays as one object over a native channel (no Ray); returns bytes sent.
+    Waits for the CUDA tensors' current streams first. ``token``: the object's (default: the
+    channel's)."""
     with exported(tensors) as specs:
         synchronize_cuda(tensors)
-        return channel.send(tag, specs)
+        return channel.send(tag, specs, token)
 
 
-def recv(channel: RecvChannel, tag: str, buffers: Sequence[Any]) -> int:
-    """Receives one object into pre-allocated tensors/arrays (no Ray); returns bytes received."""
+def recv(
+    channel: RecvChannel, tag: str, buffers: Sequence[Any], token: Optional[bytes] = None
+) -> int:
+    """Receives one object into pre-allocated tensors/arrays (no Ray); returns bytes received.
+    Waits for the work queued on the CUDA buffers' current streams before writing into them."""
     with exported(buffers, writable=True) as specs:
-        return channel.recv(tag, specs)
+        ready_for_write(buffers)
+        return channel.recv(tag, specs, token)

@@ -18,6 +18,7 @@ a read-only numpy memmap, which would crash the host worker).
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -151,16 +152,67 @@ def exported(objs: Sequence[Any], *, writable: bool = False) -> Iterator[List[Bu
                     pass
 
 
-def synchronize_cuda(objs: Sequence[Any]) -> None:
-    """Waits for the work queued on each CUDA tensor's current stream, so the copy engine reads
-    finished data (the transfer runs on gpu-stage's own streams)."""
+def _cuda_devices(objs: Sequence[Any]) -> List[int]:
     torch = _torch()
     if torch is None:
-        return
-    seen = set()
+        return []
+    seen: List[int] = []
     for o in objs:
         if isinstance(o, torch.Tensor) and o.device.type == "cuda":
             idx = o.device.index if o.device.index is not None else torch.cuda.current_device()
             if idx not in seen:
-                seen.add(idx)
-                torch.cuda.current_stream(idx).synchronize()
+                seen.append(idx)
+    return seen
+
+
+def synchronize_cuda(objs: Sequence[Any]) -> None:
+    """Waits for everything queued on each CUDA tensor's device's current stream (the native API
+    without Ray, where the caller sends right after producing). The Ray transport orders by events
+    instead (``record_ready`` at extract, ``wait_ready`` before the copy)."""
+    torch = _torch()
+    for idx in _cuda_devices(objs):
+        torch.cuda.current_stream(idx).synchronize()
+
+
+# Test-only negative control for the GPU ordering tests (bench/rdt/gpu_order_test.py): with it
+# set, no event is recorded or waited for, so those tests can show they detect the race.
+_SKIP_ORDER_VAR = "_RDMAKIT_TEST_SKIP_STREAM_ORDER"
+
+
+def _ordering_on() -> bool:
+    return os.environ.get(_SKIP_ORDER_VAR, "") != "1"
+
+
+def record_ready(objs: Sequence[Any], stream: Any = None) -> List[Any]:
+    """Records one CUDA event per device of ``objs`` on the stream that produced them: ``stream``
+    if given (a ``torch.cuda.Stream`` of that device, e.g. a side stream the producer wrote on),
+    else the device's current stream at this moment. Waiting on them later waits for exactly the
+    work queued so far there, not for work queued afterwards (what a stream sync at send time
+    would wait for) and not less (a side stream the send-time sync would miss)."""
+    torch = _torch()
+    events = []
+    if torch is None or not _ordering_on():
+        return events
+    for idx in _cuda_devices(objs):
+        s = stream if stream is not None and stream.device.index == idx else None
+        s = s if s is not None else torch.cuda.current_stream(idx)
+        ev = torch.cuda.Event()
+        ev.record(s)
+        events.append(ev)
+    return events
+
+
+def wait_ready(events: Sequence[Any]) -> None:
+    """Blocks this thread until every event in ``events`` completed (the copies gpu-stage queues
+    afterwards on its own streams then read finished data)."""
+    for ev in events:
+        ev.synchronize()
+
+
+def ready_for_write(objs: Sequence[Any], stream: Any = None) -> None:
+    """Orders a receive after the work queued on the receive buffers' stream: ``stream`` (the one
+    they were allocated on) or each device's current stream. The caching allocator hands a block
+    freed on a stream back to the next allocation on that stream at once, while kernels queued
+    there may still use it; gpu-stage writes on its own stream, so without this wait a receive
+    could land before (and be overwritten by) such a kernel."""
+    wait_ready(record_ready(objs, stream))

@@ -44,7 +44,7 @@ def mixed(seed: int) -> List[np.ndarray]:
 def objects(scenario: str) -> List[List[np.ndarray]]:
     if scenario == "sizes":
         return [[_bytes(n, i)] for i, n in enumerate(EDGE_SIZES)] + [mixed(1), mixed(2)]
-    if scenario in ("one", "late"):
+    if scenario in ("one", "late", "one_then_wait", "token"):
         return [[_bytes(4 * MIB, 9)]]
     raise ValueError(scenario)
 
@@ -54,7 +54,15 @@ def main() -> None:
 
     role, port, scenario = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     assert role == "send"
-    ch = r.SendChannel.connect(f"127.0.0.1:{port}", r.Config(), r.Abort())
+    # An object token comes on stdin (never in argv): 64 hex digits, or nothing.
+    token = None
+    if scenario == "token":
+        token = bytes.fromhex(sys.stdin.readline().strip())
+    try:
+        ch = r.SendChannel.connect(f"127.0.0.1:{port}", r.Config(), r.Abort(), token)
+    except r.RdmakitRefusedError as e:
+        print(f"refused: {e}", file=sys.stderr)
+        sys.exit(3)
     if scenario == "forever":
         # Keeps sending 32 MiB objects until the test kills this process.
         data = _bytes(32 * MIB, 5)
@@ -77,6 +85,11 @@ def main() -> None:
         time.sleep(1.0)
     for i, o in enumerate(objects(scenario)):
         r.send(ch, f"obj-{i}", o)
+    if scenario == "one_then_wait":
+        # Stays connected (and silent) until killed: only an abort can end the next receive.
+        import time
+
+        time.sleep(60)
 
 
 if __name__ == "__main__":

@@ -87,20 +87,78 @@ def test_a_sender_killed_mid_transfer_raises_in_the_receiver_quickly():
 
 def test_abort_from_another_thread_ends_a_waiting_receive():
     listener = r.Listener("127.0.0.1:0")
-    # The peer connects and sends obj-0 only; a receive of an object that never comes waits.
-    proc = spawn_sender(listener.port, "one")
-    abort = r.Abort()
-    ch = listener.accept(r.Config(), abort)
-    dst = np.empty(4 * MIB, np.uint8)
-    r.recv(ch, "obj-0", [dst])
-    threading.Timer(0.3, lambda: abort.abort("test says stop")).start()
-    start = time.monotonic()
-    with pytest.raises(r.RdmakitError) as info:
-        r.recv(ch, "obj-1", [dst])
-    assert time.monotonic() - start < 3
-    # Either the abort is named, or the peer's exit (it finished) came first.
-    assert "test says stop" in str(info.value) or "closed" in str(info.value)
-    proc.wait(timeout=10)
+    # The peer sends obj-0, then stays connected and silent: a receive of obj-1 waits (its
+    # timeout is 10 s) until the abort ends it. Before, the peer exited and "closed" passed too.
+    proc = spawn_sender(listener.port, "one_then_wait")
+    try:
+        abort = r.Abort()
+        ch = listener.accept(r.Config(), abort)
+        dst = np.empty(4 * MIB, np.uint8)
+        r.recv(ch, "obj-0", [dst])
+        threading.Timer(0.3, lambda: abort.abort("test says stop")).start()
+        start = time.monotonic()
+        with pytest.raises(r.RdmakitAbortedError) as info:
+            r.recv(ch, "obj-1", [dst])
+        took = time.monotonic() - start
+        assert 0.25 < took < 3, f"took {took:.2f}s"
+        assert "test says stop" in str(info.value), str(info.value)
+        assert proc.poll() is None, "the peer exited: the abort was not what ended the receive"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _token_peer(port: int, token: bytes) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "peer.py"), "send", str(port), "token"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    # The token goes over a pipe, never in argv or the environment.
+    proc.stdin.write((token.hex() + "\n").encode())
+    proc.stdin.close()
+    return proc
+
+
+def test_a_port_scan_and_a_wrong_token_do_not_break_a_transfer():
+    import secrets
+    import socket
+
+    listener = r.Listener("127.0.0.1:0")
+    token = secrets.token_bytes(32)
+    got = {}
+
+    def receive():
+        try:
+            ch = listener.accept(r.Config(), r.Abort(), token)
+            dst = np.zeros(4 * MIB, np.uint8)
+            got["n"] = r.recv(ch, "obj-0", [dst], token)
+            got["data"] = dst.tobytes()
+        except Exception as e:  # noqa: BLE001 (the test reports it)
+            got["error"] = e
+
+    t = threading.Thread(target=receive)
+    t.start()  # accepting (10 s) while the others come and go
+    wrong = _token_peer(listener.port, secrets.token_bytes(32))
+    right = None
+    try:
+        assert wrong.wait(timeout=30) == 3, wrong.stderr.read().decode()
+        err = wrong.stderr.read().decode()
+        assert "refused" in err and token.hex() not in err, err
+        # A port scan (connect, close) and a client speaking another protocol.
+        socket.create_connection(("127.0.0.1", listener.port)).close()
+        with socket.create_connection(("127.0.0.1", listener.port)) as junk:
+            junk.sendall(b"\x16\x03\x01" + b"\x00" * 200)  # a TLS ClientHello's first bytes
+            right = _token_peer(listener.port, token)
+            t.join(timeout=30)
+        assert "error" not in got, got.get("error")
+        assert got["n"] == 4 * MIB and got["data"] == objects("token")[0][0].tobytes()
+        assert right.wait(timeout=30) == 0, right.stderr.read().decode()
+        assert listener.refused >= 3, listener.refused  # wrong token, scan, junk
+    finally:
+        for p in (right, wrong):
+            if p is not None:
+                p.kill()
+                p.wait()
 
 
 def test_abort_ends_a_pending_accept():

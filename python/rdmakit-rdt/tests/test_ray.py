@@ -17,6 +17,32 @@ from peer import EDGE_SIZES, MIB, mixed  # noqa: E402
 rdmakit_rdt.register()
 
 
+def _shim_ray_collective_without_torch():
+    """Ray 2.60's driver-side RDT monitor (`_abort_transport`) imports ray.experimental.collective,
+    which imports torch: without torch (this venv) that import fails, the monitor thread dies and
+    Ray never calls abort_transport. So that the abort tests run Ray's real monitor path, the
+    driver gets a stand-in module with the one function the monitor uses (it only matters for
+    NCCL/GLOO groups, which these tests do not make)."""
+    import sys
+    import types
+
+    try:
+        import ray.experimental.collective  # noqa: F401
+        return
+    except ImportError:
+        pass
+    stub = types.ModuleType("ray.experimental.collective")
+
+    def destroy_collective_group(name):
+        raise ValueError(f"no collective group {name!r} (test stand-in)")
+
+    stub.destroy_collective_group = destroy_collective_group
+    sys.modules["ray.experimental.collective"] = stub
+
+
+_shim_ray_collective_without_torch()
+
+
 @pytest.fixture(scope="module")
 def cluster(test_env):
     ray.init(
@@ -47,6 +73,9 @@ class Producer:
     def stats(self):
         return rdmakit_rdt.stats()
 
+    def pid(self):
+        return os.getpid()
+
 
 @ray.remote(num_cpus=0, enable_tensor_transport=True)
 class Consumer:
@@ -59,6 +88,9 @@ class Consumer:
 
     def stats(self):
         return rdmakit_rdt.stats()
+
+    def pid(self):
+        return os.getpid()
 
 
 def test_edge_sizes_arrive_intact_over_one_reused_channel(cluster):
@@ -99,17 +131,160 @@ def test_objects_are_reused_and_freed(cluster):
     assert ray.get(p.stats.remote())["send_channels_opened"] == 1
 
 
-def test_two_transfers_at_once(cluster):
+def test_transfers_of_two_actor_pairs_run_at_the_same_time(cluster):
+    # One actor runs its transfers one at a time (Ray's `_ray_system` thread has concurrency 1),
+    # so "at once" needs two pairs: p1 -> c1 and p2 -> c2, submitted together, must overlap.
     p1, p2, c1, c2 = Producer.remote(), Producer.remote(), Consumer.remote(), Consumer.remote()
-    big = 16 * MIB
-    # Two producers into one consumer (one call, two objects), and one producer into two
-    # consumers, all submitted before any result is awaited.
+    big = 48 * MIB
+    # Warm both channels up (their set-up is not what is measured).
+    assert ray.get([c1.check_big.remote(p1.big.remote(1, 0)), c2.check_big.remote(p2.big.remote(1, 0))])
     r1, r2 = p1.big.remote(big, 1), p2.big.remote(big, 2)
-    both = c1.check_big.remote(r1, r2)
-    r3 = p1.big.remote(big, 3)
-    a, b = c1.check_big.remote(r3), c2.check_big.remote(r3)
-    assert ray.get(both) == [(big, 1, 1), (big, 2, 2)]
-    assert ray.get([a, b]) == [[(big, 3, 3)], [(big, 3, 3)]]
+    ray.wait([r1, r2], num_returns=2, fetch_local=False)
+    a, b = c1.check_big.remote(r1), c2.check_big.remote(r2)
+    assert ray.get([a, b]) == [[(big, 1, 1)], [(big, 2, 2)]]
+    (s1, e1), (s2, e2) = (ray.get(c.stats.remote())["last_recv"] for c in (c1, c2))
+    assert max(s1, s2) < min(e1, e2), f"no overlap: {s1:.3f}-{e1:.3f} and {s2:.3f}-{e2:.3f}"
+    # Two objects from two producers into one consumer call, and one object to two consumers.
+    both = c1.check_big.remote(p1.big.remote(MIB, 3), p2.big.remote(MIB, 4))
+    r5 = p1.big.remote(MIB, 5)
+    assert ray.get(both) == [(MIB, 3, 3), (MIB, 4, 4)]
+    assert ray.get([c1.check_big.remote(r5), c2.check_big.remote(r5)]) == [[(MIB, 5, 5)]] * 2
+
+
+def test_fan_out_to_three_consumers_at_once(cluster):
+    p = Producer.remote()
+    cs = [Consumer.remote() for _ in range(3)]
+    n = 16 * MIB
+    ref = p.big.remote(n, 11)
+    ray.wait([ref], fetch_local=False)
+    start = time.monotonic()
+    assert ray.get([c.check_big.remote(ref) for c in cs]) == [[(n, 11, 11)]] * 3
+    took = time.monotonic() - start
+    sent = ray.get(p.stats.remote())
+    assert sent["objects_sent"] == 3 and sent["send_channels_opened"] == 3, sent
+    # Two-sided under Ray 2.60: the producer's three sends run one after another on its
+    # `_ray_system` thread. The recv intervals show it (reported, the issue's target is a bench).
+    spans = sorted(ray.get(c.stats.remote())["last_recv"] for c in cs)
+    print(f"fan-out 1->3 of {n >> 20} MiB: {took * 1e3:.0f} ms; recv spans "
+          + ", ".join(f"{(a - spans[0][0]) * 1e3:.0f}-{(b - spans[0][0]) * 1e3:.0f} ms" for a, b in spans))
+
+
+@ray.remote(num_cpus=0, enable_tensor_transport=True, max_restarts=1)
+class RestartableProducer:
+    def __init__(self):
+        # Ray 2.60 registers custom transports only when the actor is first created.
+        rdmakit_rdt.register()
+
+    @ray.method(tensor_transport="RDMAKIT")
+    def big(self, n, value):
+        return np.full(n, value, dtype=np.uint8)
+
+    def pid(self):
+        return os.getpid()
+
+
+def test_the_first_transfer_after_a_producer_restart_works(cluster):
+    p = RestartableProducer.remote()
+    c = Consumer.remote()
+    assert ray.get(c.check_big.remote(p.big.remote(2 * MIB, 1))) == [(2 * MIB, 1, 1)]
+    old = ray.get(p.pid.remote())
+    ray.kill(p, no_restart=False)
+    deadline = time.monotonic() + 60
+    while True:  # the restarted process answers with a new pid
+        try:
+            if ray.get(p.pid.remote(), timeout=10) != old:
+                break
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            pass
+        assert time.monotonic() < deadline, "the producer did not restart"
+        time.sleep(0.2)
+    # Same actor id, new process: the consumer's channel from the dead one must not be reused.
+    assert ray.get(c.check_big.remote(p.big.remote(2 * MIB, 2)), timeout=60) == [(2 * MIB, 2, 2)]
+    got = ray.get(c.stats.remote())
+    assert got["recv_channels_opened"] == 2 and got["recv_failures"] == 0, got
+    assert got["channels_evicted"] >= 1, got
+
+
+def test_a_consumer_killed_mid_transfer_does_not_refuse_the_object_to_the_next(cluster):
+    p = Producer.remote()
+    c1, c2 = Consumer.remote(), Consumer.remote()
+    assert ray.get(c1.check_big.remote(p.big.remote(1, 0))) == [(1, 0, 0)]  # channel ready
+    n = 384 * MIB
+    ref = p.big.remote(n, 7)
+    ray.wait([ref], fetch_local=False)
+    victim = c1.check_big.remote(ref)
+    deadline = time.monotonic() + 30
+    while ray.get(p.stats.remote())["active_transfers"] == 0:  # the send is under way
+        assert time.monotonic() < deadline, "the send never started"
+        time.sleep(0.005)
+    ray.kill(c1)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(victim, timeout=60)
+    # Ray's monitor sees the failed transfer and calls abort_transport on the producer.
+    deadline = time.monotonic() + 30
+    while (st := ray.get(p.stats.remote()))["aborts"] == 0:
+        assert time.monotonic() < deadline, f"Ray never aborted the transfer: {st}"
+        time.sleep(0.1)
+    assert st["send_failures"] == 1, f"the send was not cut mid-transfer: {st}"
+    # The same object to a healthy consumer: served (before, the abort mark was per object and
+    # refused it), by the producer that survived.
+    assert ray.get(c2.check_big.remote(ref), timeout=60) == [(n, 7, 7)]
+    assert ray.get(p.stats.remote())["objects_sent"] == 2
+
+
+def test_rendezvous_entries_are_deleted_and_listeners_bind_the_node_address(cluster):
+    from ray.experimental import internal_kv
+
+    from rdmakit_rdt.transport import KV_NAMESPACE
+
+    p, c = Producer.remote(), Consumer.remote()
+    assert ray.get(c.check_big.remote(p.big.remote(MIB, 3))) == [(MIB, 3, 3)]
+    aid = c._actor_id.hex()
+    left = [k for k in internal_kv._internal_kv_list("", namespace=KV_NAMESPACE)
+            if k.decode().startswith(aid)]
+    assert left == [], left
+    addr = ray.get(c.stats.remote())["listen_address"]
+    assert addr.rsplit(":", 1)[0] == ray.util.get_node_ip_address(), addr
+
+
+def test_idle_channels_are_evicted_and_reopened(cluster, test_env):
+    env = {"runtime_env": {"env_vars": {**test_env, "RDMAKIT_IDLE_S": "1",
+                                        "PYTHONPATH": os.path.dirname(__file__)}}}
+    p, c = Producer.options(**env).remote(), Consumer.options(**env).remote()
+    assert ray.get(c.check_big.remote(p.big.remote(MIB, 1))) == [(MIB, 1, 1)]
+    time.sleep(2.5)  # the reapers run every 1 s (RDMAKIT_IDLE_S / 4, at least 1 s)
+    sent, got = ray.get(p.stats.remote()), ray.get(c.stats.remote())
+    assert sent["open_send_channels"] == 0 and got["open_recv_channels"] == 0, (sent, got)
+    assert sent["channels_evicted"] == 1 and got["channels_evicted"] == 1
+    assert ray.get(c.check_big.remote(p.big.remote(MIB, 2))) == [(MIB, 2, 2)]
+    assert ray.get(p.stats.remote())["send_channels_opened"] == 2
+
+
+def test_an_actor_that_cannot_run_the_transport_is_found_at_submit(cluster, test_env):
+    env = {"runtime_env": {"env_vars": {**test_env, "RDMAKIT_TRANSPORT": "rdma",
+                                        "RDMAKIT_RDMA_DEVICES": "nosuchdev0",
+                                        "PYTHONPATH": os.path.dirname(__file__)}}}
+    p = Producer.options(**env).remote()
+    with pytest.raises(ValueError, match="does not have tensor transport RDMAKIT"):
+        p.big.remote(1, 0)
+    assert Producer.remote().big.remote(1, 0) is not None  # a healthy one passes the probe
+
+
+def test_errors_are_ray_direct_transport_errors():
+    import pickle
+
+    from ray.exceptions import RayDirectTransportError
+
+    from rdmakit_rdt import transport as t
+
+    e = t._to_ray(rdmakit_rdt.RdmakitTimeoutError("timed out after 1s waiting for x"))
+    assert isinstance(e, RayDirectTransportError) and isinstance(e, rdmakit_rdt.RdmakitTimeoutError)
+    assert str(e) == "timed out after 1s waiting for x"
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is t.RdmakitTransportTimeoutError and str(back) == str(e)
+    assert isinstance(t._to_ray(rdmakit_rdt.RdmakitAbortedError("x")), rdmakit_rdt.RdmakitAbortedError)
+    meta = t.RdmakitTransportMetadata(tensor_meta=[], token=b"\x01" * 32)
+    assert "token" not in repr(meta) and "\\x01" not in repr(meta)
 
 
 def test_a_dead_sender_makes_the_receiver_raise_within_the_timeout(cluster):
@@ -127,7 +302,7 @@ def test_a_dead_sender_makes_the_receiver_raise_within_the_timeout(cluster):
     assert not isinstance(info.value, ray.exceptions.GetTimeoutError), "the receiver hung"
     assert took < 30, f"took {took:.1f}s"
     # The cause is named: the transport saw the sender's connections close.
-    assert "RdmakitError" in str(info.value) and "closed" in str(info.value), str(info.value)
+    assert "RdmakitTransportError" in str(info.value) and "closed" in str(info.value), str(info.value)
     # The consumer survives and still works with a new producer.
     p2 = Producer.remote()
     assert ray.get(c.check_big.remote(p2.big.remote(MIB, 9))) == [(MIB, 9, 9)]
@@ -150,7 +325,7 @@ class Aborter:
         t = RdmakitTensorTransport()
         meta = RdmakitTransportMetadata(
             tensor_meta=[((4,), np.dtype(np.uint8))], tensor_device="cpu", obj_id="obj-x",
-            nbytes=[4], kind="numpy",
+            nbytes=[4], kind="numpy", token=os.urandom(32),
         )
         if role == "recv":  # waits in accept for a sender that never comes
             comm = RdmakitCommunicatorMetadata(src_actor_id=peer_id, dst_actor_id=me)
@@ -190,6 +365,29 @@ class Aborter:
 def test_abort_transport_ends_a_waiting_transfer_at_once(cluster, role):
     a = Aborter.remote()
     err, took, early = ray.get(a.abort_during.remote(role, "ff" * 16), timeout=60)
-    assert err is not None and "RdmakitAbortedError" in err and "obj-x" in err, err
+    assert err is not None and "RdmakitTransportAbortedError" in err and "obj-x" in err, err
     assert took < 1.0, f"abort took {took:.2f}s"
     assert early is not None and "obj-y" in early, early
+
+
+def test_a_port_scan_and_a_silent_connection_to_the_listener_do_not_break_a_transfer(cluster):
+    import socket
+
+    p, c = Producer.remote(), Consumer.remote()
+    assert ray.get(c.check_big.remote(p.big.remote(MIB, 1))) == [(MIB, 1, 1)]  # c listens now
+    host, port = ray.get(c.stats.remote())["listen_address"].rsplit(":", 1)
+    refused_before = ray.get(c.stats.remote())["connections_refused"]
+    socket.create_connection((host, int(port))).close()  # a scan: connect, close
+    silent = socket.create_connection((host, int(port)))  # connects, says nothing
+    junk = socket.create_connection((host, int(port)))
+    junk.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"." * 100)
+    try:
+        # A new producer: its rendezvous with c meets those three in c's accept queue first.
+        p2 = Producer.remote()
+        assert ray.get(c.check_big.remote(p2.big.remote(2 * MIB, 2)), timeout=60) == [(2 * MIB, 2, 2)]
+        got = ray.get(c.stats.remote())
+        assert got["connections_refused"] - refused_before == 3, got
+        assert got["recv_failures"] == 0, got
+    finally:
+        silent.close()
+        junk.close()

@@ -66,6 +66,18 @@ pub(super) fn check_timeout(timeout: Duration) -> Result<(), TransportError> {
     Ok(())
 }
 
+/// `from_streams`' check: exactly the configured number of streams was handed over.
+pub(super) fn check_handed_over(streams: usize, connections: usize) -> Result<(), TransportError> {
+    if streams == connections {
+        return Ok(());
+    }
+    Err(TransportError::Config {
+        field: "connections",
+        value: connections.to_string(),
+        reason: format!("{streams} streams were handed over"),
+    })
+}
+
 pub(super) fn check_connections(connections: usize) -> Result<(), TransportError> {
     if (1..=MAX_CONNECTIONS).contains(&connections) {
         Ok(())

@@ -125,6 +125,25 @@ fn greet(
         })
 }
 
+/// Sets an accepted stream's options and reads its HELLO: its connection index and the stream.
+fn prepare(
+    mut stream: TcpStream,
+    options: &TcpOptions,
+    peer: &str,
+) -> Result<(usize, TcpStream), TransportError> {
+    stream
+        .set_nodelay(true)
+        .map_err(TransportError::io("setting TCP_NODELAY"))?;
+    stream
+        .set_read_timeout(Some(options.timeout))
+        .map_err(TransportError::io("setting a read timeout"))?;
+    stream
+        .set_write_timeout(Some(options.timeout))
+        .map_err(TransportError::io("setting a write timeout"))?;
+    let idx = greet(&mut stream, options, peer)?;
+    Ok((idx, stream))
+}
+
 /// Orders greeted streams by their announced index: each index exactly once.
 fn by_index<S>(
     greeted: impl IntoIterator<Item = (usize, S)>,
@@ -442,20 +461,42 @@ impl TcpReceiver {
         let mut greeted = Vec::with_capacity(options.connections);
         let mut peer = String::new();
         for _ in 0..options.connections {
-            let (mut stream, addr) = accept_within(listener, options.timeout, "a TCP sender")?;
+            // Greeted as it arrives: a connection that closes without a HELLO fails the accept
+            // at once instead of after the next accept's timeout.
+            let (stream, addr) = accept_within(listener, options.timeout, "a TCP sender")?;
             peer = addr.to_string();
-            stream
-                .set_nodelay(true)
-                .map_err(TransportError::io("setting TCP_NODELAY"))?;
-            stream
-                .set_read_timeout(Some(options.timeout))
-                .map_err(TransportError::io("setting a read timeout"))?;
-            stream
-                .set_write_timeout(Some(options.timeout))
-                .map_err(TransportError::io("setting a write timeout"))?;
-            let idx = greet(&mut stream, &options, &peer)?;
-            greeted.push((idx, stream));
+            greeted.push(prepare(stream, &options, &peer)?);
         }
+        Self::start(greeted, peer, options)
+    }
+
+    /// A receiver over `options.connections` streams already accepted from one
+    /// [`TcpSender`](super::TcpSender) (in any order: each announces its index in its HELLO), for
+    /// callers that run their own handshake before handing the sockets over (the rdmakit-rdt
+    /// binding authenticates each connection first). Sets TCP_NODELAY and the timeouts itself.
+    pub fn from_streams(
+        streams: Vec<TcpStream>,
+        options: TcpOptions,
+    ) -> Result<Self, TransportError> {
+        options.check()?;
+        super::config::check_handed_over(streams.len(), options.connections)?;
+        let mut greeted = Vec::with_capacity(options.connections);
+        let mut peer = String::new();
+        for stream in streams {
+            peer = stream
+                .peer_addr()
+                .map_or_else(|_| "a TCP sender".to_string(), |a| a.to_string());
+            greeted.push(prepare(stream, &options, &peer)?);
+        }
+        Self::start(greeted, peer, options)
+    }
+
+    /// Orders the greeted streams and starts the readers.
+    fn start(
+        greeted: Vec<(usize, TcpStream)>,
+        peer: String,
+        options: TcpOptions,
+    ) -> Result<Self, TransportError> {
         let streams = by_index(greeted, options.connections, &peer)?;
         // Every fallible step before the first reader starts; readers block on their sockets
         // without a timeout (idle between transfers is fine) and end when the sockets shut down.

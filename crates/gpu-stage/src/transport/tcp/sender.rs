@@ -75,7 +75,7 @@ impl TcpSender {
         let TcpOptions {
             connections,
             timeout,
-            checksum,
+            ..
         } = options;
         let addrs: Vec<_> = addr
             .to_socket_addrs()
@@ -89,6 +89,35 @@ impl TcpSender {
                 value: String::new(),
                 reason: "the address resolved to nothing".into(),
             })?;
+        let mut streams = Vec::with_capacity(connections);
+        for index in 0..connections {
+            streams.push(connect_any(&addrs, timeout).map_err(io_or_timeout(
+                timeout,
+                format!("connecting data connection {index} to {peer}"),
+            ))?);
+        }
+        Self::from_streams(streams, options)
+    }
+
+    /// A sender over `options.connections` streams already connected to one
+    /// [`TcpReceiver`](super::TcpReceiver), in connection-index order (stream `i` carries chunks
+    /// `i, i + N, ...`), for callers that run their own handshake first (the rdmakit-rdt binding
+    /// authenticates each connection). Sets TCP_NODELAY and the write timeout itself.
+    pub fn from_streams(
+        streams: Vec<TcpStream>,
+        options: TcpOptions,
+    ) -> Result<Self, TransportError> {
+        options.check()?;
+        let TcpOptions {
+            connections,
+            timeout,
+            checksum,
+        } = options;
+        super::config::check_handed_over(streams.len(), connections)?;
+        let peer = streams
+            .first()
+            .and_then(|s| s.peer_addr().ok())
+            .map_or_else(|| "a TCP receiver".to_string(), |a| a.to_string());
         // Built as a value from the start: a failure halfway drops it, which shuts down and joins
         // the writers already started.
         let mut this = TcpSender {
@@ -100,11 +129,7 @@ impl TcpSender {
             checksum,
         };
         let peer = this.peer.clone();
-        for index in 0..connections {
-            let mut stream = connect_any(&addrs, timeout).map_err(io_or_timeout(
-                timeout,
-                format!("connecting data connection {index} to {peer}"),
-            ))?;
+        for (index, mut stream) in streams.into_iter().enumerate() {
             stream
                 .set_nodelay(true)
                 .map_err(TransportError::io("setting TCP_NODELAY"))?;

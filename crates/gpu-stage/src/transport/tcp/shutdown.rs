@@ -1,6 +1,7 @@
 //! [`TcpShutdown`]: closing either end's connections from another thread.
 
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 
 use crate::error::TransportError;
 
@@ -22,6 +23,29 @@ impl TcpShutdown {
             .collect::<Result<Vec<_>, _>>()
             .map_err(TransportError::io("cloning a socket handle"))?;
         Ok(TcpShutdown { sockets })
+    }
+
+    /// Whether the peer has closed or reset any of the connections (`POLLRDHUP`, `POLLHUP` or
+    /// `POLLERR` on a socket; a zero-timeout poll, so it never blocks). An idle channel whose peer
+    /// process died answers true: its kernel sent FIN or RST when the process went away. Reader
+    /// threads blocked on the same sockets are not disturbed (poll consumes nothing).
+    pub fn peer_closed(&self) -> bool {
+        let mut fds: Vec<libc::pollfd> = self
+            .sockets
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLRDHUP,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries for descriptors `self`
+        // keeps open for the duration of the call; a zero timeout returns at once.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+        n > 0
+            && fds
+                .iter()
+                .any(|p| p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0)
     }
 
     /// Shuts every connection down in both directions (idempotent).

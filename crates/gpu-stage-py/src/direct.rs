@@ -1,0 +1,171 @@
+//! The direct lane: one plain TCP connection of a channel beside gpu-stage's data connections
+//! (opened and authenticated with them, see [`crate::handshake`]).
+//!
+//! Every object starts there: an 8-byte mode and the 96-byte [`Header`](crate::buffer::Header),
+//! in one write. Mode `RDKTSTG1` (staged): the buffers follow through gpu-stage's pipeline on the
+//! data connections, as before, but the header no longer costs a staged transfer of its own (an
+//! END on every connection and an ACK round trip). Mode `RDKTINL1` (inline): an object of at
+//! most [`SMALL_OBJECT`] bytes whose buffers are all in host memory follows right behind the
+//! header on the same connection, and the receiver answers `RDKT-GOT` once every byte is in its
+//! buffers: no ring, no pipeline thread, one round trip.
+//!
+//! The receiver checks the header against what it expects before it reads a byte of the payload
+//! into a buffer. Reads and writes are bounded by the channel's timeout; an abort shuts the
+//! lane down, which ends a blocked read or write at once.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::buffer::{BufferSpec, HEADER_LEN, Place};
+use crate::error::BindError;
+use crate::handshake::SMALL_OBJECT;
+
+const STAGED: &[u8; 8] = b"RDKTSTG1";
+const INLINE: &[u8; 8] = b"RDKTINL1";
+const GOT: &[u8; 8] = b"RDKT-GOT";
+
+/// Whether an object travels inline: at most [`SMALL_OBJECT`] bytes, every buffer in host memory.
+pub fn is_inline(buffers: &[BufferSpec]) -> bool {
+    let total: u64 = buffers.iter().map(|b| b.len() as u64).sum();
+    total <= SMALL_OBJECT && buffers.iter().all(|b| b.place() == Place::Cpu)
+}
+
+fn io_error(what: &str, timeout: Duration) -> impl FnOnce(std::io::Error) -> BindError + '_ {
+    move |e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            BindError::Transport(gpu_stage::TransportError::Timeout {
+                after: timeout,
+                waiting_for: what.to_string(),
+            })
+        }
+        std::io::ErrorKind::UnexpectedEof => BindError::Transport(
+            gpu_stage::TransportError::Closed(format!("the peer closed the connection ({what})")),
+        ),
+        _ => BindError::Transport(gpu_stage::TransportError::Io {
+            context: what.to_string(),
+            source: e,
+        }),
+    }
+}
+
+/// Sender: the mode and `header`, then for an inline object its buffers, in one write; an inline
+/// object then waits for the receiver's confirmation. Returns whether it went inline.
+pub fn send_object(
+    lane: &mut TcpStream,
+    header: &[u8; HEADER_LEN],
+    buffers: &[BufferSpec],
+    timeout: Duration,
+) -> Result<bool, BindError> {
+    let inline = is_inline(buffers);
+    let payload: usize = if inline {
+        buffers.iter().map(BufferSpec::len).sum()
+    } else {
+        0
+    };
+    let mut frame = Vec::with_capacity(8 + HEADER_LEN + payload);
+    frame.extend_from_slice(if inline { INLINE } else { STAGED });
+    frame.extend_from_slice(header);
+    if inline {
+        for b in buffers.iter().filter(|b| !b.is_empty()) {
+            // SAFETY: `b` is host memory (is_inline) that BufferSpec's contract keeps allocated and
+            // unwritten for the whole send; the range was checked not to wrap and to fit isize.
+            let src = unsafe { std::slice::from_raw_parts(b.addr() as *const u8, b.len()) };
+            frame.extend_from_slice(src);
+        }
+    }
+    lane.write_all(&frame)
+        .map_err(io_error("writing the object on the direct lane", timeout))?;
+    if inline {
+        let mut got = [0u8; 8];
+        lane.read_exact(&mut got).map_err(io_error(
+            "the receiver's confirmation of an inline object",
+            timeout,
+        ))?;
+        if &got != GOT {
+            return Err(BindError::Transport(gpu_stage::TransportError::Protocol(
+                "the receiver answered an inline object with something other than RDKT-GOT".into(),
+            )));
+        }
+    }
+    Ok(inline)
+}
+
+/// Receiver: the mode and the header bytes of the next object (the caller checks the header).
+pub fn recv_header(
+    lane: &mut TcpStream,
+    timeout: Duration,
+) -> Result<(bool, [u8; HEADER_LEN]), BindError> {
+    let mut b = [0u8; 8 + HEADER_LEN];
+    lane.read_exact(&mut b).map_err(io_error(
+        "the next object's header on the direct lane",
+        timeout,
+    ))?;
+    let inline = match &b[..8] {
+        m if m == INLINE => true,
+        m if m == STAGED => false,
+        _ => {
+            return Err(BindError::Transport(gpu_stage::TransportError::Protocol(
+                "the direct lane carried something other than an object header".into(),
+            )));
+        }
+    };
+    let mut header = [0u8; HEADER_LEN];
+    header.copy_from_slice(&b[8..]);
+    Ok((inline, header))
+}
+
+/// Receiver: the inline payload, straight into `buffers` (checked by the header to have the
+/// sender's sizes), then the confirmation. Returns the bytes received.
+pub fn recv_inline(
+    lane: &mut TcpStream,
+    buffers: &[BufferSpec],
+    timeout: Duration,
+) -> Result<u64, BindError> {
+    if let Some((i, _)) = buffers
+        .iter()
+        .enumerate()
+        .find(|(_, b)| b.place() != Place::Cpu)
+    {
+        return Err(BindError::buffer(
+            i,
+            "the sender sent this object inline (host memory) but this buffer is CUDA memory",
+        ));
+    }
+    let mut total = 0u64;
+    for b in buffers.iter().filter(|b| !b.is_empty()) {
+        // SAFETY: `b` is host memory (checked above) that BufferSpec's contract keeps allocated,
+        // writable and untouched by anyone else for the whole receive; the range was checked not
+        // to wrap and to fit isize.
+        let dst = unsafe { std::slice::from_raw_parts_mut(b.addr() as *mut u8, b.len()) };
+        lane.read_exact(dst)
+            .map_err(io_error("an inline object's bytes", timeout))?;
+        total += b.len() as u64;
+    }
+    lane.write_all(GOT)
+        .map_err(io_error("confirming an inline object", timeout))?;
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_small_host_objects_go_inline() {
+        let at = |place, len| {
+            // SAFETY: only classified by is_inline, never read or written.
+            unsafe { BufferSpec::from_raw(place, 0x1000, len) }.expect("valid")
+        };
+        assert!(is_inline(&[]));
+        assert!(is_inline(&[
+            at(Place::Cpu, 32 << 10),
+            at(Place::Cpu, 32 << 10)
+        ]));
+        assert!(!is_inline(&[
+            at(Place::Cpu, 32 << 10),
+            at(Place::Cpu, (32 << 10) + 1)
+        ]));
+        assert!(!is_inline(&[at(Place::Cuda(0), 4)]));
+    }
+}
