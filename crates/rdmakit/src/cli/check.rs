@@ -16,6 +16,7 @@ use probe::check::{CheckReport, NodeReport, Pairs, PodFacts, SCHEMA};
 use probe::{Check, Verdict};
 use rdmakit::cancel::Cancel;
 use rdmakit::check::matrix;
+use rdmakit::exec::fanout::Fanout;
 use rdmakit::exec::kube::KubeExecutor;
 use rdmakit::exec::{ExecSpec, Executor};
 
@@ -84,6 +85,13 @@ pub struct CheckArgs {
     /// How long the check pods may take to become Ready, seconds.
     #[arg(long, default_value_t = 300)]
     pub ready_timeout: u64,
+    /// Pods created and read at once (default: an eighth of the nodes, between 8 and 64).
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
+    /// Stop starting per-pod work (creating pods, reading facts) after this many seconds from the start;
+    /// what is left is reported as not done.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    pub deadline: u64,
 }
 
 /// Runs the check.
@@ -126,6 +134,8 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
         nodes: 1,
         pods: None,
         pods_namespace: None,
+        parallel: None,
+        deadline: 600,
         json: false,
     };
     let (state, snapshot) = evaluate_cluster(global, &exec, &conn, &pre)?;
@@ -184,6 +194,7 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
                 gpudirect,
                 created: &created,
                 cancel: &cancel,
+                started,
             },
             &mut report,
         )
@@ -246,6 +257,7 @@ struct Gather<'a> {
     gpudirect: Result<(), String>,
     created: &'a pods::Created,
     cancel: &'a Cancel,
+    started: Instant,
 }
 
 /// Creates the pods, reads the facts, judges them and runs the matrix, filling `report`.
@@ -261,7 +273,9 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
         gpudirect,
         created,
         cancel,
+        started,
     } = g;
+    let deadline = Duration::from_secs(a.deadline).saturating_sub(started.elapsed());
     let cluster = |e: rdmakit::error::ExecError| Failure::cluster(anyhow::Error::new(e));
     let (live, stuck) = shape
         .create(
@@ -270,7 +284,10 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
             run_id,
             namespace,
             created,
-            Duration::from_secs(a.ready_timeout),
+            pods::Limits {
+                ready: Duration::from_secs(a.ready_timeout),
+                fanout: Fanout::sized(nodes.len(), a.parallel, Some(deadline)),
+            },
         )
         .map_err(cluster)?;
     for s in &stuck {
@@ -298,21 +315,30 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
             ..ExecSpec::default()
         })
         .collect();
-    let outs = exec.exec_many(&specs).map_err(cluster)?;
+    // Independent execs, bounded (one per node: thousands on a big cluster), each pod's failure its own.
+    let deadline = Duration::from_secs(a.deadline).saturating_sub(started.elapsed());
+    let fanout = Fanout::sized(specs.len(), a.parallel, Some(deadline));
+    let outs = fanout.run("read pod facts", &specs, |s| exec.exec(s));
     let mut facts: Vec<PodFacts> = Vec::new();
     for (p, o) in live.iter().zip(outs) {
         let scratch = tempfile::tempdir()
             .map_err(|e| Failure::input(anyhow::anyhow!("a scratch directory: {e}")))?;
-        let dump = probe::check::Dump::parse(&o.stdout);
+        let (stdout, failed) = match o {
+            Some(Ok(o)) if o.code == 0 => (o.stdout, None),
+            Some(Ok(o)) => {
+                let why = format!("the dump exited with {}: {}", o.code, o.last_line());
+                (o.stdout, Some(why))
+            }
+            Some(Err(e)) => (String::new(), Some(format!("exec: {e}"))),
+            None => (
+                String::new(),
+                Some("not read: the overall deadline (--deadline) passed first".into()),
+            ),
+        };
+        let dump = probe::check::Dump::parse(&stdout);
         let mut f = PodFacts::from_dump(&p.name, &p.node, &dump, scratch.path())
             .map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", p.name)))?;
-        if o.code != 0 {
-            f.unreadable.push(format!(
-                "the dump exited with {}: {}",
-                o.code,
-                o.last_line()
-            ));
-        }
+        f.unreadable.extend(failed);
         f.sidecars = p.sidecars.clone();
         facts.push(f);
     }

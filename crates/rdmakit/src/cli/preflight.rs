@@ -39,6 +39,12 @@ pub struct PreflightArgs {
     /// Namespace of the --pods (default: -n, else the kubeconfig context's namespace).
     #[arg(long, value_name = "NAMESPACE", requires = "pods")]
     pub pods_namespace: Option<String>,
+    /// Pods probed at once (default: an eighth of the pods, between 8 and 64).
+    #[arg(long, value_name = "N", requires = "pods")]
+    pub parallel: Option<usize>,
+    /// Stop starting pod probes after this many seconds; the pods left are reported as not probed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub deadline: u64,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -310,7 +316,12 @@ pub(super) fn evaluate_cluster(
             .filter(|p| p["status"]["phase"] == "Running")
             .filter_map(|p| pods::target(p, &policy.rdma_resources))
             .collect();
-        pods = pods::probe_all(&*exec, &targets);
+        let fanout = rdmakit::exec::fanout::Fanout::sized(
+            targets.len(),
+            a.parallel,
+            Some(Duration::from_secs(a.deadline)),
+        );
+        pods = pods::probe_all(&*exec, &targets, &fanout);
     }
     let snapshot = ClusterSnapshot { nodes, pods };
     let mut result = evaluate(&snapshot, &policy);

@@ -5,6 +5,7 @@
 //! synchronous because Rhai functions are; the live executor drives its async client on a tokio runtime handle.
 
 pub mod dry;
+pub mod fanout;
 pub mod kinds;
 pub mod kube;
 pub mod wait;

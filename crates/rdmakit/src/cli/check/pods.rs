@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub use rdmakit::check::{LivePod, Rails};
 use rdmakit::error::ExecError;
+use rdmakit::exec::fanout::Fanout;
 use rdmakit::exec::kube::KubeExecutor;
 use rdmakit::exec::{Executor, ListSpec, Manifest, WaitFor, WaitSpec};
 use serde_json::{Value, json};
@@ -101,8 +102,9 @@ impl Shape {
         run_id: &str,
         namespace: &str,
         created: &Created,
-        ready: Duration,
+        limits: Limits,
     ) -> Result<(Vec<LivePod>, Vec<Stuck>), ExecError> {
+        let Limits { ready, fanout } = limits;
         let t = Duration::from_secs(60);
         for o in &self.extra {
             let mut o = o.clone();
@@ -120,13 +122,32 @@ impl Shape {
                 created.push(m);
             }
         }
-        for (i, n) in nodes.iter().enumerate() {
-            let m = Manifest {
+        // Recorded before they are applied (an interrupted create still deletes them); applied side by side.
+        let manifests: Vec<Manifest> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Manifest {
                 display_path: format!("check pod on {n}"),
                 objects: vec![self.pod_for(n, i, run_id, namespace)],
-            };
+            })
+            .collect();
+        for m in &manifests {
             created.push(m.clone());
-            exec.apply(&m, t)?;
+        }
+        let applied = fanout.run("create check pods", &manifests, |m| exec.apply(m, t));
+        for (m, r) in manifests.iter().zip(applied) {
+            match r {
+                Some(r) => {
+                    r?;
+                }
+                None => {
+                    return Err(ExecError::Failed {
+                        action: format!("apply {}", m.display_path),
+                        message: "not applied: the overall deadline (--deadline) passed first"
+                            .into(),
+                    });
+                }
+            }
         }
         let selector = format!("{RUN_LABEL}={run_id}");
         let waited = exec.wait(&WaitSpec {
@@ -203,6 +224,13 @@ impl Shape {
             sidecars,
         }
     }
+}
+
+/// How long the pods may take to become Ready, and how many are created at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub ready: Duration,
+    pub fanout: Fanout,
 }
 
 /// A check pod that did not become Ready in time, and why (the scheduler's message, or its phase).
@@ -328,8 +356,23 @@ impl Created {
     pub fn delete_all(&self) {
         self.cancel.clear();
         let made = std::mem::take(&mut *self.made.lock().unwrap_or_else(|p| p.into_inner()));
-        for m in made.iter().rev() {
-            if let Err(e) = self.exec.delete(m, Duration::from_secs(90)) {
+        // The pods side by side (one per node), then what they used (a DeviceClass), newest first.
+        let (pods, rest): (Vec<&Manifest>, Vec<&Manifest>) = made
+            .iter()
+            .partition(|m| m.objects.iter().all(|o| o["kind"] == "Pod"));
+        let t = Duration::from_secs(90);
+        let fanout = Fanout::sized(pods.len(), None, None);
+        let deleted = fanout.run("delete check pods", &pods, |m| self.exec.delete(m, t));
+        let mut results: Vec<(&Manifest, Result<(), ExecError>)> = pods
+            .iter()
+            .zip(deleted)
+            .map(|(m, r)| (*m, r.unwrap_or(Ok(Vec::new())).map(drop)))
+            .collect();
+        for m in rest.into_iter().rev() {
+            results.push((m, self.exec.delete(m, t).map(drop)));
+        }
+        for (m, r) in results {
+            if let Err(e) = r {
                 eprintln!(
                     "warning: could not delete {} in namespace {}: {e}; delete it with kubectl delete -n {} {}",
                     m.display_path,

@@ -8,13 +8,12 @@ use std::time::Duration;
 use probe::preflight::{POD_PROBE_COMMAND, PodFacts};
 use probe::{Check, Verdict};
 use rdmakit::error::ExecError;
+use rdmakit::exec::fanout::Fanout;
 use rdmakit::exec::{ExecOutput, ExecSpec, Executor};
 use serde_json::Value;
 
 /// How long one pod's probe may take (it reads a few files and imports Python's package metadata).
 pub const EXEC_TIMEOUT: Duration = Duration::from_secs(30);
-/// Pods probed at once.
-const PARALLEL: usize = 8;
 
 /// The pod to exec into: name, namespace, node, container and what that container requests for RDMA.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,41 +114,40 @@ pub fn facts(t: &Target, ended: Result<ExecOutput, ExecError>) -> PodFacts {
     f
 }
 
-/// Probes every target, [`PARALLEL`] at a time, each under [`EXEC_TIMEOUT`]; results in target order.
-pub fn probe_all(exec: &(impl Executor + ?Sized), targets: &[Target]) -> Vec<PodFacts> {
-    let mut out = Vec::with_capacity(targets.len());
-    for chunk in targets.chunks(PARALLEL) {
-        std::thread::scope(|s| {
-            let running: Vec<_> = chunk
-                .iter()
-                .map(|t| {
-                    s.spawn(move || {
-                        let spec = ExecSpec {
-                            pod: t.name.clone(),
-                            container: t.container.clone(),
-                            command: POD_PROBE_COMMAND.iter().map(|a| (*a).to_owned()).collect(),
-                            namespace: Some(t.namespace.clone()),
-                            timeout: EXEC_TIMEOUT,
-                            ..ExecSpec::default()
-                        };
-                        facts(t, exec.exec(&spec))
-                    })
-                })
-                .collect();
-            for (t, h) in chunk.iter().zip(running) {
-                out.push(h.join().unwrap_or_else(|_| {
-                    facts(
-                        t,
-                        Err(ExecError::Failed {
-                            action: format!("exec in {}", t.name),
-                            message: "the probe thread panicked".into(),
-                        }),
-                    )
-                }));
-            }
-        });
-    }
-    out
+/// Probes every target through `fanout`, each under [`EXEC_TIMEOUT`]; results in target order. A target the
+/// overall deadline left unprobed is recorded as unreadable, saying so.
+pub fn probe_all(
+    exec: &(impl Executor + ?Sized),
+    targets: &[Target],
+    fanout: &Fanout,
+) -> Vec<PodFacts> {
+    let probed = fanout.run("probe pods", targets, |t| {
+        let spec = ExecSpec {
+            pod: t.name.clone(),
+            container: t.container.clone(),
+            command: POD_PROBE_COMMAND.iter().map(|a| (*a).to_owned()).collect(),
+            namespace: Some(t.namespace.clone()),
+            timeout: EXEC_TIMEOUT,
+            ..ExecSpec::default()
+        };
+        facts(t, exec.exec(&spec))
+    });
+    targets
+        .iter()
+        .zip(probed)
+        .map(|(t, f)| {
+            f.unwrap_or_else(|| {
+                facts(
+                    t,
+                    Err(ExecError::Failed {
+                        action: format!("exec in {}", t.name),
+                        message: "not probed: the overall deadline (--deadline) passed first"
+                            .into(),
+                    }),
+                )
+            })
+        })
+        .collect()
 }
 
 /// The pods a selector matched that are not probed (not Running), and a selector that matched none: what

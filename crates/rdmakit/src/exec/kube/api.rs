@@ -101,18 +101,29 @@ impl KubeExecutor {
                 None => Ok(vec![]),
             };
         }
-        let mut lp = ListParams::default();
+        // Pages of LIST_PAGE: a list of thousands of nodes or pods is several bounded responses, not one
+        // the API server must build (and we must hold as text) whole.
+        let mut lp = ListParams::default().limit(LIST_PAGE);
         if let Some(s) = selector {
             lp = lp.labels(s);
         }
         let action = format!("list {kind}");
-        let list = self.retrying(&action, || api.list(&lp)).await?;
-        list.items
-            .into_iter()
-            .map(|o| serde_json::to_value(o).map_err(|e| ExecError::Input(e.to_string())))
-            .collect()
+        let mut out = Vec::new();
+        loop {
+            let page = self.retrying(&action, || api.list(&lp)).await?;
+            for o in page.items {
+                out.push(serde_json::to_value(o).map_err(|e| ExecError::Input(e.to_string()))?);
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => lp = lp.continue_token(&token),
+                None => return Ok(out),
+            }
+        }
     }
 }
+
+/// Objects per page of a list.
+pub const LIST_PAGE: u32 = 500;
 
 /// The error for a kind the cluster does not serve, with how to get it.
 pub(super) fn missing(api_version: &str, kind: &str) -> ExecError {
