@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""The scale benchmark: `rdmakit preflight --pods` on N simulated eRDMA nodes of the control-plane tier (started
+by tests/cluster/up.sh; KUBECONFIG=target/cluster/kubeconfig), for each N given, writing
+bench/results/scale/preflight.json:
+
+  wall time, rdmakit's peak RSS (/usr/bin/time -v), the API server's CPU seconds over the run (/proc/PID/stat),
+  and the API requests rdmakit's work shows up as (apiserver_request_total deltas for nodes, pods, pods/exec,
+  resourceslices and deviceclasses, by verb; status writes and leases, the simulated kubelets' heartbeats, are
+  left out), plus whether every planted fault (bench/scale/fixture.py) was named.
+
+Usage: bench/scale/run.py 100 300 1000
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import fixture
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+KUBECTL = os.path.join(ROOT, "target/cluster/bin/kubectl")
+RDMAKIT = os.environ.get("RDMAKIT", os.path.join(ROOT, "target/debug/rdmakit"))
+ENV = dict(os.environ, KUBECONFIG=os.path.join(ROOT, "target/cluster/kubeconfig"), NO_COLOR="1")
+NS = "scale-bench"
+RESOURCES = {"nodes", "pods", "resourceslices", "deviceclasses"}
+
+
+def kubectl(*args, stdin=None, check=True):
+    r = subprocess.run([KUBECTL, *args], input=stdin, env=ENV, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise SystemExit(f"kubectl {' '.join(args)}: {r.stderr}")
+    return r.stdout
+
+
+def requests():
+    """apiserver_request_total summed by verb over the resources rdmakit reads (status subresources out)."""
+    out = {}
+    for line in kubectl("get", "--raw", "/metrics").splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        if labels.get("resource") not in RESOURCES or labels.get("subresource") not in ("", "exec"):
+            continue
+        verb = labels["verb"] + ("/exec" if labels.get("subresource") == "exec" else "")
+        out[verb] = out.get(verb, 0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def apiserver_cpu():
+    pid = subprocess.run(["pgrep", "-f", "kube-apiserver --etcd-prefix"], capture_output=True, text=True)
+    pid = pid.stdout.split()[0]
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for(what, ok, limit=900):
+    t0 = time.time()
+    while not ok():
+        if time.time() - t0 > limit:
+            raise SystemExit(f"{what}: not within {limit} s")
+        time.sleep(3)
+    return time.time() - t0
+
+
+def running_pods():
+    out = kubectl("-n", NS, "get", "pods", "-l", "app=scale-probe", "-o",
+                  "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}")
+    return out.split().count("Running")
+
+
+def one(n):
+    want = fixture.expected(n)
+    healthy_pods = n - len(set(want["no_rdma"]) | set(want["not_ready"]))
+    kubectl("create", "namespace", NS, check=False)
+    t0 = time.time()
+    kubectl("apply", "--server-side", "-f", "-",
+            stdin="".join(fixture.node(i) for i in range(n)) + fixture.daemonset(NS))
+    setup = {"applied_s": round(time.time() - t0, 1)}
+    setup["pods_running_s"] = round(wait_for("probe pods Running", lambda: running_pods() >= healthy_pods), 1)
+    req0, cpu0 = requests(), apiserver_cpu()
+    t0 = time.time()
+    r = subprocess.run(["/usr/bin/time", "-v", RDMAKIT, "preflight", "--profile", "aliyun-erdma",
+                        "--pods", "app=scale-probe", "--pods-namespace", NS, "--json"],
+                       env=ENV, capture_output=True, text=True)
+    wall = time.time() - t0
+    req1, cpu1 = requests(), apiserver_cpu()
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
+    v = json.loads(r.stdout)
+    named = json.dumps(v["checks"])
+    ineligible = {x["name"] for x in v["nodes"] if not x["eligible"]}
+    found = {
+        "no_rdma": all(x in ineligible for x in want["no_rdma"]),
+        "not_ready": all(x in ineligible or x not in {y["name"] for y in v["nodes"]} for x in want["not_ready"]),
+        "memlock": all(x in named for x in want["memlock"]),
+    }
+    result = {
+        "nodes": n,
+        "probed_pods": len(v.get("pods", [])),
+        "wall_s": round(wall, 2),
+        "rdmakit_peak_rss_mib": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        "apiserver_cpu_s": round(cpu1 - cpu0, 2),
+        "requests": {k: int(req1.get(k, 0) - req0.get(k, 0)) for k in sorted(req1) if req1.get(k, 0) - req0.get(k, 0)},
+        "planted_faults": {k: len(want[k]) for k in want},
+        "planted_faults_named": found,
+        "exit_code": r.returncode,
+        "setup": setup,
+    }
+    kubectl("delete", "namespace", NS, "--wait=true", "--timeout=600s", check=False)
+    kubectl("delete", "nodes", "-l", "rdmakit.test/pool=scale", "--wait=true", "--timeout=600s", check=False)
+    return result
+
+
+def main():
+    sizes = [int(a) for a in sys.argv[1:]] or [100, 300, 1000]
+    out = os.path.join(ROOT, "bench/results/scale")
+    os.makedirs(out, exist_ok=True)
+    results = []
+    for n in sizes:
+        r = one(n)
+        print(json.dumps(r), flush=True)
+        results.append(r)
+    doc = {
+        "what": "rdmakit preflight --profile aliyun-erdma --pods (one probe pod per node) on N KWOK nodes",
+        "machine": f"{os.cpu_count()} cores, control-plane tier (tests/cluster)",
+        "results": results,
+    }
+    with open(os.path.join(out, "preflight.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
