@@ -507,7 +507,12 @@ def main():
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when a file drifted")
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="repository root (default: the one this script is in)")
+    ap.add_argument("--files", action="store_true",
+                    help="print the files (relative to the root) whose tables this script writes, and exit")
     a = ap.parse_args()
+    if a.files:
+        print("\n".join(BLOCKS))
+        return 0
     drifted = []
     for rel in BLOCKS:
         path = os.path.join(a.root, rel)
