@@ -7,7 +7,8 @@ seed 000's (tests/cluster/fixtures/nodes.yaml), pool label rdmakit.test/pool=sca
   every 83rd node   containerd memlock 64 KiB      (preflight --pods: the pod's memlock fails, named)
 
 and one probe pod per node (a DaemonSet the controller-manager expands, requesting aliyun/erdma and IPC_LOCK as
-the workload's pods do). Usage: fixture.py N NAMESPACE > scale.yaml
+the workload's pods do). Usage: fixture.py N NAMESPACE > scale.yaml; fixture.py --expected N prints the
+planted faults among N nodes as JSON.
 """
 import sys
 
@@ -100,6 +101,11 @@ def expected(n):
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--expected":
+        # For the tier test (tests/tests/cluster/scale.rs): the planted faults, one source of truth.
+        import json
+        json.dump(expected(int(sys.argv[2])), sys.stdout)
+        sys.exit(0)
     n, ns = int(sys.argv[1]), sys.argv[2]
     sys.stdout.write("".join(node(i) for i in range(n)))
     sys.stdout.write(daemonset(ns))

@@ -6,7 +6,8 @@ bench/results/scale/preflight.json:
   wall time, rdmakit's peak RSS (/usr/bin/time -v), the API server's CPU seconds over the run (/proc/PID/stat),
   and the API requests rdmakit's work shows up as (apiserver_request_total deltas for nodes, pods, pods/exec,
   resourceslices and deviceclasses, by verb; status writes and leases, the simulated kubelets' heartbeats, are
-  left out), plus whether every planted fault (bench/scale/fixture.py) was named.
+  left out); with the tier's audit log (RDMAKIT_TIER_AUDIT=1 tests/cluster/up.sh) the same requests by who sent
+  them, rdmakit or the node emulator's kubectl; plus whether every planted fault (bench/scale/fixture.py) was named.
 
 Usage: bench/scale/run.py 100 300 1000
 """
@@ -48,6 +49,47 @@ def requests():
     return out
 
 
+AUDIT = os.path.join(ROOT, "target/cluster/logs/audit.log")
+
+
+def audit_offset():
+    return os.path.getsize(AUDIT) if os.path.exists(AUDIT) else None
+
+
+def audited(since):
+    """The API requests since `since` (a byte offset) in the audit log (tests/cluster/up.sh with
+    RDMAKIT_TIER_AUDIT=1), by who sent them: rdmakit (its User-Agent), kubectl (the node emulator answering
+    execs reads the pod spec with it: the stand-in's cost, not rdmakit's) and the cluster's own components."""
+    if since is None:
+        return None
+    seen, out = set(), {}
+    with open(AUDIT) as f:
+        f.seek(since)
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue  # a line still being written
+            if e.get("auditID") in seen:
+                continue  # long-running requests (exec, watch) log ResponseStarted and ResponseComplete
+            seen.add(e.get("auditID"))
+            ua = e.get("userAgent", "")
+            who = "rdmakit" if ua.startswith("rdmakit/") else "kubectl" if ua.startswith("kubectl") else "cluster"
+            ref = e.get("objectRef") or {}
+            what = e["verb"] + " " + ref.get("resource", "?") + ("/" + ref["subresource"] if ref.get("subresource") else "")
+            out.setdefault(who, {})
+            out[who][what] = out[who].get(what, 0) + 1
+    return {who: dict(sorted(v.items())) for who, v in sorted(out.items())}
+
+
+def machine_cpu():
+    """CPU seconds the whole machine spent (every core), from /proc/stat: the simulated nodes' exec
+    handling (tests/cluster/emulator, Python) is most of it at scale, not rdmakit."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def apiserver_cpu():
     pid = subprocess.run(["pgrep", "-f", "kube-apiserver --etcd-prefix"], capture_output=True, text=True)
     pid = pid.stdout.split()[0]
@@ -80,14 +122,16 @@ def one(n):
             stdin="".join(fixture.node(i) for i in range(n)) + fixture.daemonset(NS))
     setup = {"applied_s": round(time.time() - t0, 1)}
     setup["pods_running_s"] = round(wait_for("probe pods Running", lambda: running_pods() >= healthy_pods), 1)
-    req0, cpu0 = requests(), apiserver_cpu()
+    req0, cpu0, audit0, m0 = requests(), apiserver_cpu(), audit_offset(), machine_cpu()
     t0 = time.time()
     r = subprocess.run(["/usr/bin/time", "-v", RDMAKIT, "preflight", "--profile", "aliyun-erdma",
                         "--pods", "app=scale-probe", "--pods-namespace", NS, "--json"],
                        env=ENV, capture_output=True, text=True)
     wall = time.time() - t0
-    req1, cpu1 = requests(), apiserver_cpu()
+    req1, cpu1, m1 = requests(), apiserver_cpu(), machine_cpu()
+    by_agent = audited(audit0)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", r.stderr))
     v = json.loads(r.stdout)
     named = json.dumps(v["checks"])
     ineligible = {x["name"] for x in v["nodes"] if not x["eligible"]}
@@ -101,31 +145,81 @@ def one(n):
         "probed_pods": len(v.get("pods", [])),
         "wall_s": round(wall, 2),
         "rdmakit_peak_rss_mib": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        "rdmakit_cpu_s": round(cpu, 2),
         "apiserver_cpu_s": round(cpu1 - cpu0, 2),
+        "machine_cpu_s": round(m1 - m0, 1),
         "requests": {k: int(req1.get(k, 0) - req0.get(k, 0)) for k in sorted(req1) if req1.get(k, 0) - req0.get(k, 0)},
+        "requests_by_agent": by_agent,
         "planted_faults": {k: len(want[k]) for k in want},
         "planted_faults_named": found,
         "exit_code": r.returncode,
         "setup": setup,
     }
+    if os.environ.get("SCALE_CHECK", "1") != "0":
+        result["check"] = check(n, want)
     kubectl("delete", "namespace", NS, "--wait=true", "--timeout=600s", check=False)
     kubectl("delete", "nodes", "-l", "rdmakit.test/pool=scale", "--wait=true", "--timeout=600s", check=False)
     return result
+
+
+def check(n, want):
+    """`rdmakit check --no-matrix` on the scale pool: a check pod per eligible node created, its facts read
+    by exec, the pods deleted (the matrix at this size is a `--pairs` choice; its plan is tested apart)."""
+    req0, cpu0, audit0, m0 = requests(), apiserver_cpu(), audit_offset(), machine_cpu()
+    t0 = time.time()
+    r = subprocess.run(["/usr/bin/time", "-v", RDMAKIT, "check", "--profile", "aliyun-erdma", "-n", NS,
+                        "--nodes", "rdmakit.test/pool=scale", "--no-matrix", "--json", "-"],
+                       env=ENV, capture_output=True, text=True)
+    wall = time.time() - t0
+    req1, cpu1, m1 = requests(), apiserver_cpu(), machine_cpu()
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", r.stderr))
+    try:
+        v = json.loads(r.stdout)
+    except ValueError:
+        raise SystemExit(f"check --json: {r.stdout[-2000:]} {r.stderr[-4000:]}")
+    found = json.dumps(v["findings"]) + json.dumps(v["state"])
+    checked = {x["facts"].get("node") for x in v["nodes"]}
+    return {
+        "checked_nodes": len(v["nodes"]),
+        "wall_s": round(wall, 2),
+        "report_seconds": v["seconds"],
+        "rdmakit_peak_rss_mib": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        "rdmakit_cpu_s": round(cpu, 2),
+        "apiserver_cpu_s": round(cpu1 - cpu0, 2),
+        "machine_cpu_s": round(m1 - m0, 1),
+        "requests": {k: int(req1.get(k, 0) - req0.get(k, 0)) for k in sorted(req1) if req1.get(k, 0) - req0.get(k, 0)},
+        "requests_by_agent": audited(audit0),
+        "planted_faults_named": {
+            "no_rdma": all(x not in checked for x in want["no_rdma"]),
+            "not_ready": all(x not in checked for x in want["not_ready"]),
+            "memlock": all(x in found for x in want["memlock"]),
+        },
+        "verdict": v["verdict"],
+        "exit_code": r.returncode,
+        "pods_left": len(v["pods"]) if v.get("kept") else 0,
+    }
 
 
 def main():
     sizes = [int(a) for a in sys.argv[1:]] or [100, 300, 1000]
     out = os.path.join(ROOT, "bench/results/scale")
     os.makedirs(out, exist_ok=True)
-    results = []
+    # Sizes not run this time keep their earlier results (one size can be measured again alone).
+    path = os.path.join(out, "preflight.json")
+    kept = []
+    if os.path.exists(path):
+        with open(path) as f:
+            kept = [r for r in json.load(f).get("results", []) if r["nodes"] not in sizes]
+    results = kept
     for n in sizes:
         r = one(n)
         print(json.dumps(r), flush=True)
         results.append(r)
     doc = {
-        "what": "rdmakit preflight --profile aliyun-erdma --pods (one probe pod per node) on N KWOK nodes",
+        "what": "rdmakit preflight --profile aliyun-erdma --pods (one probe pod per node), then rdmakit check --no-matrix (a check pod per eligible node, its facts read by exec), on N KWOK nodes",
         "machine": f"{os.cpu_count()} cores, control-plane tier (tests/cluster)",
-        "results": results,
+        "results": sorted(results, key=lambda r: r["nodes"]),
     }
     with open(os.path.join(out, "preflight.json"), "w") as f:
         json.dump(doc, f, indent=1)

@@ -32,6 +32,41 @@ port="$(free_port)"
 python="$(python3 -c 'import sys; print(sys.executable)')"
 rm -rf "$state" && mkdir -p "$state" "$out/logs"
 
+# RDMAKIT_TIER_AUDIT=1 (bench/scale): the API server writes an audit log, logs/audit.log, of the reads and
+# execs on the objects rdmakit works with, so requests can be told apart by user agent (rdmakit, kubectl in
+# the emulator, the controllers). Status writes, leases and events (the simulated kubelets' heartbeats) are
+# left out: at 1,000 nodes they would be most of the log.
+audit_args=""
+if [[ -n "${RDMAKIT_TIER_AUDIT:-}" ]]; then
+  cat >"$out/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  resources:
+  - group: ""
+    resources: [nodes/status, pods/status, events, pods/binding]
+  - group: coordination.k8s.io
+  - group: events.k8s.io
+- level: Metadata
+  resources:
+  - group: ""
+    resources: [nodes, pods, pods/exec, namespaces]
+  - group: resource.k8s.io
+  - group: apps
+    resources: [daemonsets]
+- level: None
+EOF
+  audit_args="
+  - key: audit-policy-file
+    value: $out/audit-policy.yaml
+  - key: audit-log-path
+    value: $out/logs/audit.log
+  - key: audit-log-maxsize
+    value: \"2000\""
+fi
+
 config="$out/kwokctl.yaml"
 cat >"$config" <<EOF
 apiVersion: config.kwok.x-k8s.io/v1alpha1
@@ -60,7 +95,7 @@ componentsPatches:
   # InternalIPs (127.0.1.N, fixtures/nodes.yaml) are each node's own address, which hostNetwork pods get.
   # Node names such as cn-beijing.10.0.5.75 resolve nowhere.
   - key: kubelet-preferred-address-types
-    value: ExternalIP,InternalIP
+    value: ExternalIP,InternalIP$audit_args
 - name: kwok-controller
   extraArgs:
   # kwokctl leaves --node-ip empty in the binary runtime: nodes then get no InternalIP, and the API server

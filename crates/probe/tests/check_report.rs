@@ -99,6 +99,7 @@ fn report() -> CheckReport {
             .collect(),
         findings,
         matrix: cells,
+        pair_plan: None,
         skipped: Vec::new(),
         pods: vec![
             "Pod/rdmakit-check-x-0".into(),

@@ -283,6 +283,7 @@ fn the_matrix_moves_real_traffic_proven_by_both_ends_counters_and_a_dead_peer_fa
         devices: Rails::new("rxe*".into(), Vec::new()),
         max_rails: None,
         gpu: None,
+        parallel: None,
     };
     let pod = |n: &str, ip: &str| LivePod {
         name: format!("check-{n}"),

@@ -15,6 +15,7 @@ mod operators;
 mod plans;
 mod preflight;
 mod reruns;
+mod scale;
 mod validate;
 mod vendors;
 mod workflows;

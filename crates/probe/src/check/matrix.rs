@@ -1,4 +1,5 @@
-//! The data-path matrix: which node pairs are measured (`ring` or `all`), and each cell judged — perftest's
+//! The data-path matrix: which node pairs are measured (`ring`, a `sample` with its coverage, or `all`) and in
+//! which rounds, and each cell judged — perftest's
 //! rate against the instance type's expected rate, the bytes proven by the vendor's counters on *both*
 //! ends (the sender's tx and the receiver's rx, so a run that went over another device or over TCP is
 //! flat), and outliers against the other cells of the same rail.
@@ -14,8 +15,17 @@ use crate::verdict::Verdict;
 pub enum Pairs {
     /// Node *i* to node *i+1*, the last to the first: every node sends once and receives once.
     Ring,
-    /// Every ordered pair.
+    /// Every ordered pair: n × (n − 1), for a handful of nodes.
     All,
+    /// The ring plus `peers − 1` more distances drawn from `seed`: node *i* to *i + d* for each distance *d*,
+    /// so every node sends `peers` times and receives `peers` times, and far-apart nodes (other racks,
+    /// other leaf switches) are paired too. The coverage is `peers / (n − 1)` of the ordered pairs.
+    Sample {
+        /// Peers per node (at least 1; 1 is the ring).
+        peers: usize,
+        /// The draw; the same seed gives the same pairs.
+        seed: u64,
+    },
 }
 
 /// The ordered `(from, to)` index pairs over `n` nodes.
@@ -27,6 +37,100 @@ pub fn pairs(n: usize, mode: Pairs) -> Vec<(usize, usize)> {
         (_, Pairs::All) => (0..n)
             .flat_map(|i| (0..n).filter(move |j| *j != i).map(move |j| (i, j)))
             .collect(),
+        (_, Pairs::Sample { peers, seed }) => sample_distances(n, peers, seed)
+            .into_iter()
+            .flat_map(|d| (0..n).map(move |i| (i, (i + d) % n)))
+            .collect(),
+    }
+}
+
+/// Distance 1 (the ring) and `peers − 1` distinct others from 2..n, drawn by a splitmix64 shuffle of `seed`
+/// (no dependency for a reproducible draw).
+fn sample_distances(n: usize, peers: usize, seed: u64) -> Vec<usize> {
+    let mut rest: Vec<usize> = (2..n).collect();
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let take = peers.max(1).min(n - 1) - 1;
+    for k in 0..take {
+        let left = (rest.len() - k) as u64;
+        let pick = k + usize::try_from(next() % left).unwrap_or(0);
+        rest.swap(k, pick);
+    }
+    let mut out = vec![1];
+    out.extend_from_slice(&rest[..take]);
+    out
+}
+
+/// The pairs split into rounds in which no node is in two pairs: one round's cells can run at once
+/// without two tests sharing a node's NIC. Greedy, first round that fits, pairs in order: a ring takes 2
+/// rounds (3 for an odd count), `sample` about 2 per peer, `all` about 2 (n − 1).
+pub fn rounds(n: usize, pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
+    let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut busy: Vec<Vec<bool>> = Vec::new();
+    for &(a, b) in pairs {
+        let k = busy.iter().position(|used| !used[a] && !used[b]).unwrap_or_else(|| {
+            busy.push(vec![false; n]);
+            rounds.push(Vec::new());
+            busy.len() - 1
+        });
+        busy[k][a] = true;
+        busy[k][b] = true;
+        rounds[k].push((a, b));
+    }
+    rounds
+}
+
+/// What a pair plan costs and covers, said before it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairPlan {
+    /// `ring`, `all` or `sample`.
+    pub mode: String,
+    /// Nodes in the matrix.
+    pub nodes: usize,
+    /// Ordered pairs measured (each on every rail).
+    pub pairs: usize,
+    /// Rounds of node-disjoint pairs (what one at a time per node takes).
+    pub rounds: usize,
+    /// Measured pairs over all n × (n − 1) ordered pairs.
+    pub coverage: f64,
+}
+
+impl PairPlan {
+    /// The plan of `mode` over `n` nodes.
+    pub fn of(n: usize, mode: Pairs) -> PairPlan {
+        let p = pairs(n, mode);
+        let all = n.saturating_mul(n.saturating_sub(1));
+        PairPlan {
+            mode: match mode {
+                Pairs::Ring => "ring",
+                Pairs::All => "all",
+                Pairs::Sample { .. } => "sample",
+            }
+            .to_owned(),
+            nodes: n,
+            pairs: p.len(),
+            rounds: rounds(n, &p).len(),
+            coverage: if all == 0 { 0.0 } else { p.len() as f64 / all as f64 },
+        }
+    }
+
+    /// One line: `ring over 1000 nodes: 1000 of 999000 ordered pairs (0.10 %), 2 rounds of node-disjoint pairs`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} over {} nodes: {} of {} ordered pairs ({:.2} %), {} round(s) of node-disjoint pairs",
+            self.mode,
+            self.nodes,
+            self.pairs,
+            self.nodes.saturating_mul(self.nodes.saturating_sub(1)),
+            100.0 * self.coverage,
+            self.rounds
+        )
     }
 }
 
@@ -220,6 +324,52 @@ mod tests {
             tx_packets: None,
             rx_packets: None,
         }
+    }
+
+    #[test]
+    fn a_sample_sends_and_receives_peers_times_per_node_without_repeats() {
+        let n = 1000;
+        let p = pairs(n, Pairs::Sample { peers: 4, seed: 7 });
+        assert_eq!(p.len(), 4 * n);
+        let distinct: std::collections::BTreeSet<_> = p.iter().collect();
+        assert_eq!(distinct.len(), p.len(), "a pair measured twice");
+        for v in 0..n {
+            assert_eq!(p.iter().filter(|(a, _)| *a == v).count(), 4);
+            assert_eq!(p.iter().filter(|(_, b)| *b == v).count(), 4);
+        }
+        assert!(p.iter().all(|(a, b)| a != b));
+        // The ring is in it, the draw is reproducible, and another seed draws other distances.
+        assert!(pairs(n, Pairs::Ring).iter().all(|r| distinct.contains(r)));
+        assert_eq!(p, pairs(n, Pairs::Sample { peers: 4, seed: 7 }));
+        assert_ne!(p, pairs(n, Pairs::Sample { peers: 4, seed: 8 }));
+        // More peers than there are other nodes: every pair, once.
+        assert_eq!(pairs(5, Pairs::Sample { peers: 9, seed: 1 }).len(), 20);
+        assert_eq!(pairs(5, Pairs::Sample { peers: 1, seed: 1 }), pairs(5, Pairs::Ring));
+    }
+
+    #[test]
+    fn rounds_never_put_a_node_in_two_pairs_and_keep_every_pair() {
+        for (n, mode) in [(1000, Pairs::Ring), (999, Pairs::Ring), (12, Pairs::All),
+            (1000, Pairs::Sample { peers: 3, seed: 1 })] {
+            let p = pairs(n, mode);
+            let r = rounds(n, &p);
+            assert_eq!(r.iter().map(Vec::len).sum::<usize>(), p.len());
+            for round in &r {
+                let mut seen = std::collections::BTreeSet::new();
+                for (a, b) in round {
+                    assert!(seen.insert(*a) && seen.insert(*b), "{mode:?}: node twice in a round");
+                }
+            }
+            match mode {
+                Pairs::Ring => assert!(r.len() <= 3, "{n}: {}", r.len()),
+                Pairs::Sample { peers, .. } => assert!(r.len() <= 3 * peers, "{}", r.len()),
+                Pairs::All => assert!(r.len() <= 3 * (n - 1), "{}", r.len()),
+            }
+        }
+        let plan = PairPlan::of(1000, Pairs::Ring);
+        assert_eq!((plan.pairs, plan.rounds), (1000, 2));
+        assert_eq!(plan.describe(), "ring over 1000 nodes: 1000 of 999000 ordered pairs (0.10 %), 2 round(s) of node-disjoint pairs");
+        assert_eq!(PairPlan::of(4, Pairs::All).coverage, 1.0);
     }
 
     #[test]

@@ -13,5 +13,5 @@ pub mod report;
 pub use dump::{DUMP_SCRIPT, Dump};
 pub use env_lint::lint;
 pub use facts::{PodFacts, PodInterface};
-pub use matrix::{Cell, Measured, Pairs, flag_outliers, judge_cell, pairs};
+pub use matrix::{Cell, Measured, PairPlan, Pairs, flag_outliers, judge_cell, pairs, rounds};
 pub use report::{CheckReport, NodeReport, SCHEMA};

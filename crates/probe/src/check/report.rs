@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::facts::PodFacts;
-use super::matrix::Cell;
+use super::matrix::{Cell, PairPlan};
 use crate::verdict::{Check, Verdict};
 
 /// The `schema` field of every report this version writes.
@@ -60,6 +60,9 @@ pub struct CheckReport {
     pub findings: Vec<Check>,
     /// The data-path matrix (empty with `--no-matrix` or fewer than two nodes).
     pub matrix: Vec<Cell>,
+    /// Which pairs the matrix measured, what share of all ordered pairs that is, in how many rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair_plan: Option<PairPlan>,
     /// What was skipped and why (`matrix: fewer than two nodes`).
     pub skipped: Vec<String>,
     /// The pods the check created (all deleted unless `--keep`).
@@ -140,6 +143,9 @@ impl CheckReport {
                     .collect::<Vec<_>>()
                     .join(","),
             );
+        }
+        if let Some(p) = &self.pair_plan {
+            let _ = writeln!(s, "\npairs: {}", p.describe());
         }
         if !self.matrix.is_empty() {
             let _ = writeln!(

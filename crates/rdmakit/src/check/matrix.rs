@@ -11,7 +11,8 @@ use super::{LivePod, Rails};
 use crate::cancel::Cancel;
 use crate::error::ExecError;
 use crate::exec::{ExecSpec, Executor};
-use probe::check::{Cell, Dump, Measured, Pairs, PodFacts, flag_outliers, judge_cell, pairs};
+use crate::exec::fanout::Fanout;
+use probe::check::{Cell, Dump, Measured, Pairs, PodFacts, flag_outliers, judge_cell, pairs, rounds};
 use probe::counters::{CounterDelta, CounterSnapshot};
 
 /// How each cell runs.
@@ -35,6 +36,8 @@ pub struct Plan {
     /// GPU memory instead of host memory on both ends: the CUDA device index for perftest's
     /// `--use_cuda` (GPUDirect RDMA; only where the fabric has it).
     pub gpu: Option<u32>,
+    /// Pairs of one round measured at once at most (`None`: `Fanout::sized`'s default for the round).
+    pub parallel: Option<usize>,
 }
 
 /// What one NIC's RDMA WRITE should reach on the profile's instance type (`probe::expect::expect_nic`), or
@@ -65,7 +68,9 @@ fn snapshot(out: &str, dev: &str) -> Option<CounterSnapshot> {
     probe::counters::snapshot(tmp.path(), dev, 1).ok()
 }
 
-/// Runs every cell of `mode` over `pods` (facts in the same order), rails = devices both ends have.
+/// Runs every cell of `mode` over `pods` (facts in the same order), rails = devices both ends have. The
+/// pairs run in rounds of node-disjoint pairs (`probe::check::rounds`), up to `plan.parallel` pairs of a
+/// round at once, each cell printed on stderr as it is judged; a pair's rails run one after another.
 pub fn run(
     exec: &dyn Executor,
     plan: &Plan,
@@ -76,60 +81,98 @@ pub fn run(
     skipped: &mut Vec<String>,
 ) -> Result<Vec<Cell>, ExecError> {
     let mut cells = Vec::new();
-    for (i, j) in pairs(pods.len(), mode) {
-        let (from, to) = (&pods[i], &pods[j]);
-        let rails = |f: &PodFacts| -> Vec<probe::facts::RdmaDevice> {
-            let mut d: Vec<_> = f
-                .devices
-                .iter()
-                .filter(|d| plan.devices.selects(&d.name))
-                .cloned()
-                .collect();
-            d.sort_by(|a, b| a.name.cmp(&b.name));
-            d
-        };
-        let (src, dst) = (rails(&facts[i]), rails(&facts[j]));
-        if src.is_empty() || dst.is_empty() {
-            skipped.push(format!(
-                "matrix {} -> {}: no device of the profile on {}",
-                from.node,
-                to.node,
-                if src.is_empty() { &from.node } else { &to.node }
-            ));
-        } else if src.len() != dst.len() {
-            skipped.push(format!(
-                "matrix {} -> {}: {} rail(s) against {}; the first {} measured",
-                from.node,
-                to.node,
-                src.len(),
-                dst.len(),
-                src.len().min(dst.len())
-            ));
+    let all = pairs(pods.len(), mode);
+    let rounds = rounds(pods.len(), &all);
+    let count = rounds.len();
+    for (r, round) in rounds.into_iter().enumerate() {
+        if cancel.is_cancelled() {
+            break;
         }
-        let limit = plan.max_rails.unwrap_or(usize::MAX);
-        if src.len().min(dst.len()) > limit {
-            skipped.push(format!(
-                "matrix {} -> {}: {} of {} rail(s) measured (--rails {limit})",
-                from.node,
-                to.node,
-                limit,
-                src.len().min(dst.len())
-            ));
-        }
-        for (k, (s, d)) in src.iter().zip(&dst).take(limit).enumerate() {
-            if cancel.is_cancelled() {
-                return Ok(cells);
-            }
-            let rail = if s.name == d.name {
-                s.name.clone()
-            } else {
-                format!("rail{k}")
-            };
-            cells.push(cell(exec, plan, from, to, &rail, s, d)?);
+        let fan = Fanout::sized(round.len(), plan.parallel, None);
+        let label = format!("matrix round {}/{count}", r + 1);
+        let done = fan.run_streamed(
+            &label,
+            &round,
+            |&(i, j)| pair(exec, plan, (&pods[i], &pods[j]), (&facts[i], &facts[j]), cancel),
+            |res| {
+                let (got, _) = res.as_ref().ok()?;
+                let lines: Vec<String> = got
+                    .iter()
+                    .map(|c| format!("matrix {} -> {} {}: {} {}", c.from, c.to, c.device, c.verdict.as_str(), c.summary))
+                    .collect();
+                (!lines.is_empty()).then(|| lines.join("\n"))
+            },
+        );
+        for res in done.into_iter().flatten() {
+            let (got, notes) = res?;
+            cells.extend(got);
+            skipped.extend(notes);
         }
     }
     flag_outliers(&mut cells);
     Ok(cells)
+}
+
+/// One pair's cells, rail by rail, and what it left out.
+fn pair(
+    exec: &dyn Executor,
+    plan: &Plan,
+    (from, to): (&LivePod, &LivePod),
+    (ff, tf): (&PodFacts, &PodFacts),
+    cancel: &Cancel,
+) -> Result<(Vec<Cell>, Vec<String>), ExecError> {
+    let mut notes = Vec::new();
+    let rails = |f: &PodFacts| -> Vec<probe::facts::RdmaDevice> {
+        let mut d: Vec<_> = f
+            .devices
+            .iter()
+            .filter(|d| plan.devices.selects(&d.name))
+            .cloned()
+            .collect();
+        d.sort_by(|a, b| a.name.cmp(&b.name));
+        d
+    };
+    let (src, dst) = (rails(ff), rails(tf));
+    if src.is_empty() || dst.is_empty() {
+        notes.push(format!(
+            "matrix {} -> {}: no device of the profile on {}",
+            from.node,
+            to.node,
+            if src.is_empty() { &from.node } else { &to.node }
+        ));
+    } else if src.len() != dst.len() {
+        notes.push(format!(
+            "matrix {} -> {}: {} rail(s) against {}; the first {} measured",
+            from.node,
+            to.node,
+            src.len(),
+            dst.len(),
+            src.len().min(dst.len())
+        ));
+    }
+    let limit = plan.max_rails.unwrap_or(usize::MAX);
+    if src.len().min(dst.len()) > limit {
+        notes.push(format!(
+            "matrix {} -> {}: {} of {} rail(s) measured (--rails {limit})",
+            from.node,
+            to.node,
+            limit,
+            src.len().min(dst.len())
+        ));
+    }
+    let mut cells = Vec::new();
+    for (k, (s, d)) in src.iter().zip(&dst).take(limit).enumerate() {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let rail = if s.name == d.name {
+            s.name.clone()
+        } else {
+            format!("rail{k}")
+        };
+        cells.push(cell(exec, plan, from, to, &rail, s, d)?);
+    }
+    Ok((cells, notes))
 }
 
 fn spec(plan: &Plan, pod: &LivePod, script: String, timeout: Duration) -> ExecSpec {
@@ -289,6 +332,7 @@ mod tests {
             devices: Rails::new("mlx5_*".into(), vec!["mlx5_bond_*".into()]),
             max_rails: None,
             gpu,
+            parallel: None,
         }
     }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use probe::check::{CheckReport, NodeReport, Pairs, PodFacts, SCHEMA};
+use probe::check::{CheckReport, NodeReport, PairPlan, Pairs, PodFacts, SCHEMA};
 use probe::{Check, Verdict};
 use rdmakit::cancel::Cancel;
 use rdmakit::check::matrix;
@@ -27,6 +27,7 @@ pub const AFTER_HELP: &str = "\
 Examples:
   rdmakit check --profile aliyun-erdma --html check.html --json check.json
   rdmakit check --profile mellanox-ib --nodes pool=train --pairs all
+  rdmakit check --profile mellanox-ib --pairs sample --peers 4      # 1,000 nodes: 4,000 pairs, not 999,000
   rdmakit check --profile aws-efa --no-matrix -n rdma-test
 
 Exit codes: 0 pass (warnings allowed), 1 a finding or a matrix cell failed (each with cause and fix),
@@ -38,8 +39,11 @@ Ready), 130 interrupted (the check pods are deleted first)";
 pub enum PairsArg {
     /// Each node to the next, the last to the first.
     Ring,
-    /// Every ordered pair.
+    /// Every ordered pair: n × (n − 1), for a handful of nodes (the plan's cost is printed first).
     All,
+    /// The ring plus `--peers` − 1 more distances drawn from `--seed`: each node sends and receives
+    /// `--peers` times, far-apart nodes paired too; the coverage is printed.
+    Sample,
 }
 
 /// `rdmakit check` arguments.
@@ -57,6 +61,12 @@ pub struct CheckArgs {
     /// Which pairs the data-path matrix measures.
     #[arg(long, value_enum, default_value = "ring")]
     pub pairs: PairsArg,
+    /// With `--pairs sample`: peers per node (1 is the ring).
+    #[arg(long, value_name = "K", default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    pub peers: u16,
+    /// With `--pairs sample`: the draw (the same seed measures the same pairs).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
     /// Skip the data-path matrix (facts and findings only).
     #[arg(long)]
     pub no_matrix: bool,
@@ -85,7 +95,8 @@ pub struct CheckArgs {
     /// How long the check pods may take to become Ready, seconds.
     #[arg(long, default_value_t = 300)]
     pub ready_timeout: u64,
-    /// Pods created and read at once (default: an eighth of the nodes, between 8 and 64).
+    /// Pods created and read at once, and matrix pairs of one round measured at once (default: an
+    /// eighth of them, between 8 and 64; `--parallel 1` measures one pair at a time).
     #[arg(long, value_name = "N")]
     pub parallel: Option<usize>,
     /// Stop starting per-pod work (creating pods, reading facts) after this many seconds from the start;
@@ -163,6 +174,7 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
         nodes: Vec::new(),
         findings: Vec::new(),
         matrix: Vec::new(),
+        pair_plan: None,
         skipped: Vec::new(),
         pods: Vec::new(),
         kept: a.keep,
@@ -376,7 +388,21 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
         let mode = match a.pairs {
             PairsArg::Ring => Pairs::Ring,
             PairsArg::All => Pairs::All,
+            PairsArg::Sample => Pairs::Sample {
+                peers: usize::from(a.peers),
+                seed: a.seed,
+            },
         };
+        // The cost before the work: `all` over a big cluster is n² cells.
+        let pair_plan = PairPlan::of(live.len(), mode);
+        eprintln!("check: matrix {}", pair_plan.describe());
+        if mode == Pairs::All && live.len() > 16 {
+            eprintln!(
+                "check: --pairs all measures {} pairs on every rail; --pairs sample --peers K measures K per node",
+                pair_plan.pairs
+            );
+        }
+        report.pair_plan = Some(pair_plan);
         let (expected, unknown) = expected;
         report.skipped.extend(unknown);
         let gpu = match (a.gpu, gpudirect) {
@@ -396,6 +422,7 @@ fn gather(g: Gather<'_>, report: &mut CheckReport) -> Result<(), Failure> {
             devices: shape.devices.clone(),
             max_rails: a.rails,
             gpu,
+            parallel: a.parallel,
         };
         report.matrix = matrix::run(
             &**exec,

@@ -38,6 +38,18 @@ impl Fanout {
         items: &[T],
         f: impl Fn(&T) -> R + Sync,
     ) -> Vec<Option<R>> {
+        self.run_streamed(label, items, f, |_| None)
+    }
+
+    /// [`Fanout::run`], and each result's `line` (if any) printed on stderr as it arrives, above the
+    /// progress bar: a long run shows what it found while it goes, not only at the end.
+    pub fn run_streamed<T: Sync, R: Send>(
+        &self,
+        label: &str,
+        items: &[T],
+        f: impl Fn(&T) -> R + Sync,
+        line: impl Fn(&R) -> Option<String> + Sync,
+    ) -> Vec<Option<R>> {
         let bar = progress(label, items.len());
         let next = AtomicUsize::new(0);
         let out: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
@@ -52,6 +64,14 @@ impl Fanout {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(item) = items.get(i) else { return };
                         let r = f(item);
+                        if let Some(l) = line(&r) {
+                            // A hidden bar (stderr not a terminal) prints nothing of its own.
+                            if bar.is_hidden() {
+                                eprintln!("{l}");
+                            } else {
+                                bar.println(l);
+                            }
+                        }
                         if let Ok(mut o) = out.lock() {
                             o[i] = Some(r);
                         }

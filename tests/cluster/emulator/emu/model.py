@@ -159,7 +159,14 @@ class Pod:
         self.uid = self.obj["metadata"]["uid"]
         containers = spec.get("containers", []) + spec.get("initContainers", [])
         self.container = next((c for c in containers if c["name"] == container), None) or containers[0]
-        self.node = Node(cached("node", "", spec.get("nodeName", ""), key=spec.get("nodeName", "")))
+        node_name = spec.get("nodeName", "")
+        exec_id = os.environ.get("EMU_EXEC_ID")
+        if exec_id:
+            # One exec sees one node: the exec's first process read it (node-emulator pod_env) and its
+            # children use that copy, instead of a GET each (two per probed pod at scale, bench/scale).
+            self.node = Node(cached("node", "", node_name, key=f"node-{node_name}-exec-{exec_id}", ttl=3600))
+        else:
+            self.node = Node(cached("node", "", node_name, key=node_name))
         self.dir = os.path.join(state_dir(), "pods", self.uid)
         self.root = os.path.join(self.dir, "root")
         self.host_network = bool(spec.get("hostNetwork"))
@@ -172,7 +179,13 @@ class Pod:
         if not ns or not name:
             raise EmuError("node-emulator: no pod identity (KWOK_EXEC_POD_*): the kwok controller must be "
                            "the one tests/cluster/build.sh patched")
-        return Pod(ns, name, os.environ.get("KWOK_EXEC_CONTAINER"), os.environ.get("KWOK_EXEC_POD_UID"))
+        uid = os.environ.get("KWOK_EXEC_POD_UID")
+        if not uid and os.environ.get("EMU_POD_KEY") == f"{ns}/{name}":
+            # A process the exec's first emulator process started: that one read the pod afresh and its uid
+            # is this pod's (every command of one exec would otherwise GET the pod again: ~9 GETs per probed
+            # pod at scale, bench/scale).
+            uid = os.environ.get("EMU_POD_ENV")
+        return Pod(ns, name, os.environ.get("KWOK_EXEC_CONTAINER"), uid)
 
     # -- what the spec asks for ------------------------------------------------------------------------
     def limits(self):
@@ -406,7 +419,15 @@ def cached_pod(ns, name, uid):
     # deleted and re-created under the same name within the TTL got the old pod's spec (found by hand: an
     # edited bundle run right after an unedited one PASSed). Read it afresh then.
     if not uid:
-        return cached("pod", ns, name, key=f"pod-{ns}-{name}", ttl=0)
+        obj = cached("pod", ns, name, key=f"pod-{ns}-{name}", ttl=0)
+        # Kept under its uid too, for the processes this exec starts (they know the uid: Pod.current).
+        store(f"pod-{obj['metadata']['uid']}", obj)
+        return obj
+    exec_id = os.environ.get("EMU_EXEC_ID")
+    if exec_id:
+        # One exec sees one pod: the copy its first process read (node-emulator pod_env), however long
+        # the exec's commands take under load (a 10 s TTL was outlived at 1,000 pods: 2 GETs a pod).
+        return cached("pod", ns, name, key=f"pod-{uid}-exec-{exec_id}", ttl=3600)
     return cached("pod", ns, name, key=f"pod-{uid}", ttl=10)
 
 
@@ -419,11 +440,16 @@ def cached(kind, ns, name, key, ttl=2.0):
         pass
     args = (["-n", ns] if ns else []) + ["get", kind] + ([name] if name else [])
     obj = kubectl_json(*args)
+    store(key, obj)
+    return obj
+
+
+def store(key, obj):
+    path = os.path.join(state_dir(), "cache", image_key(key) + ".json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}"
     write(tmp, json.dumps(obj))
     os.replace(tmp, path)
-    return obj
 
 
 def read(p, default):

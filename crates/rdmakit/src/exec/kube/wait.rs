@@ -47,7 +47,16 @@ impl KubeExecutor {
             }
             Err(_) => None,
         };
+        let mut mirror = Mirror::default();
+        let mut changed = false;
         let result = loop {
+            // Judged on the watch's mirror after a change it reported; on a fresh list first, when the
+            // watch was quiet, and without a watch.
+            let seen = if changed && mirror.synced {
+                Some(Ok(mirror.values()))
+            } else {
+                None
+            };
             // A list that hangs past the deadline ends the wait with what was seen before it.
             let list = self.list_values(
                 api_version,
@@ -56,10 +65,11 @@ impl KubeExecutor {
                 spec.selector.as_deref(),
                 spec.namespace.as_deref(),
             );
-            let Ok(objs) =
-                tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), list)
-                    .await
-            else {
+            let objs = match seen {
+                Some(objs) => Ok(objs),
+                None => tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), list).await,
+            };
+            let Ok(objs) = objs else {
                 break Err(ExecError::Timeout {
                     action: action.clone(),
                     limit: spec.timeout,
@@ -101,9 +111,14 @@ impl KubeExecutor {
                     let until = tokio::time::Instant::from_std(
                         (Instant::now() + self.poll * 15).min(deadline),
                     );
-                    if !next_change(stream, until).await {
-                        tracing::debug!("{action}: no watch; polling every {:?}", self.poll);
-                        changes = None;
+                    match next_change(stream, &mut mirror, until).await {
+                        Wake::Changed => changed = true,
+                        Wake::Quiet => changed = false,
+                        Wake::Failed => {
+                            tracing::debug!("{action}: no watch; polling every {:?}", self.poll);
+                            changes = None;
+                            changed = false;
+                        }
                     }
                 }
                 None => tokio::time::sleep(self.poll).await,
@@ -114,12 +129,81 @@ impl KubeExecutor {
     }
 }
 
-/// Waits for the next change a watch reports (an object applied or deleted, or the end of the watcher's
-/// own listing), or for `until`. False when the watch failed or ended: the caller polls instead.
+/// What woke a wait.
+#[derive(Debug, PartialEq, Eq)]
+enum Wake {
+    /// The watch reported a change (an object applied or deleted, or the end of its own listing).
+    Changed,
+    /// `until` came with nothing new.
+    Quiet,
+    /// The watch failed or ended: the caller polls by listing instead.
+    Failed,
+}
+
+/// The objects as the watch last reported them. Judging each change on a fresh list costs a list of every
+/// object per event: for a thousand check pods becoming Ready, a thousand lists of a thousand pods (seen at
+/// 1,000 nodes, bench/scale). The mirror is judged instead; a list stays the fallback when the watch is
+/// quiet for `poll` x 15.
+#[derive(Debug, Default)]
+struct Mirror {
+    objects: std::collections::BTreeMap<String, Value>,
+    /// The watcher's own listing, until it ends (`InitDone`).
+    listing: Option<std::collections::BTreeMap<String, Value>>,
+    /// The watcher has listed once: `objects` is its view.
+    synced: bool,
+}
+
+impl Mirror {
+    fn key(o: &DynamicObject) -> String {
+        format!(
+            "{}/{}",
+            o.metadata.namespace.as_deref().unwrap_or(""),
+            o.metadata.name.as_deref().unwrap_or("")
+        )
+    }
+
+    /// Applies one event; true when it changed what a wait judges.
+    fn apply(&mut self, e: kube::runtime::watcher::Event<DynamicObject>) -> bool {
+        use kube::runtime::watcher::Event;
+        let value = |o: &DynamicObject| serde_json::to_value(o).unwrap_or(Value::Null);
+        match e {
+            Event::Init => {
+                self.listing = Some(Default::default());
+                false
+            }
+            Event::InitApply(o) => {
+                if let Some(l) = self.listing.as_mut() {
+                    l.insert(Self::key(&o), value(&o));
+                }
+                false
+            }
+            Event::InitDone => {
+                self.objects = self.listing.take().unwrap_or_default();
+                self.synced = true;
+                true
+            }
+            Event::Apply(o) => {
+                self.objects.insert(Self::key(&o), value(&o));
+                true
+            }
+            Event::Delete(o) => {
+                self.objects.remove(&Self::key(&o));
+                true
+            }
+        }
+    }
+
+    fn values(&self) -> Vec<Value> {
+        self.objects.values().cloned().collect()
+    }
+}
+
+/// Waits for the next change a watch reports, or for `until`, applying every event to `mirror`; once
+/// something changed, the events already queued are taken too (one judgement for a burst, not one each).
 ///
 /// The end of a listing counts: the watcher lists when first polled, after the wait's own first list, so
 /// a change between the two is only in that listing (skipping it cost every such wait `poll` x 15).
-async fn next_change<S>(stream: &mut S, until: tokio::time::Instant) -> bool
+async fn next_change<S>(stream: &mut S, mirror: &mut Mirror, until: tokio::time::Instant) -> Wake
 where
     S: futures::Stream<
             Item = Result<
@@ -128,16 +212,28 @@ where
             >,
         > + Unpin,
 {
+    use futures::FutureExt as _;
     use futures::StreamExt as _;
-    use kube::runtime::watcher::Event;
     loop {
         match tokio::time::timeout_at(until, stream.next()).await {
-            Err(_) => return true,
-            Ok(Some(Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone))) => return true,
-            Ok(Some(Ok(_))) => continue,
-            Ok(Some(Err(_)) | None) => return false,
+            Err(_) => return Wake::Quiet,
+            Ok(Some(Ok(e))) => {
+                if mirror.apply(e) {
+                    break;
+                }
+            }
+            Ok(Some(Err(_)) | None) => return Wake::Failed,
         }
     }
+    while let Some(next) = stream.next().now_or_never() {
+        match next {
+            Some(Ok(e)) => {
+                mirror.apply(e);
+            }
+            Some(Err(_)) | None => return Wake::Failed,
+        }
+    }
+    Wake::Changed
 }
 
 #[cfg(test)]
@@ -163,12 +259,45 @@ mod tests {
             .chain(futures::stream::pending())
             .boxed();
         let t0 = std::time::Instant::now();
+        let mut mirror = Mirror::default();
         let until = tokio::time::Instant::now() + Duration::from_secs(20);
-        assert!(next_change(&mut stream, until).await);
+        assert_eq!(next_change(&mut stream, &mut mirror, until).await, Wake::Changed);
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(mirror.synced);
+        assert_eq!(mirror.values().len(), 1, "the listing is the mirror");
         // With nothing more to report, the next call waits out `until`.
         let until = tokio::time::Instant::now() + Duration::from_millis(200);
-        assert!(next_change(&mut stream, until).await);
+        assert_eq!(next_change(&mut stream, &mut mirror, until).await, Wake::Quiet);
         assert!(t0.elapsed() >= Duration::from_millis(200));
+    }
+
+    /// A burst of changes (a thousand pods becoming Ready) is one wake, and the mirror holds each object's
+    /// last state: nothing is listed again per event.
+    #[tokio::test]
+    async fn a_burst_of_changes_is_one_wake_and_the_mirror_keeps_the_last_state() {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
+        let pod = |name: &str, phase: &str| {
+            let mut p = DynamicObject::new(name, &ar).within("ns");
+            p.data = serde_json::json!({"status": {"phase": phase}});
+            p
+        };
+        let mut events = vec![Ok(Event::Init), Ok(Event::InitApply(pod("a", "Pending"))), Ok(Event::InitDone)];
+        for i in 0..1000 {
+            events.push(Ok(Event::Apply(pod(&format!("p{i:04}"), "Running"))));
+        }
+        events.push(Ok(Event::Delete(pod("a", "Pending"))));
+        let mut stream = futures::stream::iter(events)
+            .chain(futures::stream::pending())
+            .boxed();
+        let mut mirror = Mirror::default();
+        let until = tokio::time::Instant::now() + Duration::from_secs(20);
+        assert_eq!(next_change(&mut stream, &mut mirror, until).await, Wake::Changed);
+        let v = mirror.values();
+        assert_eq!(v.len(), 1000, "every apply kept, the deleted pod gone");
+        assert!(v.iter().all(|p| p["status"]["phase"] == "Running"));
+        assert_eq!(v[0]["metadata"]["name"], "p0000");
+        // A watch that ends makes the wait poll.
+        let mut ended = futures::stream::iter(Vec::new()).boxed();
+        assert_eq!(next_change(&mut ended, &mut mirror, until).await, Wake::Failed);
     }
 }

@@ -1,0 +1,154 @@
+//! At scale: `rdmakit preflight --pods` on 200 simulated eRDMA nodes, the scale benchmark's fixture
+//! (bench/scale/fixture.py) at the size `make test` affords. Every planted fault is named and nothing else is
+//! (no RDMA capacity, NotReady, a 64 KiB memlock), the lists are paged rather than a GET per object, and each
+//! Running pod gets exactly one exec. bench/scale/run.py measures the same at 100, 300 and 1,000 nodes.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::harness::{BareNs, OutputWithin, eventually, kubeconfig, kubectl, kubectl_in, repo, rdmakit};
+
+const NODES: usize = 200;
+const POOL: &str = "rdmakit.test/pool=scale";
+
+/// The pool's nodes; dropping it deletes them (after the namespace, so KWOK finalizes the pods first).
+struct ScalePool {
+    ns: BareNs,
+}
+
+impl Drop for ScalePool {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.ns.0, "--wait=true", "--timeout=300s"]);
+        let _ = kubectl(&["delete", "nodes", "-l", POOL, "--wait=true", "--timeout=300s"]);
+    }
+}
+
+fn fixture(args: &[&str]) -> String {
+    let o = Command::new("python3")
+        .arg(repo().join("bench/scale/fixture.py"))
+        .args(args)
+        .output_within()
+        .unwrap();
+    assert!(o.status.success(), "fixture.py {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `apiserver_request_total` for one verb on one resource (subresource "" or "exec"), summed over codes.
+fn requests(verb: &str, resource: &str, subresource: &str) -> f64 {
+    let o = kubectl(&["get", "--raw", "/metrics"]);
+    assert!(o.status.success(), "metrics: {}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            l.contains(&format!("verb=\"{verb}\""))
+                && l.contains(&format!("resource=\"{resource}\""))
+                && l.contains(&format!("subresource=\"{subresource}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn preflight_on_200_nodes_names_every_planted_fault_with_paged_lists_and_one_exec_per_pod() {
+    let pool = ScalePool {
+        ns: BareNs::new("scale"),
+    };
+    let ns = pool.ns.0.clone();
+    let want: Value = serde_json::from_str(&fixture(&["--expected", &NODES.to_string()])).unwrap();
+    let (no_rdma, not_ready, memlock) = (
+        names(&want["no_rdma"]),
+        names(&want["not_ready"]),
+        names(&want["memlock"]),
+    );
+    assert!(!no_rdma.is_empty() && !not_ready.is_empty() && !memlock.is_empty(), "{want}");
+    let yaml = fixture(&[&NODES.to_string(), &ns]);
+    let o = kubectl_in(&["apply", "--server-side", "-f", "-"], Some(&yaml));
+    assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+
+    // The DaemonSet's pods run on every Ready node with RDMA capacity; the others stay Pending.
+    let unhealthy: BTreeSet<&String> = no_rdma.iter().chain(&not_ready).collect();
+    let healthy = NODES - unhealthy.len();
+    eventually("the probe pods Running", Duration::from_secs(600), || {
+        let out = kubectl(&[
+            "-n", &ns, "get", "pods", "-l", "app=scale-probe", "-o",
+            "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}",
+        ]);
+        let running = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| *l == "Running")
+            .count();
+        (running >= healthy).then_some(())
+    });
+
+    let (lists0, pod_lists0, execs0) = (
+        requests("LIST", "nodes", ""),
+        requests("LIST", "pods", ""),
+        requests("CONNECT", "pods", "exec"),
+    );
+    let o = rdmakit()
+        .args(["preflight", "--profile", "aliyun-erdma", "--pods", "app=scale-probe"])
+        .args(["--pods-namespace", &ns, "--json"])
+        .env("KUBECONFIG", kubeconfig())
+        .output_within()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("preflight --json: {e}: {}", String::from_utf8_lossy(&o.stderr))
+    });
+    assert_eq!(o.status.code(), Some(1), "the planted faults fail the preflight: {v:#}");
+
+    // Node faults: without RDMA capacity or not Ready, a node is not eligible; every other pool node is.
+    let nodes = v["nodes"].as_array().unwrap();
+    let pool_nodes: Vec<&Value> = nodes
+        .iter()
+        .filter(|n| n["name"].as_str().unwrap().starts_with("scale-erdma-"))
+        .collect();
+    for n in &pool_nodes {
+        let name = n["name"].as_str().unwrap().to_owned();
+        let planted = unhealthy.contains(&name);
+        assert_eq!(n["eligible"] == false, planted, "{name}: eligible={} planted={planted}", n["eligible"]);
+    }
+    for name in &no_rdma {
+        assert!(pool_nodes.iter().any(|n| n["name"] == name.as_str()), "{name} not reported");
+    }
+
+    // Pod faults: exactly the memlock nodes' pods fail pod-memlock, each named with its node.
+    let pods = v["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), healthy, "one probe per Running pod");
+    let failed: BTreeSet<String> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["id"] == "pod-memlock" && c["verdict"] == "fail")
+        .map(|c| {
+            let fix = c["fix"].as_str().unwrap();
+            memlock
+                .iter()
+                .find(|m| fix.contains(m.as_str()))
+                .unwrap_or_else(|| panic!("a memlock failure on no planted node: {c}"))
+                .clone()
+        })
+        .collect();
+    assert_eq!(failed, memlock.iter().cloned().collect::<BTreeSet<_>>(), "{v:#}");
+
+    // The cost: one page per 500 objects (200 nodes and 200 pods: one LIST each; a controller's relist
+    // may add one), and one exec per Running pod.
+    let lists = requests("LIST", "nodes", "") - lists0;
+    let pod_lists = requests("LIST", "pods", "") - pod_lists0;
+    let execs = requests("CONNECT", "pods", "exec") - execs0;
+    assert!(lists <= 2.0 && pod_lists <= 2.0, "LIST nodes {lists}, LIST pods {pod_lists}: not paged");
+    assert!(lists >= 1.0 && pod_lists >= 1.0, "no LIST at all (nodes {lists}, pods {pod_lists})");
+    assert_eq!(execs as usize, healthy, "execs against Running pods");
+}
