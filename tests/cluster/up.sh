@@ -96,6 +96,17 @@ componentsPatches:
   # Node names such as cn-beijing.10.0.5.75 resolve nowhere.
   - key: kubelet-preferred-address-types
     value: ExternalIP,InternalIP$audit_args
+# Under load (1,000 simulated nodes on 2 cores, bench/scale) a lease renewal can miss its 5 s: the
+# controller-manager then exits ("leaderelection lost") and nothing restarts it; namespaces stop
+# terminating and DaemonSets stop expanding. One instance of each: no election.
+- name: kube-controller-manager
+  extraArgs:
+  - key: leader-elect
+    value: "false"
+- name: kube-scheduler
+  extraArgs:
+  - key: leader-elect
+    value: "false"
 - name: kwok-controller
   extraArgs:
   # kwokctl leaves --node-ip empty in the binary runtime: nodes then get no InternalIP, and the API server

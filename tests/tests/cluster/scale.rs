@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::harness::{BareNs, OutputWithin, eventually, kubeconfig, kubectl, kubectl_in, repo, rdmakit};
+use super::harness::{
+    BareNs, OutputWithin, eventually, kubeconfig, kubectl, kubectl_in, rdmakit, repo,
+};
 
 const NODES: usize = 200;
 const POOL: &str = "rdmakit.test/pool=scale";
@@ -21,8 +23,21 @@ struct ScalePool {
 
 impl Drop for ScalePool {
     fn drop(&mut self) {
-        let _ = kubectl(&["delete", "namespace", &self.ns.0, "--wait=true", "--timeout=300s"]);
-        let _ = kubectl(&["delete", "nodes", "-l", POOL, "--wait=true", "--timeout=300s"]);
+        let _ = kubectl(&[
+            "delete",
+            "namespace",
+            &self.ns.0,
+            "--wait=true",
+            "--timeout=300s",
+        ]);
+        let _ = kubectl(&[
+            "delete",
+            "nodes",
+            "-l",
+            POOL,
+            "--wait=true",
+            "--timeout=300s",
+        ]);
     }
 }
 
@@ -32,14 +47,22 @@ fn fixture(args: &[&str]) -> String {
         .args(args)
         .output_within()
         .unwrap();
-    assert!(o.status.success(), "fixture.py {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "fixture.py {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }
 
 /// `apiserver_request_total` for one verb on one resource (subresource "" or "exec"), summed over codes.
 fn requests(verb: &str, resource: &str, subresource: &str) -> f64 {
     let o = kubectl(&["get", "--raw", "/metrics"]);
-    assert!(o.status.success(), "metrics: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "metrics: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let text = String::from_utf8_lossy(&o.stdout);
     text.lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
@@ -73,17 +96,30 @@ fn preflight_on_200_nodes_names_every_planted_fault_with_paged_lists_and_one_exe
         names(&want["not_ready"]),
         names(&want["memlock"]),
     );
-    assert!(!no_rdma.is_empty() && !not_ready.is_empty() && !memlock.is_empty(), "{want}");
+    assert!(
+        !no_rdma.is_empty() && !not_ready.is_empty() && !memlock.is_empty(),
+        "{want}"
+    );
     let yaml = fixture(&[&NODES.to_string(), &ns]);
     let o = kubectl_in(&["apply", "--server-side", "-f", "-"], Some(&yaml));
-    assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "apply: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // The DaemonSet's pods run on every Ready node with RDMA capacity; the others stay Pending.
     let unhealthy: BTreeSet<&String> = no_rdma.iter().chain(&not_ready).collect();
     let healthy = NODES - unhealthy.len();
     eventually("the probe pods Running", Duration::from_secs(600), || {
         let out = kubectl(&[
-            "-n", &ns, "get", "pods", "-l", "app=scale-probe", "-o",
+            "-n",
+            &ns,
+            "get",
+            "pods",
+            "-l",
+            "app=scale-probe",
+            "-o",
             "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}",
         ]);
         let running = String::from_utf8_lossy(&out.stdout)
@@ -99,15 +135,28 @@ fn preflight_on_200_nodes_names_every_planted_fault_with_paged_lists_and_one_exe
         requests("CONNECT", "pods", "exec"),
     );
     let o = rdmakit()
-        .args(["preflight", "--profile", "aliyun-erdma", "--pods", "app=scale-probe"])
+        .args([
+            "preflight",
+            "--profile",
+            "aliyun-erdma",
+            "--pods",
+            "app=scale-probe",
+        ])
         .args(["--pods-namespace", &ns, "--json"])
         .env("KUBECONFIG", kubeconfig())
         .output_within()
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!("preflight --json: {e}: {}", String::from_utf8_lossy(&o.stderr))
+        panic!(
+            "preflight --json: {e}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
     });
-    assert_eq!(o.status.code(), Some(1), "the planted faults fail the preflight: {v:#}");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "the planted faults fail the preflight: {v:#}"
+    );
 
     // Node faults: without RDMA capacity or not Ready, a node is not eligible; every other pool node is.
     let nodes = v["nodes"].as_array().unwrap();
@@ -118,15 +167,37 @@ fn preflight_on_200_nodes_names_every_planted_fault_with_paged_lists_and_one_exe
     for n in &pool_nodes {
         let name = n["name"].as_str().unwrap().to_owned();
         let planted = unhealthy.contains(&name);
-        assert_eq!(n["eligible"] == false, planted, "{name}: eligible={} planted={planted}", n["eligible"]);
+        assert_eq!(
+            n["eligible"] == false,
+            planted,
+            "{name}: eligible={} planted={planted}",
+            n["eligible"]
+        );
     }
     for name in &no_rdma {
-        assert!(pool_nodes.iter().any(|n| n["name"] == name.as_str()), "{name} not reported");
+        assert!(
+            pool_nodes.iter().any(|n| n["name"] == name.as_str()),
+            "{name} not reported"
+        );
     }
 
     // Pod faults: exactly the memlock nodes' pods fail pod-memlock, each named with its node.
+    // A NotReady node's pod cannot be exec'd into: reported unreadable with why, never guessed; only those.
     let pods = v["pods"].as_array().unwrap();
-    assert_eq!(pods.len(), healthy, "one probe per Running pod");
+    let unreadable = |p: &Value| p["unreadable"].as_array().is_some_and(|u| !u.is_empty());
+    let (failed, probed): (Vec<&Value>, Vec<&Value>) = pods.iter().partition(|p| unreadable(p));
+    assert_eq!(
+        probed.len(),
+        healthy,
+        "one probe per Running pod on a healthy node"
+    );
+    for p in &failed {
+        let node = p["node"].as_str().unwrap_or_default();
+        assert!(
+            not_ready.iter().any(|n| n == node),
+            "an unreadable pod on {node}: {p}"
+        );
+    }
     let failed: BTreeSet<String> = v["checks"]
         .as_array()
         .unwrap()
@@ -141,14 +212,24 @@ fn preflight_on_200_nodes_names_every_planted_fault_with_paged_lists_and_one_exe
                 .clone()
         })
         .collect();
-    assert_eq!(failed, memlock.iter().cloned().collect::<BTreeSet<_>>(), "{v:#}");
+    assert_eq!(
+        failed,
+        memlock.iter().cloned().collect::<BTreeSet<_>>(),
+        "{v:#}"
+    );
 
     // The cost: one page per 500 objects (200 nodes and 200 pods: one LIST each; a controller's relist
     // may add one), and one exec per Running pod.
     let lists = requests("LIST", "nodes", "") - lists0;
     let pod_lists = requests("LIST", "pods", "") - pod_lists0;
     let execs = requests("CONNECT", "pods", "exec") - execs0;
-    assert!(lists <= 2.0 && pod_lists <= 2.0, "LIST nodes {lists}, LIST pods {pod_lists}: not paged");
-    assert!(lists >= 1.0 && pod_lists >= 1.0, "no LIST at all (nodes {lists}, pods {pod_lists})");
-    assert_eq!(execs as usize, healthy, "execs against Running pods");
+    assert!(
+        lists <= 2.0 && pod_lists <= 2.0,
+        "LIST nodes {lists}, LIST pods {pod_lists}: not paged"
+    );
+    assert!(
+        lists >= 1.0 && pod_lists >= 1.0,
+        "no LIST at all (nodes {lists}, pods {pod_lists})"
+    );
+    assert_eq!(execs as usize, pods.len(), "one exec per Running pod");
 }

@@ -74,11 +74,14 @@ pub fn rounds(n: usize, pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
     let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
     let mut busy: Vec<Vec<bool>> = Vec::new();
     for &(a, b) in pairs {
-        let k = busy.iter().position(|used| !used[a] && !used[b]).unwrap_or_else(|| {
-            busy.push(vec![false; n]);
-            rounds.push(Vec::new());
-            busy.len() - 1
-        });
+        let k = busy
+            .iter()
+            .position(|used| !used[a] && !used[b])
+            .unwrap_or_else(|| {
+                busy.push(vec![false; n]);
+                rounds.push(Vec::new());
+                busy.len() - 1
+            });
         busy[k][a] = true;
         busy[k][b] = true;
         rounds[k].push((a, b));
@@ -116,7 +119,11 @@ impl PairPlan {
             nodes: n,
             pairs: p.len(),
             rounds: rounds(n, &p).len(),
-            coverage: if all == 0 { 0.0 } else { p.len() as f64 / all as f64 },
+            coverage: if all == 0 {
+                0.0
+            } else {
+                p.len() as f64 / all as f64
+            },
         }
     }
 
@@ -344,20 +351,30 @@ mod tests {
         assert_ne!(p, pairs(n, Pairs::Sample { peers: 4, seed: 8 }));
         // More peers than there are other nodes: every pair, once.
         assert_eq!(pairs(5, Pairs::Sample { peers: 9, seed: 1 }).len(), 20);
-        assert_eq!(pairs(5, Pairs::Sample { peers: 1, seed: 1 }), pairs(5, Pairs::Ring));
+        assert_eq!(
+            pairs(5, Pairs::Sample { peers: 1, seed: 1 }),
+            pairs(5, Pairs::Ring)
+        );
     }
 
     #[test]
     fn rounds_never_put_a_node_in_two_pairs_and_keep_every_pair() {
-        for (n, mode) in [(1000, Pairs::Ring), (999, Pairs::Ring), (12, Pairs::All),
-            (1000, Pairs::Sample { peers: 3, seed: 1 })] {
+        for (n, mode) in [
+            (1000, Pairs::Ring),
+            (999, Pairs::Ring),
+            (12, Pairs::All),
+            (1000, Pairs::Sample { peers: 3, seed: 1 }),
+        ] {
             let p = pairs(n, mode);
             let r = rounds(n, &p);
             assert_eq!(r.iter().map(Vec::len).sum::<usize>(), p.len());
             for round in &r {
                 let mut seen = std::collections::BTreeSet::new();
                 for (a, b) in round {
-                    assert!(seen.insert(*a) && seen.insert(*b), "{mode:?}: node twice in a round");
+                    assert!(
+                        seen.insert(*a) && seen.insert(*b),
+                        "{mode:?}: node twice in a round"
+                    );
                 }
             }
             match mode {
@@ -368,7 +385,10 @@ mod tests {
         }
         let plan = PairPlan::of(1000, Pairs::Ring);
         assert_eq!((plan.pairs, plan.rounds), (1000, 2));
-        assert_eq!(plan.describe(), "ring over 1000 nodes: 1000 of 999000 ordered pairs (0.10 %), 2 round(s) of node-disjoint pairs");
+        assert_eq!(
+            plan.describe(),
+            "ring over 1000 nodes: 1000 of 999000 ordered pairs (0.10 %), 2 round(s) of node-disjoint pairs"
+        );
         assert_eq!(PairPlan::of(4, Pairs::All).coverage, 1.0);
     }
 

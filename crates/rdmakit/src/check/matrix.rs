@@ -10,9 +10,11 @@ use std::time::Duration;
 use super::{LivePod, Rails};
 use crate::cancel::Cancel;
 use crate::error::ExecError;
-use crate::exec::{ExecSpec, Executor};
 use crate::exec::fanout::Fanout;
-use probe::check::{Cell, Dump, Measured, Pairs, PodFacts, flag_outliers, judge_cell, pairs, rounds};
+use crate::exec::{ExecSpec, Executor};
+use probe::check::{
+    Cell, Dump, Measured, Pairs, PodFacts, flag_outliers, judge_cell, pairs, rounds,
+};
 use probe::counters::{CounterDelta, CounterSnapshot};
 
 /// How each cell runs.
@@ -93,12 +95,29 @@ pub fn run(
         let done = fan.run_streamed(
             &label,
             &round,
-            |&(i, j)| pair(exec, plan, (&pods[i], &pods[j]), (&facts[i], &facts[j]), cancel),
+            |&(i, j)| {
+                pair(
+                    exec,
+                    plan,
+                    (&pods[i], &pods[j]),
+                    (&facts[i], &facts[j]),
+                    cancel,
+                )
+            },
             |res| {
                 let (got, _) = res.as_ref().ok()?;
                 let lines: Vec<String> = got
                     .iter()
-                    .map(|c| format!("matrix {} -> {} {}: {} {}", c.from, c.to, c.device, c.verdict.as_str(), c.summary))
+                    .map(|c| {
+                        format!(
+                            "matrix {} -> {} {}: {} {}",
+                            c.from,
+                            c.to,
+                            c.device,
+                            c.verdict.as_str(),
+                            c.summary
+                        )
+                    })
                     .collect();
                 (!lines.is_empty()).then(|| lines.join("\n"))
             },

@@ -128,7 +128,11 @@ fn connection(
     config.default_retry = false;
     // Named in the API server's audit log and metrics (the scale benchmark tells its requests from the
     // cluster's own by it); an explicit User-Agent from the kubeconfig's headers stays.
-    if !config.headers.iter().any(|(k, _)| k == http::header::USER_AGENT) {
+    if !config
+        .headers
+        .iter()
+        .any(|(k, _)| k == http::header::USER_AGENT)
+    {
         config.headers.push((
             http::header::USER_AGENT,
             http::HeaderValue::from_static(concat!("rdmakit/", env!("CARGO_PKG_VERSION"))),

@@ -67,7 +67,10 @@ impl KubeExecutor {
             );
             let objs = match seen {
                 Some(objs) => Ok(objs),
-                None => tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), list).await,
+                None => {
+                    tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), list)
+                        .await
+                }
             };
             let Ok(objs) = objs else {
                 break Err(ExecError::Timeout {
@@ -261,13 +264,19 @@ mod tests {
         let t0 = std::time::Instant::now();
         let mut mirror = Mirror::default();
         let until = tokio::time::Instant::now() + Duration::from_secs(20);
-        assert_eq!(next_change(&mut stream, &mut mirror, until).await, Wake::Changed);
+        assert_eq!(
+            next_change(&mut stream, &mut mirror, until).await,
+            Wake::Changed
+        );
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         assert!(mirror.synced);
         assert_eq!(mirror.values().len(), 1, "the listing is the mirror");
         // With nothing more to report, the next call waits out `until`.
         let until = tokio::time::Instant::now() + Duration::from_millis(200);
-        assert_eq!(next_change(&mut stream, &mut mirror, until).await, Wake::Quiet);
+        assert_eq!(
+            next_change(&mut stream, &mut mirror, until).await,
+            Wake::Quiet
+        );
         assert!(t0.elapsed() >= Duration::from_millis(200));
     }
 
@@ -281,7 +290,11 @@ mod tests {
             p.data = serde_json::json!({"status": {"phase": phase}});
             p
         };
-        let mut events = vec![Ok(Event::Init), Ok(Event::InitApply(pod("a", "Pending"))), Ok(Event::InitDone)];
+        let mut events = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(pod("a", "Pending"))),
+            Ok(Event::InitDone),
+        ];
         for i in 0..1000 {
             events.push(Ok(Event::Apply(pod(&format!("p{i:04}"), "Running"))));
         }
@@ -291,13 +304,19 @@ mod tests {
             .boxed();
         let mut mirror = Mirror::default();
         let until = tokio::time::Instant::now() + Duration::from_secs(20);
-        assert_eq!(next_change(&mut stream, &mut mirror, until).await, Wake::Changed);
+        assert_eq!(
+            next_change(&mut stream, &mut mirror, until).await,
+            Wake::Changed
+        );
         let v = mirror.values();
         assert_eq!(v.len(), 1000, "every apply kept, the deleted pod gone");
         assert!(v.iter().all(|p| p["status"]["phase"] == "Running"));
         assert_eq!(v[0]["metadata"]["name"], "p0000");
         // A watch that ends makes the wait poll.
         let mut ended = futures::stream::iter(Vec::new()).boxed();
-        assert_eq!(next_change(&mut ended, &mut mirror, until).await, Wake::Failed);
+        assert_eq!(
+            next_change(&mut ended, &mut mirror, until).await,
+            Wake::Failed
+        );
     }
 }
