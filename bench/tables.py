@@ -517,6 +517,25 @@ def scale_table(root):
             f"{fixed(r['machine_cpu_s'], 0)} s | {named} of {len(r['planted_faults_named'])} kinds "
             f"({sum(r['planted_faults'].values())} nodes) |"
         )
+    checks = [r for r in rs if r.get("check")]
+    if checks:
+        out += [
+            "",
+            "`rdmakit check --no-matrix` on the same pool (a check pod per eligible node created, Ready, its facts "
+            "read by exec, deleted):",
+            "",
+            "| nodes | checked nodes | wall | rdmakit CPU | rdmakit peak RSS | rdmakit's API requests | "
+            "planted faults named | verdict |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in checks:
+            c = r["check"]
+            named = sum(1 for v in c["planted_faults_named"].values() if v)
+            out.append(
+                f"| {r['nodes']} | {c['checked_nodes']} | {fixed(c['wall_s'], 1)} s | {fixed(c['rdmakit_cpu_s'], 2)} s | "
+                f"{fixed(c['rdmakit_peak_rss_mib'], 1)} MiB | {rdmakit_requests(c)} | "
+                f"{named} of {len(c['planted_faults_named'])} kinds | {c['verdict']} |"
+            )
     if len(rs) < 2:
         return "\n".join(out)
     xs = [r["nodes"] for r in rs]
@@ -527,6 +546,11 @@ def scale_table(root):
         g = growth(xs, [r[key] for r in rs])
         if g is not None:
             slopes.append(f"{label} {fixed(g, 2)}")
+    if len(checks) == len(rs):
+        for key, label in (("wall_s", "check wall"), ("rdmakit_peak_rss_mib", "check peak RSS")):
+            g = growth(xs, [r["check"][key] for r in rs])
+            if g is not None:
+                slopes.append(f"{label} {fixed(g, 2)}")
     out.append(f"Growth from {xs[0]} to {xs[-1]} nodes, as the exponent of nodes (1.00 is linear): "
                + ", ".join(slopes) + ".")
     big = 5000

@@ -9,7 +9,10 @@ bench/results/scale/preflight.json:
   left out); with the tier's audit log (RDMAKIT_TIER_AUDIT=1 tests/cluster/up.sh) the same requests by who sent
   them, rdmakit or the node emulator's kubectl; plus whether every planted fault (bench/scale/fixture.py) was named.
 
-Usage: bench/scale/run.py 100 300 1000
+Then, unless SCALE_CHECK=0, `rdmakit check --no-matrix` on the same pool: a check pod per eligible node created
+and Ready, its facts read by exec, the pods deleted (the same figures, and the planted faults found).
+
+Usage: bench/scale/run.py 100 300 1000   (sizes not given keep their earlier results in the JSON)
 """
 import json
 import os
@@ -142,6 +145,8 @@ def one(n):
     }
     result = {
         "nodes": n,
+        "commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip(),
         "probed_pods": len(v.get("pods", [])),
         "wall_s": round(wall, 2),
         "rdmakit_peak_rss_mib": round(int(rss.group(1)) / 1024, 1) if rss else None,
