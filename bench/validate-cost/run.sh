@@ -12,7 +12,7 @@ runs="${RUNS:-3}"
 bin="${RDMAKIT:-$repo/target/release/rdmakit}"
 [ -x "$bin" ] || (cd "$repo" && cargo build --release -p rdmakit --bin rdmakit)
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 # One copy of several profiles' manifests (RayCluster, MPIJob, DRA objects, pods, ConfigMaps).
 # A system a profile does not render (DRA without a DeviceClass) is skipped.

@@ -277,6 +277,72 @@ spec:
     assert!(validator.add_crd(&not_a_crd[0]).is_err());
 }
 
+/// Schema defaults are applied as the API server applies them without copying the document: a default
+/// satisfies `required`, and a default lands where it is inserted and is checked there (its own required
+/// fields and its own defaults), while the document itself is left as it was.
+#[test]
+fn defaults_satisfy_required_and_are_checked_where_they_land() {
+    let crd = parse(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Gadget, plural: gadgets}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        required: [spec]
+        properties:
+          spec:
+            type: object
+            required: [mode, limits, policy]
+            properties:
+              mode: {type: string, default: fast, enum: [fast, slow]}
+              limits:
+                type: object
+                default: {}
+                required: [depth]
+                properties:
+                  depth: {type: integer, default: 3, minimum: 1}
+              policy:
+                type: object
+                default: {}
+                required: [owner]
+                properties:
+                  owner: {type: string}
+"#,
+    );
+    let mut validator = Validator::new(ValidateOptions::default());
+    validator.add_crd(&crd[0]).expect("valid CRD");
+    let docs = parse("apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {}\n");
+    let before = docs[0].value.clone();
+    let v = validator.validate_all(&docs);
+    // mode and limits (and limits.depth, defaulted inside the defaulted object) are satisfied; the
+    // defaulted policy object lacks its required owner, as it would on the API server.
+    let paths: Vec<String> = v.iter().map(|x| x.location.path.to_string()).collect();
+    assert_eq!(paths, ["spec.policy.owner"], "{v:#?}");
+    assert!(v[0].message.contains("required field is missing"), "{v:#?}");
+    assert_eq!(
+        docs[0].value, before,
+        "validation must not change the document"
+    );
+
+    // A value given explicitly is checked, not the default.
+    let docs = parse(
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {mode: warp, limits: {depth: 0}, policy: {owner: me}}\n",
+    );
+    let v = validator.validate_all(&docs);
+    let paths: Vec<String> = v.iter().map(|x| x.location.path.to_string()).collect();
+    assert_eq!(paths, ["spec.limits.depth", "spec.mode"], "{v:#?}");
+}
+
 #[test]
 fn crds_in_the_stream_are_learnt_and_checked() {
     let docs = parse(

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-pub(super) type DecodeFn = fn(Value) -> Result<Value, String>;
+pub(super) type DecodeFn = fn(&Value) -> Result<Value, String>;
 
 pub(super) struct CoreKind {
     pub(super) api_version: &'static str,
@@ -23,8 +23,9 @@ pub(super) struct CoreSchemas {
     pub(super) kinds: Vec<CoreKind>,
 }
 
-fn decode_as<T: DeserializeOwned + Serialize>(v: Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
+/// Decodes from the borrowed tree (no copy of the document) and serialises back.
+fn decode_as<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String> {
+    let typed = T::deserialize(v).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 

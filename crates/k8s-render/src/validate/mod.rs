@@ -227,19 +227,18 @@ impl Validator {
             }
         };
         if let Some(crd) = crd {
-            let mut ctx = Ctx::new(Some(&core.defs), self.options.strict);
-            let mut value = doc.value.clone();
             // The API server handles the root's type fields itself and validates metadata as
             // ObjectMeta, whatever the CRD schema declares for them.
-            if let Some(obj) = value.as_object_mut() {
-                obj.remove("apiVersion");
-                obj.remove("kind");
-                if let Some(mut meta) = obj.remove("metadata") {
-                    let at = FieldPath::root().key("metadata");
-                    ctx.check(&mut meta, object_meta_ref(), &At::Path(&at));
-                }
+            let mut ctx = Ctx::new(Some(&core.defs), self.options.strict).skipping_root_keys(&[
+                "apiVersion",
+                "kind",
+                "metadata",
+            ]);
+            if let Some(meta) = doc.value.get("metadata") {
+                let at = FieldPath::root().key("metadata");
+                ctx.check(meta, object_meta_ref(), &At::Path(&at));
             }
-            ctx.check(&mut value, &crd.schema, &At::Path(&FieldPath::root()));
+            ctx.check(&doc.value, &crd.schema, &At::Path(&FieldPath::root()));
             issues = ctx.issues;
         } else if let Some(kind) = core
             .kinds
@@ -247,13 +246,12 @@ impl Validator {
             .find(|k| k.api_version == doc.api_version && k.kind == doc.kind)
         {
             let mut ctx = Ctx::new(Some(&core.defs), self.options.strict);
-            let mut value = doc.value.clone();
-            ctx.check(&mut value, &kind.schema, &At::Path(&FieldPath::root()));
+            ctx.check(&doc.value, &kind.schema, &At::Path(&FieldPath::root()));
             issues = ctx.issues;
             // The typed decode is the final word; run it only on schema-clean documents so a
             // single mistake is not reported twice.
             if issues.iter().all(|i| i.warning) {
-                match (kind.decode)(doc.value.clone()) {
+                match (kind.decode)(&doc.value) {
                     Err(message) => issues.push(Issue {
                         path: FieldPath::root(),
                         kind: ViolationKind::Decode,

@@ -81,6 +81,9 @@ impl At<'_> {
 pub(super) struct Ctx<'a> {
     defs: Option<&'a Map<String, Value>>,
     strict: bool,
+    /// Keys of the root object left to the caller (a custom resource's `apiVersion`, `kind` and
+    /// `metadata`, which the API server handles itself whatever the CRD schema says).
+    root_skip: &'static [&'static str],
     pub(super) issues: Vec<Issue>,
 }
 
@@ -93,8 +96,15 @@ impl<'a> Ctx<'a> {
         Self {
             defs,
             strict,
+            root_skip: &[],
             issues: Vec::new(),
         }
+    }
+
+    /// The root object's `keys` are not checked (nor required) here.
+    pub(super) fn skipping_root_keys(mut self, keys: &'static [&'static str]) -> Self {
+        self.root_skip = keys;
+        self
     }
 
     fn push(&mut self, path: &At<'_>, kind: ViolationKind, message: String) {
@@ -125,7 +135,9 @@ impl<'a> Ctx<'a> {
         (schema, name)
     }
 
-    pub(super) fn check(&mut self, value: &mut Value, schema: &'a Value, path: &At<'_>) {
+    /// Checks `value` against `schema`. Nothing is copied or changed: a schema `default` for an absent
+    /// field is checked where the API server would insert it, so the value is borrowed throughout.
+    pub(super) fn check(&mut self, value: &Value, schema: &'a Value, path: &At<'_>) {
         let (schema, def_name) = self.resolve(schema);
         // Kubernetes treats null as "unset" for non-nullable fields (CRD pruning, Go pointers).
         if value.is_null() {
@@ -170,8 +182,9 @@ impl<'a> Ctx<'a> {
                 let passing = fitting
                     .iter()
                     .filter(|b| {
-                        let mut trial = Ctx::new(self.defs, self.strict);
-                        trial.check(&mut value.clone(), b, path);
+                        let mut trial =
+                            Ctx::new(self.defs, self.strict).skipping_root_keys(self.root_skip);
+                        trial.check(value, b, path);
                         trial.issues.iter().all(|i| i.warning)
                     })
                     .count();
@@ -245,26 +258,34 @@ impl<'a> Ctx<'a> {
         self.push(path, ViolationKind::WrongType, msg);
     }
 
-    fn check_object(&mut self, value: &mut Value, schema: &'a Value, path: &At<'_>) {
-        let Some(obj) = value.as_object_mut() else {
+    fn check_object(&mut self, value: &Value, schema: &'a Value, path: &At<'_>) {
+        let Some(obj) = value.as_object() else {
             self.wrong_type("object", value, path);
             return;
         };
+        let skip: &[&str] = match path {
+            At::Path(p) if p.is_root() => self.root_skip,
+            _ => &[],
+        };
+        let absent = |k: &str| !skip.contains(&k) && obj.get(k).is_none_or(Value::is_null);
         let props = schema.get("properties").and_then(Value::as_object);
-        // Defaults first: the API server defaults before it checks `required`.
+        // Defaults first: the API server defaults before it checks `required`, and then validates the
+        // default where it put it.
+        let mut defaulted: Vec<&str> = Vec::new();
         if let Some(props) = props {
             for (k, ps) in props {
-                let (ps, _) = self.resolve(ps);
-                if let Some(d) = ps.get("default")
-                    && obj.get(k).is_none_or(Value::is_null)
+                let (resolved, _) = self.resolve(ps);
+                if let Some(d) = resolved.get("default")
+                    && absent(k)
                 {
-                    obj.insert(k.clone(), d.clone());
+                    defaulted.push(k);
+                    self.check(d, ps, &At::Key(path, k));
                 }
             }
         }
         if let Some(req) = schema.get("required").and_then(Value::as_array) {
             for r in req.iter().filter_map(Value::as_str) {
-                if obj.get(r).is_none_or(Value::is_null) {
+                if absent(r) && !defaulted.contains(&r) {
                     let expected = props
                         .and_then(|p| p.get(r))
                         .map(|s| self.type_label(s))
@@ -280,7 +301,10 @@ impl<'a> Ctx<'a> {
         let additional = schema.get("additionalProperties");
         let preserve = truthy(schema, "x-kubernetes-preserve-unknown-fields");
         let embedded = truthy(schema, "x-kubernetes-embedded-resource");
-        for (k, child) in obj.iter_mut() {
+        for (k, child) in obj {
+            if skip.contains(&k.as_str()) {
+                continue;
+            }
             let child_path = At::Key(path, k);
             if let Some(ps) = props.and_then(|p| p.get(k)) {
                 self.check(child, ps, &child_path);
@@ -320,7 +344,7 @@ impl<'a> Ctx<'a> {
         }
         if embedded {
             for k in ["apiVersion", "kind"] {
-                if !preserve && obj.get(k).is_none_or(Value::is_null) {
+                if !preserve && absent(k) {
                     self.push(
                         &At::Key(path, k),
                         ViolationKind::MissingRequired,
@@ -332,8 +356,8 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn check_array(&mut self, value: &mut Value, schema: &'a Value, path: &At<'_>) {
-        let Some(items) = value.as_array_mut() else {
+    fn check_array(&mut self, value: &Value, schema: &'a Value, path: &At<'_>) {
+        let Some(items) = value.as_array() else {
             self.wrong_type("array", value, path);
             return;
         };
@@ -356,7 +380,7 @@ impl<'a> Ctx<'a> {
             );
         }
         if let Some(item_schema) = schema.get("items") {
-            for (i, item) in items.iter_mut().enumerate() {
+            for (i, item) in items.iter().enumerate() {
                 self.check(item, item_schema, &At::Index(path, i));
             }
         }
