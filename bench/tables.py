@@ -577,10 +577,34 @@ def scale_table(root):
     return "\n".join(out)
 
 
+def validate_cost_table(root):
+    """`validate --strict` and `lint` on the 50 MB file (bench/validate-cost/run.sh), beside the target."""
+    doc = load(root, "validate-cost.json")
+    t = doc["target"]
+    out = [
+        f"On a {doc['input_bytes'] / 1e6:.0f} MB file of {doc['input_documents']:,} documents "
+        f"(`bench/validate-cost/run.sh`, {doc['cpus']} cores, at {doc['commit']}; target at most "
+        f"{t['wall_s']:g} s and {t['max_rss_kib'] // 1024} MiB each):",
+        "",
+        "| command | runs | wall (median, range) | peak RSS | within target |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for cmd, line in (("validate", "`rdmakit validate --strict`"), ("lint", "`rdmakit lint`")):
+        runs = [r for r in doc["runs"] if r["command"] == cmd]
+        walls = [r["wall_s"] for r in runs]
+        rss = max(r["max_rss_kib"] for r in runs)
+        ok = all(r["wall_s"] <= t["wall_s"] and r["max_rss_kib"] <= t["max_rss_kib"] and r["exit"] == 0
+                 for r in runs)
+        out.append(f"| {line} | {len(runs)} | {fixed(statistics.median(walls), 2)} s "
+                   f"({fixed(min(walls), 2)}–{fixed(max(walls), 2)}) | {rss / 1024:.1f} MiB | "
+                   f"{'yes' if ok else 'no'} |")
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- driver
 # file -> block name -> generator
 BLOCKS = {
-    "README.md": {"summary": readme_summary, "scale": scale_table},
+    "README.md": {"summary": readme_summary, "scale": scale_table, "validate-cost": validate_cost_table},
     "python/rdmakit-rdt/README.md": {"rdt-issue27": rdt27_targets},
     "crates/gpu-stage/README.md": {
         "rdma-rxe-runs": rdma_runs_table,
