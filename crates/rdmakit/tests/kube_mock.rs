@@ -896,3 +896,139 @@ fn a_wait_wakes_on_a_watch_event_instead_of_polling() {
     assert!(*watched.lock().unwrap());
     drop(m.rt);
 }
+
+/// Pods of one run, labelled as `check` labels them, still terminating.
+fn run_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("u-{name}"), "resourceVersion": "9",
+                     "labels": {"rdmakit.io/check": "r1"}, "deletionTimestamp": "2026-12-01T00:00:00Z"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    })
+}
+
+/// A hundred pods go with one DELETE on the collection (by the label) and one watch until none is left,
+/// not a delete and a watch each.
+#[test]
+fn a_collection_delete_is_one_request_and_one_watch_until_none_is_left() {
+    let pods: Vec<Value> = (0..100).map(|i| run_pod(&format!("p{i:03}"))).collect();
+    let listed = pods.clone();
+    let m = mock(Box::new(move |s: &Seen| {
+        Some(match (s.method.as_str(), s.uri.as_str()) {
+            ("GET", "/api/v1") => (200, core_v1_resources()),
+            ("DELETE", u) if u.starts_with("/api/v1/namespaces/default/pods?") => (
+                200,
+                json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": listed.clone()}),
+            ),
+            // The watcher's list: two are still terminating; its watch: both go.
+            ("GET", u)
+                if u.starts_with("/api/v1/namespaces/default/pods?")
+                    && !u.contains("watch=true") =>
+            {
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "9"},
+                           "items": [listed[0].clone(), listed[1].clone()]}),
+                )
+            }
+            ("GET", u) if u.starts_with("/api/v1/namespaces/default/pods?") => {
+                // One event per answer: the first pod goes, then the second.
+                let which = if u.contains("resourceVersion=9") {
+                    0
+                } else {
+                    1
+                };
+                let mut gone = listed[which].clone();
+                gone["metadata"]["resourceVersion"] = json!(format!("1{which}"));
+                (200, json!({"type": "DELETED", "object": gone}))
+            }
+            _ => (404, status(404, "NotFound", "unexpected")),
+        })
+    }));
+    let n = m
+        .exec
+        .delete_selected(
+            "v1",
+            "Pod",
+            "default",
+            "rdmakit.io/check=r1",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    assert_eq!(n, 100);
+    let deletes: Vec<Seen> = m
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.method == "DELETE")
+        .cloned()
+        .collect();
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert!(
+        deletes[0]
+            .uri
+            .contains("labelSelector=rdmakit.io%2Fcheck%3Dr1"),
+        "{:?}",
+        deletes[0].uri
+    );
+    assert!(
+        deletes[0].body.contains("Background"),
+        "{:?}",
+        deletes[0].body
+    );
+    let watches = m.count(|s| s.method == "GET" && s.uri.contains("watch=true"));
+    assert!(
+        (1..=2).contains(&watches),
+        "one watch (its reconnects aside), saw {watches}"
+    );
+    drop(pods);
+}
+
+/// Credentials without `deletecollection` get the API server's 403 as a rejection the caller can fall back
+/// on (check deletes its pods one by one then); pods that never go end the wait naming them.
+#[test]
+fn a_collection_delete_refused_or_stuck_says_so() {
+    let m = mock(forbidden(
+        "pods is forbidden: User \"team-ml\" cannot deletecollection resource \"pods\"",
+    ));
+    let e = m
+        .exec
+        .delete_selected(
+            "v1",
+            "Pod",
+            "default",
+            "rdmakit.io/check=r1",
+            Duration::from_secs(5),
+        )
+        .unwrap_err();
+    assert!(matches!(e, ExecError::Rejected { code: 403, .. }), "{e}");
+    assert!(e.to_string().contains("cannot deletecollection"), "{e}");
+
+    let stuck = run_pod("p000");
+    let m = mock(Box::new(move |s: &Seen| {
+        Some(match (s.method.as_str(), s.uri.as_str()) {
+            ("GET", "/api/v1") => (200, core_v1_resources()),
+            ("DELETE", _) => (200, pod_list(vec![stuck.clone()])),
+            ("GET", u) if !u.contains("watch=true") => (
+                200,
+                json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": [stuck.clone()]}),
+            ),
+            // The watch never reports the pod gone.
+            _ => return None,
+        })
+    }));
+    let e = m
+        .exec
+        .delete_selected(
+            "v1",
+            "Pod",
+            "default",
+            "rdmakit.io/check=r1",
+            Duration::from_millis(800),
+        )
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, ExecError::Timeout { .. }), "{text}");
+    assert!(text.contains("1 still there: default/p000"), "{text}");
+}

@@ -190,7 +190,7 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
     }
 
     let run_id = pods::run_id();
-    let created = pods::Created::new(exec.clone(), cancel.clone(), namespace.clone());
+    let created = pods::Created::new(exec.clone(), cancel.clone(), namespace.clone(), &run_id);
     let outcome = if nodes.is_empty() {
         Ok(())
     } else {

@@ -313,6 +313,8 @@ pub struct Created {
     exec: Arc<KubeExecutor>,
     cancel: rdmakit::cancel::Cancel,
     namespace: String,
+    /// The label selector every check pod of this run matches.
+    selector: String,
     made: Mutex<Vec<Manifest>>,
 }
 
@@ -321,11 +323,13 @@ impl Created {
         exec: Arc<KubeExecutor>,
         cancel: rdmakit::cancel::Cancel,
         namespace: String,
+        run_id: &str,
     ) -> Created {
         Created {
             exec,
             cancel,
             namespace,
+            selector: format!("{RUN_LABEL}={run_id}"),
             made: Mutex::new(Vec::new()),
         }
     }
@@ -361,13 +365,33 @@ impl Created {
             .iter()
             .partition(|m| m.objects.iter().all(|o| o["kind"] == "Pod"));
         let t = Duration::from_secs(90);
-        let fanout = Fanout::sized(pods.len(), None, None);
-        let deleted = fanout.run("delete check pods", &pods, |m| self.exec.delete(m, t));
-        let mut results: Vec<(&Manifest, Result<(), ExecError>)> = pods
-            .iter()
-            .zip(deleted)
-            .map(|(m, r)| (*m, r.unwrap_or(Ok(Vec::new())).map(drop)))
-            .collect();
+        // The pods in one request (a DELETE on the collection by the run's label) and one watch until they
+        // are gone; a user without `deletecollection` on pods gets them deleted one by one.
+        let mut results: Vec<(&Manifest, Result<(), ExecError>)> = Vec::new();
+        let together = if pods.is_empty() {
+            Ok(0)
+        } else {
+            self.exec
+                .delete_selected("v1", "Pod", &self.namespace, &self.selector, t)
+        };
+        match together {
+            Ok(n) => tracing::info!(pods = n, "check pods deleted"),
+            Err(ExecError::Rejected {
+                code: 403 | 405, ..
+            }) => {
+                let fanout = Fanout::sized(pods.len(), None, None);
+                let deleted = fanout.run("delete check pods", &pods, |m| self.exec.delete(m, t));
+                results.extend(
+                    pods.iter()
+                        .zip(deleted)
+                        .map(|(m, r)| (*m, r.unwrap_or(Ok(Vec::new())).map(drop))),
+                );
+            }
+            Err(e) => eprintln!(
+                "warning: could not delete the check pods in namespace {}: {e}; delete them with kubectl delete pods -n {} -l {}",
+                self.namespace, self.namespace, self.selector
+            ),
+        }
         for m in rest.into_iter().rev() {
             results.push((m, self.exec.delete(m, t).map(drop)));
         }

@@ -8,6 +8,7 @@
 
 mod api;
 mod connect;
+mod delete_collection;
 mod executor;
 mod registry;
 mod remote_exec;

@@ -148,12 +148,12 @@ enum Wake {
 /// 1,000 nodes, bench/scale). The mirror is judged instead; a list stays the fallback when the watch is
 /// quiet for `poll` x 15.
 #[derive(Debug, Default)]
-struct Mirror {
+pub(super) struct Mirror {
     objects: std::collections::BTreeMap<String, Value>,
     /// The watcher's own listing, until it ends (`InitDone`).
     listing: Option<std::collections::BTreeMap<String, Value>>,
     /// The watcher has listed once: `objects` is its view.
-    synced: bool,
+    pub(super) synced: bool,
 }
 
 impl Mirror {
@@ -166,7 +166,7 @@ impl Mirror {
     }
 
     /// Applies one event; true when it changed what a wait judges.
-    fn apply(&mut self, e: kube::runtime::watcher::Event<DynamicObject>) -> bool {
+    pub(super) fn apply(&mut self, e: kube::runtime::watcher::Event<DynamicObject>) -> bool {
         use kube::runtime::watcher::Event;
         let value = |o: &DynamicObject| serde_json::to_value(o).unwrap_or(Value::Null);
         match e {
@@ -198,6 +198,11 @@ impl Mirror {
 
     fn values(&self) -> Vec<Value> {
         self.objects.values().cloned().collect()
+    }
+
+    /// `namespace/name` of every object the watch holds now.
+    pub(super) fn keys(&self) -> impl Iterator<Item = &str> {
+        self.objects.keys().map(String::as_str)
     }
 }
 
