@@ -536,6 +536,28 @@ def scale_table(root):
                 f"{fixed(c['rdmakit_peak_rss_mib'], 1)} MiB | {rdmakit_requests(c)} | "
                 f"{named} of {len(c['planted_faults_named'])} kinds | {c['verdict']} |"
             )
+    node_only = [r for r in rs if r.get("node_preflight")]
+    if node_only:
+        out += [
+            "",
+            "Node-level `rdmakit preflight --profile P` (no pods) on the whole pool, by each shape's profile: the N "
+            "eRDMA nodes, and N/4 each of DRANET (a ResourceSlice per node), EFA and shared-device nodes beside them:",
+            "",
+            "| nodes in the pool | profile | its nodes | eligible | wall | rdmakit peak RSS | API requests (all clients) "
+            "| planted faults named |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in node_only:
+            for profile, p in r["node_preflight"].items():
+                named = sum(1 for v in p["planted_faults_named"].values() if v)
+                lists = ", ".join(f"{k} {v}" for k, v in sorted(p["requests"].items()) if k.startswith("LIST"))
+                total = r["nodes"] + sum(q["shape_nodes"] for k, q in r["node_preflight"].items()
+                                         if k != "aliyun-erdma")
+                out.append(
+                    f"| {total} | {profile} | {p['shape_nodes']} | {p['eligible']} | {fixed(p['wall_s'], 2)} s | "
+                    f"{fixed(p['rdmakit_peak_rss_mib'], 1)} MiB | {lists} | {named} of "
+                    f"{len(p['planted_faults_named'])} ({sum(p['planted_faults'].values())} nodes) |"
+                )
     if len(rs) < 2:
         return "\n".join(out)
     xs = [r["nodes"] for r in rs]

@@ -9,6 +9,10 @@ bench/results/scale/preflight.json:
   left out); with the tier's audit log (RDMAKIT_TIER_AUDIT=1 tests/cluster/up.sh) the same requests by who sent
   them, rdmakit or the node emulator's kubectl; plus whether every planted fault (bench/scale/fixture.py) was named.
 
+Then node-level preflight (no pods: node capacity, ResourceSlices, plugins, APIs) by each shape's profile on the
+whole pool: aliyun-erdma for the N eRDMA nodes, gke-rdma-dranet, aws-efa-eks and rdma-shared-device for the N/4
+nodes of each hyperscaler shape (fixture.py) beside them, with the same figures and the shape's planted faults.
+
 Then, unless SCALE_CHECK=0, `rdmakit check --no-matrix` on the same pool: a check pod per eligible node created
 and Ready, its facts read by exec, the pods deleted (the same figures, and the planted faults found).
 
@@ -28,7 +32,7 @@ KUBECTL = os.path.join(ROOT, "target/cluster/bin/kubectl")
 RDMAKIT = os.environ.get("RDMAKIT", os.path.join(ROOT, "target/debug/rdmakit"))
 ENV = dict(os.environ, KUBECONFIG=os.path.join(ROOT, "target/cluster/kubeconfig"), NO_COLOR="1")
 NS = "scale-bench"
-RESOURCES = {"nodes", "pods", "resourceslices", "deviceclasses"}
+RESOURCES = {"nodes", "pods", "resourceslices", "deviceclasses", "daemonsets"}
 
 
 def kubectl(*args, stdin=None, check=True):
@@ -122,7 +126,7 @@ def one(n):
     kubectl("create", "namespace", NS, check=False)
     t0 = time.time()
     kubectl("apply", "--server-side", "-f", "-",
-            stdin="".join(fixture.node(i) for i in range(n)) + fixture.daemonset(NS))
+            stdin="".join(fixture.node(i) for i in range(n)) + fixture.shapes(n) + fixture.daemonset(NS))
     setup = {"applied_s": round(time.time() - t0, 1)}
     setup["pods_running_s"] = round(wait_for("probe pods Running", lambda: running_pods() >= healthy_pods), 1)
     req0, cpu0, audit0, m0 = requests(), apiserver_cpu(), audit_offset(), machine_cpu()
@@ -160,11 +164,63 @@ def one(n):
         "exit_code": r.returncode,
         "setup": setup,
     }
+    result["node_preflight"] = node_preflight(n, want)
     if os.environ.get("SCALE_CHECK", "1") != "0":
         result["check"] = check(n, want)
     kubectl("delete", "namespace", NS, "--wait=true", "--timeout=600s", check=False)
+    kubectl("delete", "resourceslices", "-l", "rdmakit.test/pool=scale", "--wait=true", check=False)
     kubectl("delete", "nodes", "-l", "rdmakit.test/pool=scale", "--wait=true", "--timeout=600s", check=False)
     return result
+
+
+def timed(args):
+    """rdmakit ARGS under /usr/bin/time -v: (its JSON, wall s, peak RSS MiB, CPU s, API requests, exit)."""
+    req0, cpu0 = requests(), apiserver_cpu()
+    t0 = time.time()
+    r = subprocess.run(["/usr/bin/time", "-v", RDMAKIT, *args], env=ENV, capture_output=True, text=True)
+    wall = time.time() - t0
+    req1, cpu1 = requests(), apiserver_cpu()
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", r.stderr))
+    try:
+        v = json.loads(r.stdout)
+    except ValueError:
+        raise SystemExit(f"rdmakit {' '.join(args)}: {r.stdout[-2000:]} {r.stderr[-4000:]}")
+    return v, {
+        "wall_s": round(wall, 2),
+        "rdmakit_peak_rss_mib": round(int(rss.group(1)) / 1024, 1) if rss else None,
+        "rdmakit_cpu_s": round(cpu, 2),
+        "apiserver_cpu_s": round(cpu1 - cpu0, 2),
+        "requests": {k: int(req1.get(k, 0) - req0.get(k, 0)) for k in sorted(req1) if req1.get(k, 0) - req0.get(k, 0)},
+        "exit_code": r.returncode,
+    }
+
+
+def node_preflight(n, want):
+    """`rdmakit preflight --profile P` (nodes only) for eRDMA and each hyperscaler shape, on the whole pool."""
+    shapes = fixture.expected_shapes(n)
+    runs = {"aliyun-erdma": ("scale-erdma-", want["no_rdma"], want["not_ready"], None)}
+    for shape, e in shapes.items():
+        runs[e["profile"]] = (f"scale-{shape}-", e["no_rdma"], e["not_ready"], e["healthy"])
+    out = {}
+    for profile, (prefix, no_rdma, not_ready, healthy) in runs.items():
+        v, r = timed(["preflight", "--profile", profile, "--json"])
+        mine = [x for x in v["nodes"] if x["name"].startswith(prefix)]
+        eligible = {x["name"] for x in mine if x["eligible"]}
+        warned = {c["subject"] for c in v["checks"]
+                  if c["id"] == "node-capacity" and "without RDMA capacity" in c["summary"]}
+        r["shape_nodes"] = len(mine)
+        r["eligible"] = len(eligible)
+        r["planted_faults"] = {"no_rdma": len(no_rdma), "not_ready": len(not_ready)}
+        r["planted_faults_named"] = {
+            "no_rdma": all(x in warned and x not in eligible for x in no_rdma),
+            "not_ready": all(x not in eligible for x in not_ready),
+            # Nothing but the planted nodes left out (eRDMA: every other node of its pool is eligible).
+            "only_those": eligible == set(healthy) if healthy is not None else
+            len(eligible) == len(mine) - len(set(no_rdma) | set(not_ready)),
+        }
+        out[profile] = r
+    return out
 
 
 def check(n, want):
@@ -173,7 +229,7 @@ def check(n, want):
     req0, cpu0, audit0, m0 = requests(), apiserver_cpu(), audit_offset(), machine_cpu()
     t0 = time.time()
     r = subprocess.run(["/usr/bin/time", "-v", RDMAKIT, "check", "--profile", "aliyun-erdma", "-n", NS,
-                        "--nodes", "rdmakit.test/pool=scale", "--no-matrix", "--json", "-"],
+                        "--nodes", "rdmakit.test/pool=scale,!rdmakit.test/shape", "--no-matrix", "--json", "-"],
                        env=ENV, capture_output=True, text=True)
     wall = time.time() - t0
     req1, cpu1, m1 = requests(), apiserver_cpu(), machine_cpu()
@@ -222,7 +278,7 @@ def main():
         print(json.dumps(r), flush=True)
         results.append(r)
     doc = {
-        "what": "rdmakit preflight --profile aliyun-erdma --pods (one probe pod per node), then rdmakit check --no-matrix (a check pod per eligible node, its facts read by exec), on N KWOK nodes",
+        "what": "rdmakit preflight --profile aliyun-erdma --pods (one probe pod per node), node-level preflight by each shape's profile (eRDMA and N/4 each of DRANET, EFA, shared-device nodes), then rdmakit check --no-matrix (a check pod per eligible node, its facts read by exec), on N KWOK eRDMA nodes and the shapes beside them",
         "machine": f"{os.cpu_count()} cores, control-plane tier (tests/cluster)",
         "results": sorted(results, key=lambda r: r["nodes"]),
     }

@@ -1,7 +1,9 @@
 //! At scale: `rdmakit preflight --pods` on 200 simulated eRDMA nodes, the scale benchmark's fixture
 //! (bench/scale/fixture.py) at the size `make test` affords. Every planted fault is named and nothing else is
 //! (no RDMA capacity, NotReady, a 64 KiB memlock), the lists are paged rather than a GET per object, and each
-//! Running pod gets exactly one exec. bench/scale/run.py measures the same at 100, 300 and 1,000 nodes.
+//! Running pod gets exactly one exec. Then node-level preflight of the pool's 50 DRANET (ResourceSlices, one
+//! without dra.net/rdma), 50 EFA and 50 shared-device nodes by their profiles. bench/scale/run.py measures the
+//! same at 100, 300 and 1,000 nodes.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -30,6 +32,8 @@ impl Drop for ScalePool {
             "--wait=true",
             "--timeout=300s",
         ]);
+        // DRANET's slices are owned by their node on a real cluster; the fixture's carry only the label.
+        let _ = kubectl(&["delete", "resourceslices", "-l", POOL, "--wait=true"]);
         let _ = kubectl(&[
             "delete",
             "nodes",
@@ -232,4 +236,64 @@ fn preflight_on_200_nodes_names_every_planted_fault_with_paged_lists_and_one_exe
         "no LIST at all (nodes {lists}, pods {pod_lists})"
     );
     assert_eq!(execs as usize, pods.len(), "one exec per Running pod");
+
+    // The hyperscaler shapes in the same pool, node-level preflight by each one's profile: every healthy
+    // node of the shape eligible, each planted node (no RDMA capacity; for DRA a slice without
+    // dra.net/rdma; NotReady) not, the capacity ones named as GPU nodes without RDMA; slices paged too.
+    for (shape, e) in want["shapes"].as_object().unwrap() {
+        let profile = e["profile"].as_str().unwrap();
+        let slice_lists0 = requests("LIST", "resourceslices", "");
+        let o = rdmakit()
+            .args(["preflight", "--profile", profile, "--json"])
+            .env("KUBECONFIG", kubeconfig())
+            .output_within()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|err| {
+            panic!(
+                "preflight --profile {profile} --json: {err}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+        let prefix = format!("scale-{shape}-");
+        let mine: Vec<&Value> = v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["name"].as_str().unwrap().starts_with(&prefix))
+            .collect();
+        let eligible: BTreeSet<String> = mine
+            .iter()
+            .filter(|n| n["eligible"] == true)
+            .map(|n| n["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            eligible,
+            names(&e["healthy"]).into_iter().collect::<BTreeSet<_>>(),
+            "{profile}: the eligible {shape} nodes are the healthy ones"
+        );
+        for name in names(&e["no_rdma"]) {
+            let named = v["checks"].as_array().unwrap().iter().any(|c| {
+                c["id"] == "node-capacity"
+                    && c["subject"] == name.as_str()
+                    && c["summary"]
+                        .as_str()
+                        .unwrap()
+                        .contains("GPU node without RDMA capacity")
+            });
+            assert!(named, "{profile}: {name} (planted) not named: {v:#}");
+        }
+        for name in names(&e["not_ready"]) {
+            assert!(
+                !eligible.contains(&name),
+                "{profile}: {name} is NotReady yet eligible"
+            );
+        }
+        if shape == "dra" {
+            let slice_lists = requests("LIST", "resourceslices", "") - slice_lists0;
+            assert!(
+                (1.0..=2.0).contains(&slice_lists),
+                "{profile}: LIST resourceslices {slice_lists}: not one paged list"
+            );
+        }
+    }
 }

@@ -174,14 +174,19 @@ fn dra_checks(
     nodes: &mut [NodeInfo],
 ) -> Result<Vec<Check>, Failure> {
     let Some(mut obj) = class else {
-        for d in devices.iter().filter(|d| {
-            d.attributes
-                .get("dra.net/rdma")
-                .is_some_and(|v| v == "true")
-        }) {
-            if let Some(n) = nodes.iter_mut().find(|n| n.name == d.node) {
-                n.dra_rdma_devices.push(d.name.clone());
-            }
+        let mut by_node = by_node(devices);
+        for n in nodes.iter_mut() {
+            n.dra_rdma_devices = by_node
+                .remove(n.name.as_str())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|d| {
+                    d.attributes
+                        .get("dra.net/rdma")
+                        .is_some_and(|v| v == "true")
+                })
+                .map(|d| d.name.clone())
+                .collect();
         }
         return Ok(vec![Check::new(
             "dra-device-class",
@@ -204,10 +209,12 @@ fn dra_checks(
     let selected =
         |d: &DraDevice| dra_selector_gaps(&selectors, std::slice::from_ref(d)).is_empty();
     let mut checks = device_class_checks(&name, &selectors, devices);
+    let mut by_node = by_node(devices);
     for n in nodes.iter_mut() {
-        let own: Vec<DraDevice> = devices
-            .iter()
-            .filter(|d| d.node == n.name)
+        let own: Vec<DraDevice> = by_node
+            .remove(n.name.as_str())
+            .unwrap_or_default()
+            .into_iter()
             .cloned()
             .collect();
         n.dra_rdma_devices = own
@@ -228,6 +235,16 @@ fn dra_checks(
         }
     }
     Ok(checks)
+}
+
+/// The devices of each node, in their order: one pass, so a thousand nodes with eight NICs each cost
+/// eight thousand steps rather than eight million.
+fn by_node(devices: &[DraDevice]) -> std::collections::HashMap<&str, Vec<&DraDevice>> {
+    let mut m: std::collections::HashMap<&str, Vec<&DraDevice>> = std::collections::HashMap::new();
+    for d in devices {
+        m.entry(d.node.as_str()).or_default().push(d);
+    }
+    m
 }
 
 /// Runs the preflight against the cluster of the kubeconfig/context.
