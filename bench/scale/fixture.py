@@ -11,11 +11,11 @@ the workload's pods do). Beside them, in the same pool, N/4 nodes (at least 10) 
 node-level preflight by its profile (no pods):
 
   dra      GKE A4 (gke-rdma-dranet): 8 GPUs, a DRANET ResourceSlice of 8 RDMA NICs (dra.net/rdma) and eth0;
-           every 47th node's slice published without the dra.net/rdma attribute
-  efa      AWS p5.48xlarge (aws-efa-eks): 8 GPUs, vpc.amazonaws.com/efa 32; every 47th node without it
+           the 8th of every 47 nodes has its slice published without the dra.net/rdma attribute
+  efa      AWS p5.48xlarge (aws-efa-eks): 8 GPUs, vpc.amazonaws.com/efa 32; the 8th of every 47 without it
   shared   k8s-rdma-shared-dev-plugin (rdma-shared-device): nvidia.com/gpu-h800 8, rdma/rdma_shared_device_a
-           and _b; every 47th node without them
-  and every 43rd node of each shape labelled rdmakit.test/not-ready (NotReady).
+           and _b; the 8th of every 47 without them
+  and the 14th of every 43 nodes of each shape labelled rdmakit.test/not-ready (NotReady).
 
 Usage: fixture.py N NAMESPACE > scale.yaml; fixture.py --expected N prints the planted faults among N nodes
 as JSON (the shapes' under "shapes").
@@ -113,7 +113,7 @@ def shape_count(n):
 
 
 def shape_faults(i):
-    return {"no_rdma": i % 47 == 46, "not_ready": i % 43 == 42}
+    return {"no_rdma": i % 47 == 7, "not_ready": i % 43 == 13}
 
 
 def shape_node(shape, i):
