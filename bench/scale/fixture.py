@@ -18,7 +18,8 @@ node-level preflight by its profile (no pods):
   and the 14th of every 43 nodes of each shape labelled rdmakit.test/not-ready (NotReady).
 
 Usage: fixture.py N NAMESPACE > scale.yaml; fixture.py --expected N prints the planted faults among N nodes
-as JSON (the shapes' under "shapes").
+as JSON (the shapes' under "shapes"); fixture.py --nodes N prints only the N eRDMA nodes (the workflows at scale:
+tests/tests/cluster/scale.rs runs the 64-worker MPIJob on them).
 """
 import sys
 
@@ -245,6 +246,9 @@ if __name__ == "__main__":
         import json
         n = int(sys.argv[2])
         json.dump(dict(expected(n), shapes=expected_shapes(n)), sys.stdout)
+        sys.exit(0)
+    if sys.argv[1] == "--nodes":
+        sys.stdout.write("".join(node(i) for i in range(int(sys.argv[2]))))
         sys.exit(0)
     n, ns = int(sys.argv[1]), sys.argv[2]
     sys.stdout.write("".join(node(i) for i in range(n)))
