@@ -3,7 +3,8 @@
 //! (no RDMA capacity, NotReady, a 64 KiB memlock), the lists are paged rather than a GET per object, and each
 //! Running pod gets exactly one exec. Then node-level preflight of the pool's 50 DRANET (ResourceSlices, one
 //! without dra.net/rdma), 50 EFA and 50 shared-device nodes by their profiles. bench/scale/run.py measures the
-//! same at 100, 300 and 1,000 nodes.
+//! same at 100, 300 and 1,000 nodes. And the workflows at that width: the nccl-tests MPIJob and the eRDMA RayCluster
+//! with 64 workers each on 70 of the pool's nodes.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -12,7 +13,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::harness::{
-    BareNs, OutputWithin, eventually, kubeconfig, kubectl, kubectl_in, rdmakit, repo,
+    BareNs, ERDMA_SECRETS, Kind, Ns, OutputWithin, assert_clean, assert_contains_all, eventually,
+    kubeconfig, kubectl, kubectl_in, rdmakit, repo,
 };
 
 const NODES: usize = 200;
@@ -296,4 +298,99 @@ fn preflight_on_200_nodes_names_every_planted_fault_with_paged_lists_and_one_exe
             );
         }
     }
+}
+
+/// 70 of the pool's eRDMA nodes for the 64-worker runs; the namespace goes first (KWOK finalizes its pods),
+/// then the nodes.
+struct Pool64 {
+    ns: Option<Ns>,
+}
+
+impl Drop for Pool64 {
+    fn drop(&mut self) {
+        if let Some(ns) = self.ns.take() {
+            let name = ns.name.clone();
+            drop(ns);
+            let _ = kubectl(&[
+                "delete",
+                "namespace",
+                &name,
+                "--wait=true",
+                "--timeout=300s",
+            ]);
+        }
+        let _ = kubectl(&[
+            "delete",
+            "nodes",
+            "-l",
+            POOL,
+            "--wait=true",
+            "--timeout=300s",
+        ]);
+    }
+}
+
+/// The workflows at the width of a real job: the nccl-tests MPIJob with 64 workers (the MPI Operator's
+/// hostfile of 64 hosts, `-np 64`, the launcher's stand-in mpirun starting a rank in each worker, the
+/// counter proof summed over the 64 workers' devices) and erdma-ray-rdt with a RayCluster of 64 workers
+/// (memlock, devices and NCCL_IB_HCA read in each; the demo's two actors on two of them, the other 62 idle
+/// without that being a finding), both PASS and leave nothing behind.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn the_mpijob_and_the_raycluster_with_64_workers_pass_on_the_scale_pool() {
+    let yaml = fixture(&["--nodes", "70"]);
+    let mut pool = Pool64 {
+        ns: Some(Ns::new("scale64", Kind::Erdma)),
+    };
+    let o = kubectl_in(&["apply", "--server-side", "-f", "-"], Some(&yaml));
+    assert!(
+        o.status.success(),
+        "apply: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ns = pool.ns.as_ref().unwrap();
+    let on_pool = ["--set", "node_selector.rdmakit.test/pool=scale"];
+
+    let mpi = ns.run(
+        "nccl-tests",
+        &[
+            &["--set", "profile=aliyun-erdma", "--set", "mpi_workers=64"][..],
+            &on_pool,
+        ]
+        .concat(),
+    );
+    mpi.assert_pass();
+    let report = ns.report_md();
+    assert_contains_all(
+        &report,
+        &[
+            "PASS at least 64 nodes with nvidia.com/gpu=1, aliyun/erdma=1",
+            "rdmakit.test/pool=scale: 70 node(s)",
+            "PASS NCCL uses eRDMA (NET/IB : Using) on erdma_0",
+            "on 64 pod(s) port 1",
+            "PASS all_reduce_perf ran every size without errors",
+        ],
+    );
+    let job = std::fs::read_to_string(ns.out.join("bundle/mpi-job.yaml")).unwrap();
+    assert!(job.contains("-np 64"), "the launcher runs 64 ranks:\n{job}");
+    assert_clean(ns);
+
+    let mut args: Vec<&str> = ERDMA_SECRETS.to_vec();
+    args.extend(["--set", "worker_replicas=64", "--set", "min_nodes=64"]);
+    args.extend(on_pool);
+    let ray = ns.run("erdma-ray-rdt", &args);
+    ray.assert_pass();
+    let report = ns.report_md();
+    assert_contains_all(
+        &report,
+        &[
+            "PASS worker 63: RLIMIT_MEMLOCK unlimited",
+            "PASS worker 63: NCCL_IB_HCA=erdma_0 selects RDMA devices in the pod",
+            "on 64 pod(s) port 1",
+            "PASS the RDT demo's two actors ran NCCL: NCCL transport lines in the logs of 2 worker(s)",
+            "no NCCL on 62 worker(s)",
+        ],
+    );
+    assert_clean(ns);
+    drop(pool.ns.take());
 }

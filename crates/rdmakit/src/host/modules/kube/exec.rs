@@ -1,5 +1,6 @@
-//! `kube::exec`, `kube::exec_many` and `kube::cp`: commands in containers, secret parameters only through
-//! stdin, output redacted of every secret the run knows (and of the pod's own Secrets once it is seen).
+//! `kube::exec`, `kube::exec_each`, `kube::exec_many` and `kube::cp`: commands in containers, secret parameters
+//! only through stdin, output redacted of every secret the run knows (and of the pod's own Secrets once it is
+//! seen).
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use super::super::super::convert::{
 use super::super::super::{Ctx, cluster_error, runtime_error};
 use super::super::{RResult, exec_err};
 use super::secret_in;
+use crate::exec::fanout::Fanout;
 use crate::exec::{CopySpec, ExecSpec};
 
 /// The exec `pod`, `argv` and the options map ask for; a secret parameter in the argv or the environment
@@ -160,6 +162,63 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         "cp(local, pod, remote[, #{container, timeout, namespace}]): copies a local file (confined \
         like fs::read) into a container and checks the byte count that arrived.",
         cp, local: &str, pod: &str, remote: &str);
+
+    // exec_each([#{pod, command, ...}]) -> one exec result per item, side by side (bounded), independent.
+    let c = ctx.clone();
+    regp!(m, "exec_each",
+        "exec_each([#{pod, command, container, env, timeout, save_as, namespace}, ...]) -> one \
+        #{stdout, stderr, code, dry_run} per item, as `exec` gives: independent commands (a reading per \
+        pod) run side by side, at most an eighth of them (8 to 64) at once, so 64 pods cost a few \
+        exec latencies rather than 64; one that cannot run at all is the cluster error it would be \
+        alone. In dry-run the plan lists them in order.",
+        move |items: Array| -> RResult<Array> {
+        let mut specs = Vec::new();
+        for it in items {
+            let o = it.try_cast::<Map>().ok_or_else(|| {
+                runtime_error("kube::exec_each: each item must be a map #{pod, command, ...}")
+            })?;
+            check_keys(
+                "kube::exec_each item",
+                &o,
+                &["pod", "command", "container", "env", "timeout", "save_as", "namespace"],
+            )?;
+            let pod = opt_str(&o, "pod")?
+                .ok_or_else(|| runtime_error("kube::exec_each: an item has no `pod`"))?;
+            let cmd = o
+                .get("command")
+                .cloned()
+                .and_then(|d| d.try_cast::<Array>())
+                .ok_or_else(|| {
+                    runtime_error("kube::exec_each: `command` must be an array of strings")
+                })?;
+            let mut spec = exec_spec(&pod, cmd, &o)?;
+            // Spinners of commands side by side would overwrite each other.
+            spec.progress = false;
+            specs.push(spec);
+        }
+        c.precheck()?;
+        // The plan is a script: its lines keep the items' order.
+        let outs: Vec<Result<crate::exec::ExecOutput, crate::error::ExecError>> = if c.exec.is_dry_run() {
+            specs.iter().map(|s| c.exec.exec(s)).collect()
+        } else {
+            let fanout = Fanout::sized(specs.len(), None, None);
+            fanout
+                .run("exec", &specs, |s| c.exec.exec(s))
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|| Err(crate::error::ExecError::Failed {
+                    action: "exec".into(),
+                    message: "not started".into(),
+                })))
+                .collect()
+        };
+        let mut results = Array::new();
+        for (s, out) in specs.iter().zip(outs) {
+            let out = out.map_err(exec_err)?;
+            c.remember_pod_secrets(&s.pod, s.namespace.as_deref());
+            results.push(Dynamic::from(exec_result(&c, out)));
+        }
+        Ok(results)
+    }, items: Array);
 
     let c = ctx.clone();
     regp!(m, "exec_many",
