@@ -76,6 +76,32 @@ fn exec_spec(pod: &str, argv: Array, opts: &Map) -> RResult<ExecSpec> {
     })
 }
 
+/// The exec specs of `items` (maps with `pod`, `command` and any of `keys`), for `fname`.
+fn item_specs(fname: &str, items: Array, keys: &[&str]) -> RResult<Vec<ExecSpec>> {
+    let mut specs = Vec::new();
+    for it in items {
+        let o = it.try_cast::<Map>().ok_or_else(|| {
+            runtime_error(format!(
+                "kube::{fname}: each item must be a map #{{pod, command, ...}}"
+            ))
+        })?;
+        check_keys(&format!("kube::{fname} item"), &o, keys)?;
+        let pod = opt_str(&o, "pod")?
+            .ok_or_else(|| runtime_error(format!("kube::{fname}: an item has no `pod`")))?;
+        let cmd = o
+            .get("command")
+            .cloned()
+            .and_then(|d| d.try_cast::<Array>())
+            .ok_or_else(|| {
+                runtime_error(format!(
+                    "kube::{fname}: `command` must be an array of strings"
+                ))
+            })?;
+        specs.push(exec_spec(&pod, cmd, &o)?);
+    }
+    Ok(specs)
+}
+
 /// What an exec returned, as scripts see it: with every secret the run knows redacted (an exec that
 /// `cat`s a mounted Secret cannot undo the redaction).
 fn exec_result(ctx: &Ctx, out: crate::exec::ExecOutput) -> Map {
@@ -172,29 +198,11 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         exec latencies rather than 64; one that cannot run at all is the cluster error it would be \
         alone. In dry-run the plan lists them in order.",
         move |items: Array| -> RResult<Array> {
-        let mut specs = Vec::new();
-        for it in items {
-            let o = it.try_cast::<Map>().ok_or_else(|| {
-                runtime_error("kube::exec_each: each item must be a map #{pod, command, ...}")
-            })?;
-            check_keys(
-                "kube::exec_each item",
-                &o,
-                &["pod", "command", "container", "env", "timeout", "save_as", "namespace"],
-            )?;
-            let pod = opt_str(&o, "pod")?
-                .ok_or_else(|| runtime_error("kube::exec_each: an item has no `pod`"))?;
-            let cmd = o
-                .get("command")
-                .cloned()
-                .and_then(|d| d.try_cast::<Array>())
-                .ok_or_else(|| {
-                    runtime_error("kube::exec_each: `command` must be an array of strings")
-                })?;
-            let mut spec = exec_spec(&pod, cmd, &o)?;
-            // Spinners of commands side by side would overwrite each other.
-            spec.progress = false;
-            specs.push(spec);
+        let keys = ["pod", "command", "container", "env", "timeout", "save_as", "namespace"];
+        let mut specs = item_specs("exec_each", items, &keys)?;
+        // Spinners of commands side by side would overwrite each other.
+        for s in &mut specs {
+            s.progress = false;
         }
         c.precheck()?;
         // The plan is a script: its lines keep the items' order.
@@ -228,27 +236,8 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
         so far, their commands killed in their pods (the pods need `sh` and a writable `/tmp` for \
         that).",
         move |items: Array| -> RResult<Array> {
-        let mut specs = Vec::new();
-        for it in items {
-            let o = it.try_cast::<Map>().ok_or_else(|| {
-                runtime_error("kube::exec_many: each item must be a map #{pod, command, ...}")
-            })?;
-            check_keys(
-                "kube::exec_many item",
-                &o,
-                &["pod", "command", "container", "env", "timeout", "namespace"],
-            )?;
-            let pod = opt_str(&o, "pod")?
-                .ok_or_else(|| runtime_error("kube::exec_many: an item has no `pod`"))?;
-            let cmd = o
-                .get("command")
-                .cloned()
-                .and_then(|d| d.try_cast::<Array>())
-                .ok_or_else(|| {
-                    runtime_error("kube::exec_many: `command` must be an array of strings")
-                })?;
-            specs.push(exec_spec(&pod, cmd, &o)?);
-        }
+        let keys = ["pod", "command", "container", "env", "timeout", "namespace"];
+        let specs = item_specs("exec_many", items, &keys)?;
         c.precheck()?;
         let outs = c.exec.exec_many(&specs).map_err(exec_err)?;
         for s in &specs {
