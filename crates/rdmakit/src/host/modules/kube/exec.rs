@@ -210,12 +210,14 @@ pub(super) fn register(m: &mut Module, ctx: &Arc<Ctx>) {
             specs.iter().map(|s| c.exec.exec(s)).collect()
         } else {
             let fanout = Fanout::sized(specs.len(), None, None);
+            // No deadline is set, so every item starts; `None` would be a fan-out that stopped early.
             fanout
                 .run("exec", &specs, |s| c.exec.exec(s))
                 .into_iter()
-                .map(|r| r.unwrap_or_else(|| Err(crate::error::ExecError::Failed {
-                    action: "exec".into(),
-                    message: "not started".into(),
+                .zip(&specs)
+                .map(|(r, s)| r.unwrap_or_else(|| Err(crate::error::ExecError::Failed {
+                    action: format!("exec in {}", s.pod),
+                    message: "not started: the commands beside it stopped first; run the step again".into(),
                 })))
                 .collect()
         };
