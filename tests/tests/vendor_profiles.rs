@@ -194,6 +194,16 @@ fn planted_mistakes_on_plugin_profiles_are_found() {
     // Another provider.
     let tcp = good.replace("value: efa", "value: tcp");
     assert!(rules(&tcp).contains(&"nccl-plugin-env-missing"));
+    // The EFA request dropped (limits and requests): the plugin's settings stay, the device does not.
+    assert!(!rules(&good).contains(&"nccl-plugin-env-without-rdma"));
+    let no_efa: String = good
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("vpc.amazonaws.com/efa:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(no_efa, good, "the planted change must apply");
+    let hits = rules(&no_efa);
+    assert!(hits.contains(&"nccl-plugin-env-without-rdma"), "{hits:?}");
     // Sockets forced.
     let sockets = good.replace(
         "    - name: FI_PROVIDER",

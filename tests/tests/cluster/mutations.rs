@@ -203,7 +203,7 @@ const MUTATIONS: &[Mutation] = &[
         file: "mpi-job.yaml",
         from: "                vpc.amazonaws.com/efa: \"32\"\n",
         to: "",
-        lint: None,
+        lint: Some("nccl-plugin-env-without-rdma"),
         names: &["vpc.amazonaws.com/efa"],
     },
     Mutation {

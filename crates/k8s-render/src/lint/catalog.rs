@@ -107,6 +107,9 @@ rules! {
     PLUGIN_ENV = "nccl-plugin-env-missing", Error,
         "NCCL container without the environment the profile's net plugin needs",
         "The net plugin reads its provider settings from the environment (aws-ofi-nccl: FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1); without them libfabric may pick another provider (tcp, sockets) or GPUDirect stays off, and NCCL runs far below the fabric's rate.";
+    PLUGIN_WITHOUT_RDMA = "nccl-plugin-env-without-rdma", Error,
+        "Container set up for the profile's net plugin but the pod requests no RDMA resource or claim",
+        "The plugin's provider settings (FI_PROVIDER=efa) say the container means to use the fabric, but without the device plugin resource (vpc.amazonaws.com/efa) or a DRA claim it has no device: aws-ofi-nccl finds 'No eligible providers' and NCCL falls back to sockets, or hangs.";
     PLUGIN_BAD = "nccl-plugin-known-bad-version", Error,
         "NCCL net plugin version known to fail pinned",
         "Some plugin releases crash or lose bandwidth with the drivers and installers of their time (aws-ofi-nccl 1.12.0-aws with EFA installer 1.35.0 and later); the profile lists them with the reason and the versions known to work.";

@@ -56,7 +56,7 @@ pub(super) fn lint_nccl_env(
             );
         }
     }
-    lint_plugin_env(cx, c, role, pod_rdma);
+    lint_plugin_env(cx, c, role, pod_rdma, pod_has_any_claim);
     if let Some(e) = c.env_value("NCCL_SHM_DISABLE")
         && is_on(e.value.as_deref())
         && !options.benchmark
@@ -163,10 +163,37 @@ pub(super) fn lint_nccl_env(
 
 /// The plugin's required environment on an RDMA container that runs NCCL, and `NCCL_NET`
 /// forcing sockets where the profile's plugin should carry the traffic.
-fn lint_plugin_env(cx: &mut Ctx<'_>, c: &Container<'_>, role: &str, pod_rdma: bool) {
+fn lint_plugin_env(
+    cx: &mut Ctx<'_>,
+    c: &Container<'_>,
+    role: &str,
+    pod_rdma: bool,
+    pod_has_any_claim: bool,
+) {
     let Some(plugin) = cx.options.plugin.as_ref() else {
         return;
     };
+    if !pod_rdma && !pod_has_any_claim {
+        // The plugin's provider settings say the container means to use the fabric: it needs the device.
+        if let Some((key, e)) = plugin
+            .required_env
+            .iter()
+            .find_map(|(key, _)| c.env_value(key).map(|e| (key, e)))
+        {
+            cx.hit(
+                PLUGIN_WITHOUT_RDMA,
+                e.path.clone(),
+                format!(
+                    "container {:?} ({role}) sets {key}{} for the {} plugin but the pod requests no RDMA resource or claim",
+                    c.name,
+                    origin(e),
+                    plugin.name
+                ),
+                "request the profile's RDMA resource in resources.limits (vpc.amazonaws.com/efa: the instance's EFA count) or add a DRA resourceClaim",
+            );
+        }
+        return;
+    }
     // Only containers that run NCCL on the fabric: an RDMA device and NCCL settings.
     if !(pod_rdma && c.has_nccl_env()) {
         return;
