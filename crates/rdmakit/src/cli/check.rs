@@ -213,6 +213,14 @@ pub fn check(global: &Global, a: CheckArgs) -> CmdResult {
     };
     report.pods = created.names();
     let interrupted = cancel.is_cancelled();
+    if interrupted {
+        // A partial report must say so: what was not reached is missing, not passed.
+        report.findings.push(
+            Check::new("check-interrupted", "check", Verdict::Fail,
+                "interrupted (Ctrl-C) before the check finished: the nodes, facts and cells not reached are missing from this report")
+            .with_fix("run the check again to the end"),
+        );
+    }
     if !a.keep {
         created.delete_all();
     }
