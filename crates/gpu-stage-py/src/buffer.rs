@@ -134,7 +134,10 @@ impl BufferSpec {
 
 /// Size of the header transfer that precedes every object.
 pub const HEADER_LEN: usize = 96;
-const MAGIC: &[u8; 8] = b"RDMAKIT2";
+const MAGIC: &[u8; 8] = b"RDMAKIT3";
+/// Bit 63 of the count word: the buffers follow as one gathered transfer (a buffer count never
+/// reaches it).
+const GATHERED: u64 = 1 << 63;
 const TAG_LEN: usize = 32;
 const TAG_AT: usize = 32;
 const TOKEN_AT: usize = TAG_AT + TAG_LEN;
@@ -153,6 +156,17 @@ pub struct Header {
     pub total: u64,
     /// FNV-1a over the lengths in order (catches a reordering or a size change at equal totals).
     pub lengths_hash: u64,
+    /// Whether the buffers follow as one transfer (the sender's are all in one place, see
+    /// [`one_place`]) rather than one transfer each. The sender's choice: not compared.
+    pub gathered: bool,
+}
+
+/// The place every non-empty buffer is in, if they share one (`None` for none or several): such
+/// an object travels as one gathered transfer.
+pub fn one_place(buffers: &[BufferSpec]) -> Option<Place> {
+    let mut places = buffers.iter().filter(|b| !b.is_empty()).map(|b| b.place);
+    let first = places.next()?;
+    places.all(|p| p == first).then_some(first)
 }
 
 impl Header {
@@ -172,14 +186,16 @@ impl Header {
             count: buffers.len() as u64,
             total: buffers.iter().map(|b| b.len as u64).sum(),
             lengths_hash: hash,
+            gathered: one_place(buffers).is_some(),
         }
     }
 
-    /// The wire form (64 bytes).
+    /// The wire form ([`HEADER_LEN`] bytes).
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut out = [0u8; HEADER_LEN];
         out[..8].copy_from_slice(MAGIC);
-        out[8..16].copy_from_slice(&self.count.to_le_bytes());
+        let flags = if self.gathered { GATHERED } else { 0 };
+        out[8..16].copy_from_slice(&(self.count | flags).to_le_bytes());
         out[16..24].copy_from_slice(&self.total.to_le_bytes());
         out[24..32].copy_from_slice(&self.lengths_hash.to_le_bytes());
         out[TAG_AT..TAG_AT + self.tag.len()].copy_from_slice(&self.tag);
@@ -206,9 +222,10 @@ impl Header {
         Ok(Header {
             token: Token::from_bytes(&b[TOKEN_AT..TOKEN_AT + TOKEN_LEN])?,
             tag: tag[..end].to_vec(),
-            count: word(8),
+            count: word(8) & !GATHERED,
             total: word(16),
             lengths_hash: word(24),
+            gathered: word(8) & GATHERED != 0,
         })
     }
 
@@ -365,5 +382,29 @@ mod tests {
         let h = Header::new(&long, &[], &T);
         assert_eq!(h.tag.len(), 32);
         assert_eq!(Header::decode(&h.encode()).expect("decodes"), h);
+    }
+
+    #[test]
+    fn one_place_gathers_and_the_flag_round_trips_without_being_compared() {
+        let cuda = |n: usize, len: u64| parse(0, "cuda", n as i64, 0x1000, len).expect("valid");
+        let empty_cpu = parse(0, "cpu", 0, 0, 0).expect("valid");
+        // Empty buffers have no place that matters; two GPUs are two places.
+        assert_eq!(
+            one_place(&[cuda(0, 8), empty_cpu, cuda(0, 4)]),
+            Some(Place::Cuda(0))
+        );
+        assert_eq!(one_place(&[cuda(0, 8), cuda(1, 4)]), None);
+        assert_eq!(one_place(&[spec(1), cuda(0, 4)]), None);
+        assert_eq!(one_place(&[empty_cpu]), None);
+
+        let mixed = Header::new("obj-1", &[spec(8), cuda(0, 4)], &T);
+        assert!(!mixed.gathered);
+        let one = Header::new("obj-1", &[cuda(0, 8), cuda(0, 4)], &T);
+        assert!(one.gathered);
+        let back = Header::decode(&one.encode()).expect("decodes");
+        assert_eq!((back.gathered, back.count), (true, 2));
+        // The receiver's own layout does not decide how the sender sends.
+        back.check_against(&mixed)
+            .expect("same count, sizes and token");
     }
 }

@@ -3,9 +3,12 @@
 //! object the pair exchanges; any failure closes it (gpu-stage rings stay failed), and the next
 //! transfer opens a new one.
 //!
-//! Every object travels as a 64-byte [`Header`] transfer (tag, count, sizes) followed by one
-//! transfer per non-empty buffer, in order. The receiver checks the header against what it
-//! expected before any byte lands in a caller's buffer.
+//! Every object starts with its [`Header`] (tag, count, sizes, token; on the direct lane over TCP,
+//! a staged transfer of its own over RDMA). When the sender's non-empty buffers share one device,
+//! they follow as one gathered transfer (chunks cross tensor boundaries: one pair of pipeline
+//! threads and one END/ACK per object, however many tensors), and the receiver scatters it into
+//! its buffers; otherwise one transfer per non-empty buffer, in order. The receiver checks the
+//! header against what it expected before any byte lands in a caller's buffer.
 //!
 //! [`AbortHandle::abort`] works from any thread while a transfer runs: it fails the ring's gate
 //! (which wakes every party blocked on a slot) and shuts the TCP connections down (which wakes
@@ -22,7 +25,7 @@ use gpu_stage::{
     StageError, StagingRing, TcpOptions, TcpReceiver, TcpSender, TcpShutdown, TransferStats,
 };
 
-use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place};
+use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place, one_place};
 use crate::config::{ChannelConfig, RingBackend, TransportKind};
 use crate::direct;
 use crate::error::BindError;
@@ -242,6 +245,31 @@ fn recv_over<D: Device, X: gpu_stage::RecvTarget<D::Memory>>(
     }
 }
 
+fn send_gather_over<D: Device>(
+    sender: &mut Sender<D>,
+    mems: &[&D::Memory],
+    link: &mut SendLink,
+) -> Result<TransferStats, StageError> {
+    match link {
+        SendLink::Tcp(t) => sender.send_gather(mems, t),
+        #[cfg(feature = "rdma")]
+        SendLink::Rdma(t) => sender.send_gather(mems, t.as_mut()),
+    }
+}
+
+fn recv_scatter_over<D: Device, X: gpu_stage::RecvTarget<D::Memory>>(
+    receiver: &mut Receiver<D>,
+    mems: &mut [X],
+    link: &mut RecvLink,
+) -> Result<TransferStats, StageError> {
+    let mut refs: Vec<&mut X> = mems.iter_mut().collect();
+    match link {
+        RecvLink::Tcp(t) => receiver.recv_scatter(&mut refs, t),
+        #[cfg(feature = "rdma")]
+        RecvLink::Rdma(t) => receiver.recv_scatter(&mut refs, t.as_mut()),
+    }
+}
+
 /// The CUDA devices a channel has opened, by ordinal.
 struct CudaDevices(Vec<(usize, CudaDevice)>);
 
@@ -306,6 +334,8 @@ pub struct SendChannel {
     peer: String,
     token: Token,
     last_used: Instant,
+    /// Staged transfers of payload so far (the header's and inline objects' not counted).
+    staged: u64,
     /// The direct lane (TCP only; RDMA sends the header as a staged transfer).
     direct: Option<TcpStream>,
     timeout: std::time::Duration,
@@ -379,6 +409,7 @@ impl SendChannel {
             peer: addr.to_string(),
             token,
             last_used: Instant::now(),
+            staged: 0,
             direct: lane,
             timeout: cfg.timeout,
         })
@@ -449,6 +480,9 @@ impl SendChannel {
             let mem = self.host_device.upload(&header)?;
             send_over(&mut self.host, &mem, &mut self.link)?;
         }
+        if let Some(place) = one_place(buffers) {
+            return self.send_gathered(place, buffers);
+        }
         let mut bytes = 0u64;
         for (i, spec) in buffers.iter().enumerate() {
             if spec.is_empty() {
@@ -469,9 +503,46 @@ impl SendChannel {
                     send_over(sender, &mem, &mut self.link)?
                 }
             };
+            self.staged += 1;
             bytes += stats.bytes;
         }
         Ok(bytes)
+    }
+
+    /// Every non-empty buffer (all in `place`) as one transfer: one pair of pipeline threads and
+    /// one end-of-transfer round trip per object, however many tensors it holds.
+    fn send_gathered(&mut self, place: Place, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+        let full = || buffers.iter().enumerate().filter(|(_, b)| !b.is_empty());
+        let stats = match place {
+            Place::Cpu => {
+                let mems = full()
+                    .map(|(i, b)| host_view(i, b))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let refs: Vec<&HostMemory> = mems.iter().collect();
+                send_gather_over(&mut self.host, &refs, &mut self.link)?
+            }
+            Place::Cuda(ordinal) => {
+                let dev = self.devices.get(ordinal)?;
+                let mems = full()
+                    .map(|(i, b)| cuda_view(i, &dev, b))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let refs: Vec<&<CudaDevice as Device>::Memory> =
+                    mems.iter().map(|m| &**m).collect();
+                let ring = &self.ring;
+                let sender = lane(&mut self.cuda, ordinal, || {
+                    Sender::with_ring(&dev, Arc::clone(ring))
+                })?;
+                send_gather_over(sender, &refs, &mut self.link)?
+            }
+        };
+        self.staged += 1;
+        Ok(stats.bytes)
+    }
+
+    /// Staged transfers of payload this channel ran: one per object whose buffers share a device
+    /// (the header and objects sent inline on the direct lane take none).
+    pub fn staged_transfers(&self) -> u64 {
+        self.staged
     }
 }
 
@@ -579,6 +650,7 @@ impl PairListener {
             },
             token,
             last_used: Instant::now(),
+            staged: 0,
             direct: lane,
             timeout: cfg.timeout,
         })
@@ -596,6 +668,8 @@ pub struct RecvChannel {
     guard: Guard,
     token: Token,
     last_used: Instant,
+    /// Staged transfers of payload so far (the header's and inline objects' not counted).
+    staged: u64,
     /// The direct lane (TCP only; RDMA receives the header as a staged transfer).
     direct: Option<TcpStream>,
     timeout: std::time::Duration,
@@ -662,13 +736,15 @@ impl RecvChannel {
         token: &Token,
     ) -> Result<u64, BindError> {
         let expected = Header::new(tag, buffers, token);
-        if let Some(lane) = self.direct.as_mut() {
+        let got = if let Some(lane) = self.direct.as_mut() {
             let (inline, header) = direct::recv_header(lane, self.timeout)?;
             // Checked before a byte of the payload is read into a buffer.
-            Header::decode(&header)?.check_against(&expected)?;
+            let got = Header::decode(&header)?;
+            got.check_against(&expected)?;
             if inline {
                 return direct::recv_inline(lane, buffers, self.timeout);
             }
+            got
         } else {
             let mut mem = self.host_device.alloc_zeroed(HEADER_LEN)?;
             let stats = recv_over(&mut self.host, &mut mem, &mut self.link)?;
@@ -678,7 +754,12 @@ impl RecvChannel {
                     stats.bytes
                 )));
             }
-            Header::decode(mem.as_slice())?.check_against(&expected)?;
+            let got = Header::decode(mem.as_slice())?;
+            got.check_against(&expected)?;
+            got
+        };
+        if got.gathered {
+            return self.recv_gathered(buffers);
         }
         let mut bytes = 0u64;
         for (i, spec) in buffers.iter().enumerate() {
@@ -710,8 +791,55 @@ impl RecvChannel {
                     ),
                 ));
             }
+            self.staged += 1;
             bytes += stats.bytes;
         }
         Ok(bytes)
+    }
+
+    /// The sender's buffers came as one transfer: it lands across these buffers, which must be in
+    /// one place (one pipeline receives a transfer).
+    fn recv_gathered(&mut self, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+        let total: u64 = buffers.iter().map(|b| b.len() as u64).sum();
+        let full = || buffers.iter().enumerate().filter(|(_, b)| !b.is_empty());
+        let Some(place) = one_place(buffers) else {
+            return Err(BindError::Unsupported(
+                "the sender sends this object as one transfer (its buffers share a device), but \
+                 this end's buffers are on several devices: receive it into buffers on one device"
+                    .into(),
+            ));
+        };
+        let stats = match place {
+            Place::Cpu => {
+                let mut mems = full()
+                    .map(|(i, b)| host_view(i, b))
+                    .collect::<Result<Vec<_>, _>>()?;
+                recv_scatter_over(&mut self.host, &mut mems, &mut self.link)?
+            }
+            Place::Cuda(ordinal) => {
+                let dev = self.devices.get(ordinal)?;
+                let mut mems = full()
+                    .map(|(i, b)| cuda_view(i, &dev, b))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let ring = &self.ring;
+                let receiver = lane(&mut self.cuda, ordinal, || {
+                    Receiver::with_ring(&dev, Arc::clone(ring))
+                })?;
+                recv_scatter_over(receiver, &mut mems, &mut self.link)?
+            }
+        };
+        self.staged += 1;
+        if stats.bytes != total {
+            return Err(BindError::Mismatch(format!(
+                "the sender sent {} bytes of this {total}-byte object",
+                stats.bytes
+            )));
+        }
+        Ok(stats.bytes)
+    }
+
+    /// Staged transfers of payload this channel received (see [`SendChannel::staged_transfers`]).
+    pub fn staged_transfers(&self) -> u64 {
+        self.staged
     }
 }

@@ -90,7 +90,7 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 const MAGIC: &[u8; 8] = b"RDKTHELO";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// `Hello::flags` bit of the direct lane (the connection after the data connections).
 pub const FLAG_DIRECT: u64 = 1 << 1;
 /// Objects up to this many bytes, all in host memory, travel whole on the direct lane.

@@ -5,7 +5,7 @@
 //! `python`); everything it does is plain Rust in this crate, tested without Python:
 //!
 //! - [`buffer`]: `(device type, device index, address, length)` descriptions, checked, and the
-//!   64-byte object header both ends compare before any byte lands in a buffer.
+//!   96-byte object header both ends compare before any byte lands in a buffer.
 //! - [`handshake`], [`direct`]: the authenticated greeting of every connection, and the direct
 //!   lane that carries each object's header (and small host objects whole).
 //! - [`config`]: settings from the environment a RayCluster sets (`RDMAKIT_*`, `NCCL_IB_HCA`).

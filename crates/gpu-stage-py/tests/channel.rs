@@ -527,3 +527,70 @@ fn a_receive_whose_header_never_comes_times_out_naming_the_wait() {
     );
     h.join().expect("sender thread");
 }
+
+#[test]
+fn a_state_dict_of_hundreds_of_buffers_is_one_staged_transfer_per_object() {
+    // 300 tensors: small ones (a bias, a norm), chunk-sized and larger ones, and empty ones.
+    let sizes: Vec<usize> = (0..300)
+        .map(|i| match i % 5 {
+            0 => 4096,
+            1 => 0,
+            2 => MIB + 7,
+            3 => 3,
+            _ => 96 << 10,
+        })
+        .collect();
+    let objects: Vec<Vec<Vec<u8>>> = (0..2u8)
+        .map(|o| {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| pattern(n, o.wrapping_mul(7).wrapping_add(i as u8)))
+                .collect()
+        })
+        .collect();
+    let total: u64 = sizes.iter().map(|&n| n as u64).sum();
+    let sent = objects.clone();
+    let (mut rx, h) = pair(cfg(), move |mut tx| {
+        for (o, bufs) in sent.iter().enumerate() {
+            let specs: Vec<_> = bufs.iter().map(|b| cpu(b)).collect();
+            assert_eq!(
+                tx.send(&format!("sd-{o}"), &specs, None).expect("send"),
+                total
+            );
+        }
+        tx.staged_transfers()
+    });
+    for (o, bufs) in objects.iter().enumerate() {
+        let mut dst: Vec<Vec<u8>> = bufs.iter().map(|b| vec![0xAA; b.len()]).collect();
+        let specs: Vec<_> = dst.iter_mut().map(|b| cpu_mut(b)).collect();
+        assert_eq!(
+            rx.recv(&format!("sd-{o}"), &specs, None).expect("recv"),
+            total
+        );
+        assert!(&dst == bufs, "object {o}: a buffer differs");
+    }
+    // Before: one staged transfer per non-empty buffer (240 per object).
+    assert_eq!(h.join().expect("sender thread"), 2);
+    assert_eq!(rx.staged_transfers(), 2);
+}
+
+#[test]
+fn a_gathered_object_into_buffers_on_two_devices_is_refused_before_any_byte_lands() {
+    let a = pattern(100 << 10, 1);
+    let b = pattern(100 << 10, 2);
+    let (mut rx, h) = pair(cfg(), move |mut tx| tx.send("o", &[cpu(&a), cpu(&b)], None));
+    let mut dst = vec![0u8; 100 << 10];
+    // SAFETY: never read or written: the receiver refuses the layout before it touches a buffer.
+    let gpu =
+        unsafe { BufferSpec::from_raw(Place::Cuda(0), 0x7000_0000, 100 << 10) }.expect("in range");
+    let e = rx
+        .recv("o", &[cpu_mut(&mut dst), gpu], None)
+        .expect_err("two devices")
+        .to_string();
+    assert!(e.contains("several devices"), "{e}");
+    assert!(dst.iter().all(|&x| x == 0), "a byte landed");
+    h.join()
+        .expect("sender thread")
+        .expect_err("the receiver gave up");
+}

@@ -92,3 +92,52 @@ fn borrow_raw_refuses_what_the_driver_says_is_wrong() {
     let ok = unsafe { dev.borrow_raw(p + 4096, MIB - 4096) }.unwrap();
     assert_eq!(ok.len(), MIB - 4096);
 }
+
+#[test]
+#[ignore = "GPU tier: needs a CUDA driver"]
+fn a_state_dict_of_cuda_tensors_crosses_as_one_staged_transfer() {
+    let dev = gpu();
+    let cfg = ChannelConfig {
+        backend: RingBackend::Cuda,
+        ..ChannelConfig::default()
+    };
+    // 260 tensors of a transformer's shapes (norms, biases, projections), cut from two
+    // allocations the way a caching allocator packs them: tensors back to back at offsets.
+    let sizes: Vec<usize> = (0..260)
+        .map(|i| match i % 4 {
+            0 => 8192,
+            1 => 2 * MIB + 6,
+            2 => 3,
+            _ => 5 * MIB,
+        })
+        .collect();
+    let total: usize = sizes.iter().sum();
+    let data = pattern(total, 7);
+    let src = dev.upload(&data).unwrap();
+    let dst = dev.alloc_zeroed(total).unwrap();
+    let (s0, d0) = (addr(&dev, &src), addr(&dev, &dst));
+    let mut at = 0u64;
+    let (mut ss, mut ds) = (Vec::new(), Vec::new());
+    for &n in &sizes {
+        // SAFETY: each range lies inside `src` / `dst`, alive until the transfers return.
+        ss.push(unsafe { BufferSpec::from_raw(Place::Cuda(0), s0 + at, n) }.unwrap());
+        // SAFETY: as above; nothing else touches `dst` until the receive returns.
+        ds.push(unsafe { BufferSpec::from_raw(Place::Cuda(0), d0 + at, n) }.unwrap());
+        at += n as u64;
+    }
+    let listener = PairListener::bind("127.0.0.1:0").unwrap();
+    let a = listener.local_addr().unwrap().to_string();
+    let c2 = cfg.clone();
+    let h = thread::spawn(move || {
+        let mut ch = SendChannel::connect(&a, &c2, AbortHandle::new(), Token::NONE).unwrap();
+        let n = ch.send("sd", &ss, None).unwrap();
+        (n, ch.staged_transfers())
+    });
+    let mut rx = listener
+        .accept(&cfg, AbortHandle::new(), Token::NONE)
+        .unwrap();
+    let got = rx.recv("sd", &ds, None).unwrap();
+    assert_eq!(h.join().unwrap(), (total as u64, 1));
+    assert_eq!((got, rx.staged_transfers()), (total as u64, 1));
+    assert!(dev.download(&dst).unwrap() == data, "bytes differ");
+}

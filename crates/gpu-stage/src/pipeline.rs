@@ -155,7 +155,6 @@ impl<D: Device> Sender<D> {
         range: Range<usize>,
         transport: &mut T,
     ) -> Result<TransferStats, StageError> {
-        let start = Instant::now();
         let len = range
             .end
             .checked_sub(range.start)
@@ -166,6 +165,38 @@ impl<D: Device> Sender<D> {
                 size: src.len_bytes() as u64,
             })?;
         check_range("send range", range.start, len, src.len_bytes())?;
+        self.send_segments(&[(src, range.start, len)], transport)
+    }
+
+    /// Sends the concatenation of `srcs` as one transfer: chunks cross buffer boundaries, so N
+    /// small buffers cost one transfer (one pair of pipeline threads, one end-of-transfer
+    /// round trip) instead of N. [`Receiver::recv_scatter`] splits it again.
+    pub fn send_gather<T: SendTransport + ?Sized>(
+        &mut self,
+        srcs: &[&D::Memory],
+        transport: &mut T,
+    ) -> Result<TransferStats, StageError> {
+        let segs: Vec<(&D::Memory, usize, usize)> =
+            srcs.iter().map(|m| (*m, 0, m.len_bytes())).collect();
+        self.send_segments(&segs, transport)
+    }
+
+    /// One transfer of `segs` (memory, start, length; each checked in range) back to back.
+    fn send_segments<T: SendTransport + ?Sized>(
+        &mut self,
+        segs: &[(&D::Memory, usize, usize)],
+        transport: &mut T,
+    ) -> Result<TransferStats, StageError> {
+        let start = Instant::now();
+        let len = segs
+            .iter()
+            .try_fold(0usize, |acc, s| acc.checked_add(s.2))
+            .ok_or(StageError::OutOfBounds {
+                what: "gathered send",
+                offset: 0,
+                end: u64::MAX,
+                size: u64::MAX,
+            })?;
         self.lane.ring.gate().check()?;
         transport.attach(&self.lane.ring)?;
 
@@ -232,6 +263,8 @@ impl<D: Device> Sender<D> {
 
             let issue = || -> Result<(), StageError> {
                 device.bind()?;
+                let lens: Vec<usize> = segs.iter().map(|s| s.2).collect();
+                let mut walk = Walk::new(&lens);
                 for seq in 0..chunks {
                     let slot = (seq % slots as u64) as usize;
                     let offset = seq as usize * chunk_bytes;
@@ -239,10 +272,29 @@ impl<D: Device> Sender<D> {
                     let token = ring.acquire(slot)?;
                     let queued = (|| {
                         let dst = token.ptr(n)?;
-                        // SAFETY: `token` owns the slot; it goes to the submitter, which hands it
-                        // to the transport only after waiting for the event recorded below, and
-                        // every error path keeps it until the stream drained.
-                        unsafe { device.copy_d2h(stream, src, range.start + offset, dst, n)? };
+                        let mut done = 0;
+                        while let Some((i, at, take)) = walk.next_piece(n - done) {
+                            let (src, from, _) = segs[i];
+                            // SAFETY: `token` owns the slot; it goes to the submitter, which hands
+                            // it to the transport only after waiting for the event recorded below,
+                            // and every error path keeps it until the stream drained. The pieces
+                            // of one chunk fill `dst..dst+n` without overlap (`done + take <= n`,
+                            // so `dst + done` stays inside the slot), and each lies inside its
+                            // segment, which the caller checked lies inside its memory.
+                            unsafe {
+                                device.copy_d2h(stream, src, from + at, dst.add(done), take)?;
+                            }
+                            done += take;
+                            if done == n {
+                                break;
+                            }
+                        }
+                        if done != n {
+                            return Err(StageError::Verify(format!(
+                                "chunk {seq}: the gathered buffers end {} bytes early",
+                                n - done
+                            )));
+                        }
                         device.record(&events[slot], stream)
                     })();
                     if let Err(e) = queued {
@@ -316,7 +368,19 @@ impl<D: Device> Receiver<D> {
         dst: &mut X,
         transport: &mut T,
     ) -> Result<TransferStats, StageError> {
-        let dst = dst.target(Token(()));
+        self.recv_scatter(&mut [dst], transport)
+    }
+
+    /// Receives one transfer into the concatenation of `dsts` (what [`Sender::send_gather`]
+    /// sent): bytes land in the first buffer, then the next, a chunk split where a buffer ends.
+    /// Chunks past the last buffer are an error, never a write; the transfer may end short of it.
+    pub fn recv_scatter<T: RecvTransport + ?Sized, X: RecvTarget<D::Memory> + ?Sized>(
+        &mut self,
+        dsts: &mut [&mut X],
+        transport: &mut T,
+    ) -> Result<TransferStats, StageError> {
+        let mut dsts: Vec<&mut D::Memory> = dsts.iter_mut().map(|d| d.target(Token(()))).collect();
+        let lens: Vec<usize> = dsts.iter().map(|d| d.len_bytes()).collect();
         let start = Instant::now();
         self.lane.ring.gate().check()?;
         transport.attach(&self.lane.ring)?;
@@ -326,7 +390,16 @@ impl<D: Device> Receiver<D> {
             stream,
             events,
         } = &self.lane;
-        let dst_len = dst.len_bytes();
+        let dst_len = lens
+            .iter()
+            .try_fold(0usize, |acc, l| acc.checked_add(*l))
+            .ok_or(StageError::OutOfBounds {
+                what: "scattered receive",
+                offset: 0,
+                end: u64::MAX,
+                size: u64::MAX,
+            })?;
+        let mut walk = Walk::new(&lens);
 
         let held = HeldSlots::default();
         let result = std::thread::scope(|scope| {
@@ -425,10 +498,29 @@ impl<D: Device> Receiver<D> {
                     }
                     let queued = (|| {
                         let src = slot.ptr(c.len)?;
-                        // SAFETY: `slot` owns the slot; it goes to the releaser, which drops it
-                        // only after the event below, and every error path keeps it until the
-                        // stream drained; `dst` is exclusively borrowed for the whole call.
-                        unsafe { device.copy_h2d(stream, src, c.len, dst, offset)? };
+                        let mut done = 0;
+                        while done < c.len {
+                            let Some((i, at, take)) = walk.next_piece(c.len - done) else {
+                                break;
+                            };
+                            // SAFETY: `slot` owns the slot; it goes to the releaser, which drops
+                            // it only after the event below, and every error path keeps it until
+                            // the stream drained; every `dsts[i]` is exclusively borrowed for the
+                            // whole call. `src + done` stays inside the slot (`done + take <=
+                            // c.len`, which `ptr` checked against the slot) and `at + take`
+                            // inside `dsts[i]` (the walk never passes a buffer's end).
+                            unsafe {
+                                device.copy_h2d(stream, src.add(done), take, &mut *dsts[i], at)?;
+                            }
+                            done += take;
+                        }
+                        if done != c.len {
+                            return Err(StageError::Verify(format!(
+                                "chunk {}: the destination buffers end {} bytes early",
+                                c.seq,
+                                c.len - done
+                            )));
+                        }
                         device.record(&events[c.slot], stream)
                     })();
                     if let Err(e) = queued {
@@ -568,6 +660,37 @@ impl<D: Device> InProcessStage<D> {
         Ok(())
     }
 }
+/// Where a transfer's byte stream is in the buffers it is made of (a gathered send or a
+/// scattered receive): both walk the stream in order, chunk by chunk.
+#[derive(Debug)]
+struct Walk<'a> {
+    lens: &'a [usize],
+    /// The buffer the next byte belongs to.
+    i: usize,
+    /// Bytes of buffer `i` already walked.
+    at: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn new(lens: &'a [usize]) -> Self {
+        Walk { lens, i: 0, at: 0 }
+    }
+
+    /// The next piece of at most `max` (> 0) bytes: (buffer, offset in it, length), or `None`
+    /// past the last buffer. Empty buffers are skipped; a piece never crosses a buffer's end.
+    fn next_piece(&mut self, max: usize) -> Option<(usize, usize, usize)> {
+        while self.i < self.lens.len() && self.at == self.lens[self.i] {
+            self.i += 1;
+            self.at = 0;
+        }
+        let len = *self.lens.get(self.i)?;
+        let take = max.min(len - self.at);
+        let piece = (self.i, self.at, take);
+        self.at += take;
+        Some(piece)
+    }
+}
+
 /// Smallest piece a short in-process transfer is cut into (below it, the per-copy overhead costs
 /// more than the overlap gains).
 const MIN_PIECE: usize = 256 << 10;
