@@ -251,7 +251,7 @@ def rdt_rows(root):
 
 
 # ---------------------------------------------------------------- Ray RDT, issue 27's bench
-RDT27 = "rdmakit-rdt-issue27-h200x1"
+RDT27 = "rdmakit-rdt-issue27-gather-h200x1"
 
 
 def rdt27(root):
