@@ -20,7 +20,6 @@ hostPath contents, $RDMAKIT_EMU_STATE/pods/<uid>/ the pod's own filesystem (/tmp
 import json
 import os
 import re
-import subprocess
 import time
 
 ANN = "emulator.rdmakit.test/"
@@ -53,19 +52,84 @@ def state_dir():
     return s
 
 
-def kubectl_json(*args, timeout=30):
+# The resources the emulator reads, by the names its callers use: (API path, plural, namespaced).
+RESOURCES = {
+    "pod": ("api/v1", "pods", True),
+    "pods": ("api/v1", "pods", True),
+    "node": ("api/v1", "nodes", False),
+    "configmap": ("api/v1", "configmaps", True),
+    "resourceclaims.resource.k8s.io": ("apis/resource.k8s.io/v1", "resourceclaims", True),
+    "resourceslices.resource.k8s.io": ("apis/resource.k8s.io/v1", "resourceslices", False),
+}
+
+
+def api_get(kind, ns="", name="", selector="", timeout=30):
+    """One GET to the API server with the tier's kubeconfig credentials, as JSON (an object, or a list
+    without a name). A `kubectl get` per read cost ~65 ms of CPU (a Go process start), most of an exec's
+    own cost at 1,000 probed pods (bench/scale); this costs a TLS handshake."""
+    import http.client
+    import urllib.parse
+    group, plural, namespaced = RESOURCES[kind]
+    path = f"/{group}/" + (f"namespaces/{ns}/" if namespaced and ns else "") + plural + (f"/{name}" if name else "")
+    if selector:
+        path += "?" + urllib.parse.urlencode({"labelSelector": selector})
+    host, port, ctx = _api()
+    what = f"get {kind} {name or selector}".rstrip() + (f" -n {ns}" if ns else "")
+    try:
+        conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=timeout)
+        conn.request("GET", path, headers={"Accept": "application/json", "User-Agent": "node-emulator"})
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+    except (OSError, http.client.HTTPException) as e:
+        raise EmuError(f"node-emulator: {what}: {e}")
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        raise EmuError(f"node-emulator: {what}: HTTP {r.status}, not JSON: {body[:200]!r}")
+    if r.status != 200:
+        raise EmuError(f"node-emulator: {what}: HTTP {r.status}: {obj.get('message', '')}")
+    return obj
+
+
+_API = []
+
+
+def _api():
+    """(host, port, SSL context) from the tier's kubeconfig (kwokctl's: one cluster, one user, the
+    certificates inline); the PEM files are written once into the state directory."""
+    if _API:
+        return _API[0]
+    import base64
+    import ssl
+    import urllib.parse
     out = os.path.dirname(state_dir())
-    kubectl, config = os.path.join(out, "bin", "kubectl"), os.path.join(out, "kubeconfig")
+    config = os.path.join(out, "kubeconfig")
     if not os.path.isfile(config):
         config = config + ".tmp"  # during up.sh
-    try:
-        r = subprocess.run([kubectl, "--kubeconfig", config, *args, "-o", "json"], capture_output=True, text=True,
-                           timeout=timeout, env=_kubectl_env())
-    except (OSError, subprocess.SubprocessError) as e:
-        raise EmuError(f"node-emulator: kubectl {' '.join(args)}: {e}")
-    if r.returncode != 0:
-        raise EmuError(f"node-emulator: kubectl {' '.join(args)}: {r.stderr.strip()}")
-    return json.loads(r.stdout)
+    text = read(config, "")
+    fields = dict(re.findall(r"^\s*(server|certificate-authority-data|client-certificate-data|client-key-data):"
+                             r"\s*(\S+)\s*$", text, re.M))
+    missing = {"server", "certificate-authority-data", "client-certificate-data", "client-key-data"} - set(fields)
+    if missing:
+        raise EmuError(f"node-emulator: {config}: no {', '.join(sorted(missing))} (kwokctl's kubeconfig has them)")
+    url = urllib.parse.urlsplit(fields["server"])
+    pem_dir = os.path.join(state_dir(), "api")
+    os.makedirs(pem_dir, exist_ok=True)
+    paths = {}
+    for field, file in (("certificate-authority-data", "ca.pem"), ("client-certificate-data", "cert.pem"),
+                        ("client-key-data", "key.pem")):
+        path = os.path.join(pem_dir, file)
+        data = base64.b64decode(fields[field]).decode()
+        if read(path, None) != data:
+            tmp = f"{path}.{os.getpid()}"
+            write(tmp, data)
+            os.replace(tmp, path)
+        paths[file] = path
+    ctx = ssl.create_default_context(cafile=paths["ca.pem"])
+    ctx.load_cert_chain(paths["cert.pem"], paths["key.pem"])
+    _API.append((url.hostname, url.port or 443, ctx))
+    return _API[0]
 
 
 def _kubectl_env():
@@ -231,7 +295,7 @@ class Pod:
             claim_name = names.get(ref)
             if not claim_name:
                 continue
-            claim = kubectl_json("-n", self.ns, "get", "resourceclaims.resource.k8s.io", claim_name)
+            claim = api_get("resourceclaims.resource.k8s.io", self.ns, claim_name)
             for res in ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []):
                 attrs = slice_device(res["driver"], res["pool"], res["device"])
                 dev = (attrs.get("dra.net/rdmaDevice") or attrs.get("rdmaDevice") or {}).get("string")
@@ -277,7 +341,7 @@ class Pod:
         for src in self.container.get("envFrom") or []:
             prefix = src.get("prefix", "")
             if "configMapRef" in src:
-                data = kubectl_json("-n", self.ns, "get", "configmap", src["configMapRef"]["name"]).get("data") or {}
+                data = api_get("configmap", self.ns, src["configMapRef"]["name"]).get("data") or {}
                 out.update({prefix + k: v for k, v in data.items()})
         fields = {"spec.nodeName": self.node.name, "metadata.name": self.name, "metadata.namespace": self.ns,
                   "status.podIP": self.ip, "status.hostIP": self.node.ip}
@@ -386,7 +450,7 @@ class Pod:
     def project_config_map(self, where, ref):
         os.makedirs(where, exist_ok=True)
         try:
-            cm = kubectl_json("-n", self.ns, "get", "configmap", ref["name"])
+            cm = api_get("configmap", self.ns, ref["name"])
         except EmuError:
             return
         items = ref.get("items")
@@ -438,8 +502,7 @@ def cached(kind, ns, name, key, ttl=2.0):
             return json.loads(read(path, ""))
     except (OSError, ValueError):
         pass
-    args = (["-n", ns] if ns else []) + ["get", kind] + ([name] if name else [])
-    obj = kubectl_json(*args)
+    obj = api_get(kind, ns, name)
     store(key, obj)
     return obj
 

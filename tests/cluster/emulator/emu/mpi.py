@@ -202,7 +202,7 @@ def worker_pod(launcher, host, wait_s=60):
     t0 = time.time()
     while True:
         try:
-            p = model.kubectl_json("-n", ns, "get", "pod", name)
+            p = model.api_get("pod", ns, name)
             if (p.get("status") or {}).get("phase") == "Running":
                 return ns, name, p["spec"]["containers"][0]["name"]
         except model.EmuError:

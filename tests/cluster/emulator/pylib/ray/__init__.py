@@ -28,7 +28,7 @@ class _Cluster:
         if not name:
             raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to "
                                   "by setting `address`")
-        pods = model.kubectl_json("-n", me.ns, "get", "pods", "-l", f"ray.io/cluster={name},ray.io/node-type=worker")
+        pods = model.api_get("pods", me.ns, selector=f"ray.io/cluster={name},ray.io/node-type=worker")
         self.workers = [model.Pod(me.ns, p["metadata"]["name"]) for p in pods["items"]
                         if (p.get("status") or {}).get("phase") == "Running"]
         self.used = {}
