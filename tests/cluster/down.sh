@@ -8,7 +8,7 @@ out="$repo/target/cluster"
 name="${RDMAKIT_CLUSTER_NAME:-rdmakit}"
 export KWOK_WORKDIR="$out/kwok"
 
-for op in pod-runner ray-operator mpi-operator; do
+for op in pod-runner istio-sidecar-injector ray-operator mpi-operator; do
   pidf="$out/$op.pid"
   if [[ -f "$pidf" ]]; then
     pid="$(cat "$pidf")"
@@ -34,5 +34,5 @@ for b in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   pkill -f "^$out/kwok/clusters/$name/bin/$b( |$)" 2>/dev/null
   pkill -f "^$out/bin/$b( |$)" 2>/dev/null
 done
-rm -rf "$KWOK_WORKDIR/clusters/$name" "$out/emu-state" "$out/kubeconfig" "$out/kubeconfig.tmp" "$out/emu-state.path"
+rm -rf "$KWOK_WORKDIR/clusters/$name" "$out/emu-state" "$out/istio-sidecar-injector.port" "$out/kubeconfig" "$out/kubeconfig.tmp" "$out/emu-state.path"
 echo "down.sh: cluster $name stopped"

@@ -156,6 +156,37 @@ echo $! >"$out/ray-operator.pid"
   >"$out/logs/mpi-operator.log" 2>&1 &
 echo $! >"$out/mpi-operator.pid"
 
+# Istio's sidecar injection, as a real mutating webhook the API server calls (webhooks/): pods created in a
+# namespace labelled istio-injection=enabled get an istio-proxy container. It serves kwokctl's admin
+# certificate, whose names include 127.0.0.1, signed by the cluster's CA.
+pki="$KWOK_WORKDIR/clusters/$name/pki"
+rm -f "$out/istio-sidecar-injector.port"
+"$python" "$here/webhooks/istio-sidecar-injector" "$pki/admin.crt" "$pki/admin.key" "$out/istio-sidecar-injector.port" \
+  >"$out/logs/istio-sidecar-injector.log" 2>&1 &
+echo $! >"$out/istio-sidecar-injector.pid"
+for _ in $(seq 50); do [[ -s "$out/istio-sidecar-injector.port" ]] && break; sleep 0.1; done
+[[ -s "$out/istio-sidecar-injector.port" ]] ||
+  { echo "up.sh: the sidecar injector did not start:" >&2; tail -20 "$out/logs/istio-sidecar-injector.log" >&2; exit 1; }
+k apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: istio-sidecar-injector
+webhooks:
+- name: sidecar-injector.istio.io
+  clientConfig:
+    url: https://127.0.0.1:$(cat "$out/istio-sidecar-injector.port")/inject
+    caBundle: $(base64 -w0 "$pki/ca.crt")
+  rules:
+  - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  namespaceSelector:
+    matchLabels: {istio-injection: enabled}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+YAML
+
 echo "up.sh: creating the simulated nodes, DRANET and its ResourceSlices"
 k apply -f "$here/fixtures/nodes.yaml" >/dev/null
 k apply -f "$here/fixtures/dranet.yaml" >/dev/null

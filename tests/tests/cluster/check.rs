@@ -3,15 +3,17 @@
 //! matrix run through the emulator's `ib_write_bw` (which moves counter bytes on the devices of both pods),
 //! the JSON valid against the committed schema, the HTML written, and nothing left behind. Then planted
 //! faults — flat counters on one node, a wrong RoCE GID index, a missing interface, a small `/dev/shm`, 64 KiB
-//! memlock — each FAIL naming its cause. Sidecar proxies cannot be planted here (no mutating webhook injects
-//! one): `probe::check::env_lint`'s unit tests cover them.
+//! memlock — each FAIL naming its cause — and a mesh's proxy injected by a real mutating webhook (Istio's
+//! injector, tests/cluster/webhooks/), which check finds in the live pods it never asked for.
 
 use std::path::Path;
 
 use serde_json::Value;
 
 use super::harness::OutputWithin;
-use super::harness::{BareNs, NodeKnob, kubeconfig, kubectl_ok, rdmakit, repo};
+use super::harness::{
+    BareNs, NodeKnob, kubeconfig, kubectl_ok, rdmakit, repo, sigint_once_present,
+};
 use super::vendors::Nodes;
 
 /// `rdmakit check --profile P --json - --html DIR/check.html -n NS` with a small matrix; (exit, report, text).
@@ -327,4 +329,94 @@ fn a_missing_interface_a_small_dev_shm_and_a_wrong_gid_index_each_fail_naming_th
         assert!(x["fix"].as_str().unwrap().contains("to 5"), "{x:#}");
     }
     no_pods_left(&ns.0);
+}
+
+/// Istio's injector (a mutating webhook the API server calls, started by up.sh) adds istio-proxy to every pod
+/// created in a namespace labelled `istio-injection=enabled`: the check pods there carry a proxy check never
+/// put in their spec, and every one FAILs naming it and the opt-out. The same profile in an unlabelled
+/// namespace passes (`check_passes_for_every_builtin_profile_with_nodes_and_leaves_nothing`).
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn a_proxy_injected_by_admission_fails_every_check_pod_naming_it_and_the_opt_out() {
+    let ns = BareNs::new("check-mesh");
+    kubectl_ok(&["label", "namespace", &ns.0, "istio-injection=enabled"]);
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = eligible("rdma-shared-device");
+    let (code, v, text) = check(
+        &ns.0,
+        "rdma-shared-device",
+        &["--no-matrix"],
+        &dir.path().join("mesh.html"),
+    );
+    assert_eq!(code, 1, "{text}");
+    validate(&v);
+    let f = failing(&v, "sidecar-proxy");
+    assert_eq!(f.len(), nodes.len(), "{:#}", v["findings"]);
+    for x in &f {
+        let summary = x["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("istio-proxy") && summary.contains("sidecar.istio.io/status"),
+            "{x:#}"
+        );
+        assert!(
+            x["fix"]
+                .as_str()
+                .unwrap()
+                .contains("sidecar.istio.io/inject"),
+            "{x:#}"
+        );
+    }
+    for n in v["nodes"].as_array().unwrap() {
+        let sidecars = n["facts"]["sidecars"].as_array().unwrap();
+        assert!(
+            sidecars.iter().any(|s| s == "istio-proxy"),
+            "{:#}",
+            n["facts"]
+        );
+    }
+    no_pods_left(&ns.0);
+}
+
+/// Ctrl-C while the check pods run: check deletes what it created before it exits 130, and writes its report
+/// (interrupted, with the pods it made); nothing with its label is left in the namespace.
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn an_interrupted_check_exits_130_and_leaves_no_check_pod() {
+    use std::process::Stdio;
+    let ns = BareNs::new("check-int");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let spawn = || {
+        rdmakit()
+            .args([
+                "check",
+                "--profile",
+                "rdma-shared-device",
+                "-n",
+                &ns.0,
+                "--json",
+            ])
+            .arg(&json)
+            .env("KUBECONFIG", kubeconfig())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (code, stderr) =
+        sigint_once_present(spawn, &ns.0, &["pods", "-l", "rdmakit.io/check"], "check");
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupt: deleting the check pods"),
+        "{stderr}"
+    );
+    no_pods_left(&ns.0);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate(&v);
+    assert_eq!(
+        failing(&v, "check-interrupted").len(),
+        1,
+        "{:#}",
+        v["findings"]
+    );
 }

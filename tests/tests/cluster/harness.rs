@@ -832,33 +832,57 @@ pub fn assert_clean(ns: &Ns) {
     );
 }
 
-/// Starts `workflow` in `ns`, sends SIGINT once `resource` (what the run applies) exists in the namespace,
-/// and checks the run's answer: exit 130, the report says interrupted and lists its cleanup, and the
-/// namespace holds nothing of the run's own. Returns report.json for further checks.
-pub fn interrupt_once_applied(ns: &Ns, workflow: &str, args: &[&str], resource: &str) -> String {
-    let mut child = rdmakit()
-        .args(["run", workflow, "-n", &ns.name, "--out"])
-        .arg(&ns.out)
-        .args(args)
+/// Starts a watch on `kubectl get GET...` in `ns`, then the run (`spawn`), and sends the run SIGINT (Ctrl-C)
+/// as soon as the watch sees the first object, at most 180 s later; returns its exit status and stderr.
+/// A watch, not a poll: with the node emulator's fast execs a run can create, use and delete a pod between
+/// two `kubectl get`s. `what` names the run.
+pub fn sigint_once_present(
+    spawn: impl FnOnce() -> Child,
+    ns: &str,
+    get: &[&str],
+    what: &str,
+) -> (Option<i32>, String) {
+    use std::io::BufRead;
+    let mut watch = Command::new(kubectl_path())
+        .args(["-n", ns, "get"])
+        .args(get)
+        .args(["--watch", "-o", "name"])
         .env("KUBECONFIG", kubeconfig())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while kubectl_ok(&["-n", &ns.name, "get", resource, "-o", "name"])
-        .trim()
-        .is_empty()
-    {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "{workflow} ended before it applied a {resource}"
+    let (tx, rx) = std::sync::mpsc::channel();
+    let lines = std::io::BufReader::new(watch.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for l in lines.lines().map_while(Result::ok) {
+            if !l.trim().is_empty() && tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    // kubectl lists (nothing yet) and then watches: give it time to get there before the run starts.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut child = spawn();
+    let seen = rx.recv_timeout(Duration::from_secs(180));
+    let _ = watch.kill();
+    let _ = watch.wait();
+    if seen.is_err() {
+        let ended = child.try_wait().unwrap().is_some();
+        if !ended {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "{what}: the watch saw no {get:?} in 180 s ({}):\n{}",
+            if ended {
+                "the run ended"
+            } else {
+                "the run was killed"
+            },
+            String::from_utf8_lossy(&out.stderr)
         );
-        assert!(
-            t0.elapsed() < Duration::from_secs(180),
-            "{workflow}: no {resource} after 180 s"
-        );
-        std::thread::sleep(Duration::from_millis(200));
     }
     let pid = child.id().to_string();
     assert!(
@@ -869,8 +893,29 @@ pub fn interrupt_once_applied(ns: &Ns, workflow: &str, args: &[&str], resource: 
             .success()
     );
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{workflow}: {stderr}");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Starts `workflow` in `ns`, sends SIGINT once `resource` (what the run applies) exists in the namespace,
+/// and checks the run's answer: exit 130, the report says interrupted and lists its cleanup, and the
+/// namespace holds nothing of the run's own. Returns report.json for further checks.
+pub fn interrupt_once_applied(ns: &Ns, workflow: &str, args: &[&str], resource: &str) -> String {
+    let spawn = || {
+        rdmakit()
+            .args(["run", workflow, "-n", &ns.name, "--out"])
+            .arg(&ns.out)
+            .args(args)
+            .env("KUBECONFIG", kubeconfig())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (code, stderr) = sigint_once_present(spawn, &ns.name, &[resource], workflow);
+    assert_eq!(code, Some(130), "{workflow}: {stderr}");
     let report = std::fs::read_to_string(ns.out.join("report.json")).unwrap();
     assert!(report.contains("\"interrupted\""), "{workflow}: {report}");
     assert!(
