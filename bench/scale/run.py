@@ -65,8 +65,9 @@ def audit_offset():
 
 def audited(since):
     """The API requests since `since` (a byte offset) in the audit log (tests/cluster/up.sh with
-    RDMAKIT_TIER_AUDIT=1), by who sent them: rdmakit (its User-Agent), kubectl (the node emulator answering
-    execs reads the pod spec with it: the stand-in's cost, not rdmakit's) and the cluster's own components."""
+    RDMAKIT_TIER_AUDIT=1), by who sent them: rdmakit (its User-Agent), the node emulator (answering an exec it
+    reads the pod spec: the stand-in's cost, not rdmakit's; User-Agent node-emulator, or kubectl before af1f6d3),
+    kubectl, and the cluster's own components."""
     if since is None:
         return None
     seen, out = set(), {}
@@ -81,7 +82,8 @@ def audited(since):
                 continue  # long-running requests (exec, watch) log ResponseStarted and ResponseComplete
             seen.add(e.get("auditID"))
             ua = e.get("userAgent", "")
-            who = "rdmakit" if ua.startswith("rdmakit/") else "kubectl" if ua.startswith("kubectl") else "cluster"
+            who = ("rdmakit" if ua.startswith("rdmakit/") else "node-emulator" if ua.startswith("node-emulator")
+                   else "kubectl" if ua.startswith("kubectl") else "cluster")
             ref = e.get("objectRef") or {}
             what = e["verb"] + " " + ref.get("resource", "?") + ("/" + ref["subresource"] if ref.get("subresource") else "")
             out.setdefault(who, {})
