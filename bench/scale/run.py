@@ -99,6 +99,15 @@ def machine_cpu():
     return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
+def idle_cpu_rate(seconds=10.0):
+    """The machine's CPU-s per second while rdmakit runs nothing: the simulated cluster's own load (KWOK's node
+    heartbeats, the controllers, the API server's watches), which grows with the pool and shares the two cores
+    with every exec. Subtracted from a run's whole-machine CPU, what is left is the run's own cost."""
+    m0, t0 = machine_cpu(), time.time()
+    time.sleep(seconds)
+    return (machine_cpu() - m0) / (time.time() - t0)
+
+
 def apiserver_cpu():
     pid = subprocess.run(["pgrep", "-f", "kube-apiserver --etcd-prefix"], capture_output=True, text=True)
     pid = pid.stdout.split()[0]
@@ -131,6 +140,7 @@ def one(n):
             stdin="".join(fixture.node(i) for i in range(n)) + fixture.shapes(n) + fixture.daemonset(NS))
     setup = {"applied_s": round(time.time() - t0, 1)}
     setup["pods_running_s"] = round(wait_for("probe pods Running", lambda: running_pods() >= healthy_pods), 1)
+    idle = idle_cpu_rate()
     req0, cpu0, audit0, m0 = requests(), apiserver_cpu(), audit_offset(), machine_cpu()
     t0 = time.time()
     r = subprocess.run(["/usr/bin/time", "-v", RDMAKIT, "preflight", "--profile", "aliyun-erdma",
@@ -159,6 +169,7 @@ def one(n):
         "rdmakit_cpu_s": round(cpu, 2),
         "apiserver_cpu_s": round(cpu1 - cpu0, 2),
         "machine_cpu_s": round(m1 - m0, 1),
+        "machine_idle_cpu_per_s": round(idle, 3),
         "requests": {k: int(req1.get(k, 0) - req0.get(k, 0)) for k in sorted(req1) if req1.get(k, 0) - req0.get(k, 0)},
         "requests_by_agent": by_agent,
         "planted_faults": {k: len(want[k]) for k in want},
