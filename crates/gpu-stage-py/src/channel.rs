@@ -221,31 +221,8 @@ enum RecvLink {
     Rdma(Box<gpu_stage::RdmaReceiver>),
 }
 
+/// One transfer of `mems` back to back (one buffer is the one-element case).
 fn send_over<D: Device>(
-    sender: &mut Sender<D>,
-    mem: &D::Memory,
-    link: &mut SendLink,
-) -> Result<TransferStats, StageError> {
-    match link {
-        SendLink::Tcp(t) => sender.send(mem, t),
-        #[cfg(feature = "rdma")]
-        SendLink::Rdma(t) => sender.send(mem, t.as_mut()),
-    }
-}
-
-fn recv_over<D: Device, X: gpu_stage::RecvTarget<D::Memory>>(
-    receiver: &mut Receiver<D>,
-    mem: &mut X,
-    link: &mut RecvLink,
-) -> Result<TransferStats, StageError> {
-    match link {
-        RecvLink::Tcp(t) => receiver.recv(mem, t),
-        #[cfg(feature = "rdma")]
-        RecvLink::Rdma(t) => receiver.recv(mem, t.as_mut()),
-    }
-}
-
-fn send_gather_over<D: Device>(
     sender: &mut Sender<D>,
     mems: &[&D::Memory],
     link: &mut SendLink,
@@ -257,7 +234,8 @@ fn send_gather_over<D: Device>(
     }
 }
 
-fn recv_scatter_over<D: Device, X: gpu_stage::RecvTarget<D::Memory>>(
+/// One transfer into `mems` back to back.
+fn recv_over<D: Device, X: gpu_stage::RecvTarget<D::Memory>>(
     receiver: &mut Receiver<D>,
     mems: &mut [X],
     link: &mut RecvLink,
@@ -478,48 +456,41 @@ impl SendChannel {
             }
         } else {
             let mem = self.host_device.upload(&header)?;
-            send_over(&mut self.host, &mem, &mut self.link)?;
+            send_over(&mut self.host, &[&mem], &mut self.link)?;
         }
         if let Some(place) = one_place(buffers) {
-            return self.send_gathered(place, buffers);
+            return self.send_run(place, 0, buffers);
         }
+        // Buffers on several devices: one transfer each (a transfer runs on one device's pipeline).
         let mut bytes = 0u64;
-        for (i, spec) in buffers.iter().enumerate() {
-            if spec.is_empty() {
-                continue;
-            }
-            let stats = match spec.place() {
-                Place::Cpu => {
-                    let mem = host_view(i, spec)?;
-                    send_over(&mut self.host, &mem, &mut self.link)?
-                }
-                Place::Cuda(ordinal) => {
-                    let dev = self.devices.get(ordinal)?;
-                    let mem = cuda_view(i, &dev, spec)?;
-                    let ring = &self.ring;
-                    let sender = lane(&mut self.cuda, ordinal, || {
-                        Sender::with_ring(&dev, Arc::clone(ring))
-                    })?;
-                    send_over(sender, &mem, &mut self.link)?
-                }
-            };
-            self.staged += 1;
-            bytes += stats.bytes;
+        for (i, spec) in buffers.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+            bytes += self.send_run(spec.place(), i, std::slice::from_ref(spec))?;
         }
         Ok(bytes)
     }
 
-    /// Every non-empty buffer (all in `place`) as one transfer: one pair of pipeline threads and
-    /// one end-of-transfer round trip per object, however many tensors it holds.
-    fn send_gathered(&mut self, place: Place, buffers: &[BufferSpec]) -> Result<u64, BindError> {
-        let full = || buffers.iter().enumerate().filter(|(_, b)| !b.is_empty());
+    /// The non-empty buffers of `run` (all in `place`; `first` is the first one's position in
+    /// the object, for errors) as one transfer: one pair of pipeline threads and one
+    /// end-of-transfer round trip, however many tensors it holds.
+    fn send_run(
+        &mut self,
+        place: Place,
+        first: usize,
+        run: &[BufferSpec],
+    ) -> Result<u64, BindError> {
+        let full = || {
+            run.iter()
+                .enumerate()
+                .filter(|(_, b)| !b.is_empty())
+                .map(|(j, b)| (first + j, b))
+        };
         let stats = match place {
             Place::Cpu => {
                 let mems = full()
                     .map(|(i, b)| host_view(i, b))
                     .collect::<Result<Vec<_>, _>>()?;
                 let refs: Vec<&HostMemory> = mems.iter().collect();
-                send_gather_over(&mut self.host, &refs, &mut self.link)?
+                send_over(&mut self.host, &refs, &mut self.link)?
             }
             Place::Cuda(ordinal) => {
                 let dev = self.devices.get(ordinal)?;
@@ -532,7 +503,7 @@ impl SendChannel {
                 let sender = lane(&mut self.cuda, ordinal, || {
                     Sender::with_ring(&dev, Arc::clone(ring))
                 })?;
-                send_gather_over(sender, &refs, &mut self.link)?
+                send_over(sender, &refs, &mut self.link)?
             }
         };
         self.staged += 1;
@@ -747,7 +718,11 @@ impl RecvChannel {
             got
         } else {
             let mut mem = self.host_device.alloc_zeroed(HEADER_LEN)?;
-            let stats = recv_over(&mut self.host, &mut mem, &mut self.link)?;
+            let stats = recv_over(
+                &mut self.host,
+                std::slice::from_mut(&mut mem),
+                &mut self.link,
+            )?;
             if stats.bytes != HEADER_LEN as u64 {
                 return Err(BindError::Mismatch(format!(
                     "the peer's object header is {} bytes, expected {HEADER_LEN}",
@@ -759,62 +734,44 @@ impl RecvChannel {
             got
         };
         if got.gathered {
-            return self.recv_gathered(buffers);
+            let Some(place) = one_place(buffers) else {
+                return Err(BindError::Unsupported(
+                    "the sender sends this object as one transfer (its buffers share a device), \
+                     but this end's buffers are on several devices: receive it into buffers on \
+                     one device"
+                        .into(),
+                ));
+            };
+            return self.recv_run(place, 0, buffers);
         }
         let mut bytes = 0u64;
-        for (i, spec) in buffers.iter().enumerate() {
-            if spec.is_empty() {
-                continue;
-            }
-            let stats = match spec.place() {
-                Place::Cpu => {
-                    let mut mem = host_view(i, spec)?;
-                    recv_over(&mut self.host, &mut mem, &mut self.link)?
-                }
-                Place::Cuda(ordinal) => {
-                    let dev = self.devices.get(ordinal)?;
-                    let mut mem = cuda_view(i, &dev, spec)?;
-                    let ring = &self.ring;
-                    let receiver = lane(&mut self.cuda, ordinal, || {
-                        Receiver::with_ring(&dev, Arc::clone(ring))
-                    })?;
-                    recv_over(receiver, &mut mem, &mut self.link)?
-                }
-            };
-            if stats.bytes != spec.len() as u64 {
-                return Err(BindError::buffer(
-                    i,
-                    format!(
-                        "the sender sent {} bytes into this {}-byte buffer",
-                        stats.bytes,
-                        spec.len()
-                    ),
-                ));
-            }
-            self.staged += 1;
-            bytes += stats.bytes;
+        for (i, spec) in buffers.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+            bytes += self.recv_run(spec.place(), i, std::slice::from_ref(spec))?;
         }
         Ok(bytes)
     }
 
-    /// The sender's buffers came as one transfer: it lands across these buffers, which must be in
-    /// one place (one pipeline receives a transfer).
-    fn recv_gathered(&mut self, buffers: &[BufferSpec]) -> Result<u64, BindError> {
-        let total: u64 = buffers.iter().map(|b| b.len() as u64).sum();
-        let full = || buffers.iter().enumerate().filter(|(_, b)| !b.is_empty());
-        let Some(place) = one_place(buffers) else {
-            return Err(BindError::Unsupported(
-                "the sender sends this object as one transfer (its buffers share a device), but \
-                 this end's buffers are on several devices: receive it into buffers on one device"
-                    .into(),
-            ));
+    /// One transfer into the non-empty buffers of `run` (all in `place`; `first` as for
+    /// [`SendChannel`]'s runs), checked to fill them exactly.
+    fn recv_run(
+        &mut self,
+        place: Place,
+        first: usize,
+        run: &[BufferSpec],
+    ) -> Result<u64, BindError> {
+        let total: u64 = run.iter().map(|b| b.len() as u64).sum();
+        let full = || {
+            run.iter()
+                .enumerate()
+                .filter(|(_, b)| !b.is_empty())
+                .map(|(j, b)| (first + j, b))
         };
         let stats = match place {
             Place::Cpu => {
                 let mut mems = full()
                     .map(|(i, b)| host_view(i, b))
                     .collect::<Result<Vec<_>, _>>()?;
-                recv_scatter_over(&mut self.host, &mut mems, &mut self.link)?
+                recv_over(&mut self.host, &mut mems, &mut self.link)?
             }
             Place::Cuda(ordinal) => {
                 let dev = self.devices.get(ordinal)?;
@@ -825,15 +782,19 @@ impl RecvChannel {
                 let receiver = lane(&mut self.cuda, ordinal, || {
                     Receiver::with_ring(&dev, Arc::clone(ring))
                 })?;
-                recv_scatter_over(receiver, &mut mems, &mut self.link)?
+                recv_over(receiver, &mut mems, &mut self.link)?
             }
         };
         self.staged += 1;
         if stats.bytes != total {
-            return Err(BindError::Mismatch(format!(
-                "the sender sent {} bytes of this {total}-byte object",
+            let why = format!(
+                "the sender sent {} bytes into {total} bytes of buffers",
                 stats.bytes
-            )));
+            );
+            return Err(match run {
+                [_] => BindError::buffer(first, why),
+                _ => BindError::Mismatch(why),
+            });
         }
         Ok(stats.bytes)
     }

@@ -189,7 +189,13 @@ fn lint_plugin_env(
                     origin(e),
                     plugin.name
                 ),
-                "request the profile's RDMA resource in resources.limits (vpc.amazonaws.com/efa: the instance's EFA count) or add a DRA resourceClaim",
+                match cx.options.extra_rdma_resources.as_slice() {
+                    [] => "add the profile's DRA resourceClaim for the RDMA devices to the pod".to_string(),
+                    r => format!(
+                        "request the profile's RDMA resource in resources.limits ({}: the instance's device count) or add a DRA resourceClaim",
+                        r.join(", ")
+                    ),
+                },
             );
         }
         return;
