@@ -335,7 +335,7 @@ def rdt27_targets(root):
 # ---------------------------------------------------------------- gpu-stage on GPUs (H200 runs)
 # The newest run per machine kind: (folder under bench/results/, what the machine was).
 CURRENT = [
-    ("gpu-stage-at-24407e5-h200x1", "one H200, GPU0 → host → GPU0"),
+    ("gpu-stage-at-1943b79-h200x1", "one H200, GPU0 → host → GPU0"),
     ("gpu-stage-at-2833875", "two H200s, GPU0 → host → GPU1"),
 ]
 
