@@ -2,7 +2,7 @@
 # emulator sets from the node's container runtime (emulator.rdmakit.test/containerd-memlock on the node).
 ulimit() { if [ "$1" = "-l" ]; then echo "$EMU_MEMLOCK"; else builtin ulimit "$@"; fi; }
 
-# cat, ls, mkdir and tar in a script: the emulator (tests/cluster/emulator/bin) maps the pod's paths in their
+# cat, ls, mkdir and tar (EMU_PASSTHROUGH) in a script: the emulator (tests/cluster/emulator/bin) maps the pod's paths in their
 # arguments, a Python process each (~35 ms of CPU; three per probed pod at 1,000 pods, bench/scale). The
 # script's own text was mapped before bash started, so an argument names a path the pod maps only when it
 # came from elsewhere (a variable, a substitution): then, and only then, the emulator runs the tool.
@@ -17,7 +17,7 @@ _emu_unmapped() {
   done
   return 0
 }
-for _emu_tool in cat ls mkdir tar; do
+for _emu_tool in $EMU_PASSTHROUGH; do  # the emulator's PASSTHROUGH tools
   eval "$_emu_tool() { if [ -n \"\$EMU_REAL_PATH\" ] && _emu_unmapped \"\$@\"; then PATH=\"\$EMU_REAL_PATH\" command $_emu_tool \"\$@\"; else command $_emu_tool \"\$@\"; fi; }"
 done
 unset _emu_tool
