@@ -13,7 +13,7 @@ TEST_PYPI := jsonschema
 # Debian packages the soft-RoCE VM tier needs (see tests/rxe/README.md).
 VM_PKGS := qemu-system-x86 linux-image-amd64 busybox-static file rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils iproute2 kmod udev
 
-.PHONY: demo test deps test-deps fmt-check clippy unit package-test py-test cluster-test cluster-up cluster-down vm-test build fuzz miri clean
+.PHONY: demo test deps test-deps fmt-check clippy unit package-test py-test cluster-build-start cluster-test cluster-up cluster-down vm-test build fuzz miri clean
 
 ## demo: the eRDMA Ray RDT workflow in dry-run (no cluster): bundle under out/, plan printed.
 demo: deps
@@ -24,7 +24,10 @@ demo: deps
 ## test-deps has installed every tool a test looks for, so under `make test` a test that would skip for a missing
 ## tool fails instead (RDMAKIT_NO_SKIP); tests that need hardware (a GPU, RDMA devices) still report as ignored.
 test: export RDMAKIT_NO_SKIP = 1
-test: deps test-deps fmt-check clippy unit package-test py-test cluster-test vm-test
+## The tier's Go build starts first, in the background at low priority (cluster-build-start), and takes the CPU
+## the steps before the tier leave idle; cluster-test waits for it. A `make test` stopped early leaves it to
+## finish on its own (its log: target/cluster/build-bg.log).
+test: cluster-build-start deps test-deps fmt-check clippy unit package-test py-test cluster-test vm-test
 
 build:
 	$(CARGO) build --workspace --all-targets
@@ -45,6 +48,9 @@ package-test:
 # The rdmakit_rdt Python package (maturin wheel, pytest, Ray actors on CPU): python/rdmakit-rdt/README.md.
 py-test:
 	python/rdmakit-rdt/test.sh
+
+cluster-build-start:
+	tests/cluster/build.sh --background
 
 # The control-plane tier (tests/cluster/README.md): real kube-apiserver, scheduler, controllers, KubeRay and the
 # MPI Operator built from their pinned Go modules (cached after the first build), KWOK nodes, the node emulator.

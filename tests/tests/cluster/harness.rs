@@ -339,7 +339,10 @@ fn push_record(image: &str, record: Value) {
         .collect();
     let dir = emu_state().join("images");
     std::fs::create_dir_all(&dir).expect("registry dir");
-    std::fs::write(dir.join(format!("{key}.json")), record.to_string()).expect("registry record");
+    // Written aside and renamed: the emulator (and run.sh's other lanes) read records while a test writes one.
+    let tmp = dir.join(format!(".{key}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, record.to_string()).expect("registry record");
+    std::fs::rename(&tmp, dir.join(format!("{key}.json"))).expect("registry record");
 }
 
 /// The nccl-tests images the MPIJob profiles name, in the emulated registry as their builders made them: the
@@ -485,8 +488,21 @@ pub struct Ns {
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 static SWEPT: std::sync::Once = std::sync::Once::new();
 
+/// Whether `pid` is a live tier test process (this binary's name, `cluster-<hash>`): run.sh runs lanes of the
+/// tier side by side, each its own process, and a lane must not sweep another's namespaces.
+fn live_tier_process(pid: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    Path::new(&*String::from_utf8_lossy(argv0))
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("cluster-"))
+}
+
 /// Namespaces an earlier, killed test process left (its hostNetwork workers would hold the eRDMA nodes' ports):
-/// deleted, and waited for, before this process makes its first one.
+/// deleted, and waited for, before this process makes its first one. A live tier process's namespaces (another
+/// lane of run.sh) are not stale.
 fn sweep_stale_namespaces() {
     let me = std::process::id().to_string();
     let list = kubectl_ok(&[
@@ -500,7 +516,7 @@ fn sweep_stale_namespaces() {
     let stale: Vec<&str> = list
         .lines()
         .filter_map(|l| l.split_once(' '))
-        .filter(|(_, owner)| *owner != me)
+        .filter(|(_, owner)| *owner != me && !live_tier_process(owner))
         .map(|(name, _)| name)
         .collect();
     if !stale.is_empty() {
@@ -975,5 +991,40 @@ mod deadline_tests {
         assert!(msg.contains("RDMAKIT_TIER_DEADLINE_S"), "{msg}");
         assert!(msg.contains("waiting for the RayCluster"), "{msg}");
         assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    }
+
+    /// Every test tests/cluster/lanes names (run.sh runs the lanes side by side) is a live tier test, named once:
+    /// a renamed test would otherwise leave its lane and run alone, and a name in two lanes would run twice,
+    /// beside tests of another lane's pools.
+    #[test]
+    fn every_test_the_lanes_name_is_a_tier_test_named_once() {
+        let lanes = std::fs::read_to_string(repo().join("tests/cluster/lanes")).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut wrong = Vec::new();
+        for name in lanes
+            .lines()
+            .map(|l| l.split('#').next().unwrap_or_default().trim())
+            .filter(|l| !l.is_empty() && !l.starts_with('['))
+        {
+            if !seen.insert(name) {
+                wrong.push(format!("{name}: named twice"));
+            }
+            let Some((module, func)) = name.split_once("::") else {
+                wrong.push(format!("{name}: not module::test"));
+                continue;
+            };
+            let file = repo().join(format!("tests/tests/cluster/{module}.rs"));
+            let src = std::fs::read_to_string(&file).unwrap_or_default();
+            let live =
+                format!("#[ignore = \"control-plane tier: make cluster-test\"]\nfn {func}()");
+            if !src.contains(&live) {
+                wrong.push(format!(
+                    "{name}: no live tier test {func} in {}",
+                    file.display()
+                ));
+            }
+        }
+        assert!(seen.len() >= 40, "{} names", seen.len());
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }

@@ -3,7 +3,7 @@
 //! one file, and runs the edited bundle live: the run FAILs and its failed checks name the cause and the fix.
 //! Where lint already refuses the mistake, the test asserts that (exit 2, the rule named, nothing applied) and
 //! then runs it with `--accept-lint`, so the live check is proven on its own. The unedited bundle of every
-//! workflow and profile used here PASSes through `--bundle` (`unedited_bundles_pass`).
+//! workflow and profile used here PASSes through `--bundle` (`unedited_bundles_pass_on_*`).
 
 use std::path::{Path, PathBuf};
 
@@ -392,11 +392,19 @@ fn every_mutation_plants_and_lint_judges_it_as_declared() {
 /// taking one off this list is how a fix proves itself.
 const PENDING: &[(&str, &str)] = &[];
 
-/// Every mutation of the suite FAILs live naming its cause (after lint refused it, where lint does); the
-/// misses are listed together, so one run shows every mistake the product lets through.
-#[test]
-#[ignore = "control-plane tier: make cluster-test"]
-fn every_planted_mistake_fails_live_naming_its_cause() {
+/// The node pools the suite's cases run on, in the groups tests/cluster/run.sh runs side by side with the
+/// other tests of those pools (one lane per group): each group is its own live test below.
+const POOL_GROUPS: &[&[&str]] = &[
+    &["erdma"],
+    // GKE's A4 nodes carry dra.net ResourceSlices, which DRANET's profile sees too.
+    &["dranet", "gke"],
+    &["vke", "shared", "efa", "azure"],
+];
+
+/// Every mutation of the suite whose target runs on `pools` FAILs live naming its cause (after lint refused
+/// it, where lint does); the misses are listed together, so one run shows every mistake the product lets
+/// through.
+fn planted_mistakes_fail_live(pools: &[&str]) {
     assert!(MUTATIONS.len() >= 15);
     for (name, _) in PENDING {
         assert!(
@@ -408,6 +416,7 @@ fn every_planted_mistake_fails_live_naming_its_cause() {
     let only = std::env::var("RDMAKIT_MUTATION").unwrap_or_default();
     let cases: Vec<&Mutation> = MUTATIONS
         .iter()
+        .filter(|m| pools.contains(&m.on.pool))
         .filter(|m| m.name.contains(only.as_str()))
         .filter(|m| match PENDING.iter().find(|(n, _)| *n == m.name) {
             Some((_, why)) => {
@@ -437,11 +446,60 @@ fn every_planted_mistake_fails_live_naming_its_cause() {
     .collect();
     assert!(
         missed.is_empty(),
-        "{} of {} mistakes not caught:\n{}",
+        "{} of {} mistakes on {pools:?} not caught:\n{}",
         missed.len(),
-        MUTATIONS.len(),
+        cases.len(),
         missed.join("\n\n")
     );
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn every_planted_mistake_on_the_erdma_pool_fails_live_naming_its_cause() {
+    planted_mistakes_fail_live(POOL_GROUPS[0]);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn every_planted_mistake_on_the_dra_pools_fails_live_naming_its_cause() {
+    planted_mistakes_fail_live(POOL_GROUPS[1]);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn every_planted_mistake_on_the_other_pools_fails_live_naming_its_cause() {
+    planted_mistakes_fail_live(POOL_GROUPS[2]);
+}
+
+/// Without a cluster: the pool groups above hold every pool a case or a target runs on, each once, so the
+/// three live tests together run the whole suite.
+#[test]
+fn the_pool_groups_cover_every_case_once() {
+    let grouped: Vec<&str> = POOL_GROUPS.iter().flat_map(|g| g.iter().copied()).collect();
+    let mut unique = grouped.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        grouped.len(),
+        "a pool in two groups: {grouped:?}"
+    );
+    for t in TARGETS {
+        assert!(
+            grouped.contains(&t.pool),
+            "{} runs on pool {:?}, in no group of POOL_GROUPS",
+            t.workflow,
+            t.pool
+        );
+    }
+    for m in MUTATIONS {
+        assert!(
+            grouped.contains(&m.on.pool),
+            "{}: pool {:?}",
+            m.name,
+            m.on.pool
+        );
+    }
 }
 
 /// `f` over `items`, one thread per node pool (`pool_of`), the items of a pool in order: what the tier's
@@ -487,13 +545,19 @@ fn caught(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
     })
 }
 
-/// The unedited bundle of every target the suite edits PASSes through `--bundle`: what fails above fails
-/// because of the one edit.
-#[test]
-#[ignore = "control-plane tier: make cluster-test"]
-fn unedited_bundles_pass() {
+/// Every target the suite edits.
+const TARGETS: &[Target] = &[VKE, ERDMA, SHARED, DRANET, EFA, GKE, AZURE];
+
+/// The unedited bundle of every target on `pools` PASSes through `--bundle`: what fails above fails because
+/// of the one edit.
+fn unedited_bundles_pass_on(pools: &[&str]) {
+    let targets: Vec<Target> = TARGETS
+        .iter()
+        .copied()
+        .filter(|t| pools.contains(&t.pool))
+        .collect();
     let failed: Vec<String> = by_pool(
-        &[VKE, ERDMA, SHARED, DRANET, EFA, GKE, AZURE],
+        &targets,
         |t| t.pool,
         |t| {
             caught(|| {
@@ -513,4 +577,22 @@ fn unedited_bundles_pass() {
     .flatten()
     .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn unedited_bundles_pass_on_the_erdma_pool() {
+    unedited_bundles_pass_on(POOL_GROUPS[0]);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn unedited_bundles_pass_on_the_dra_pools() {
+    unedited_bundles_pass_on(POOL_GROUPS[1]);
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn unedited_bundles_pass_on_the_other_pools() {
+    unedited_bundles_pass_on(POOL_GROUPS[2]);
 }

@@ -22,9 +22,14 @@ fn shared_device_and_vke_pass_a_second_time_on_the_used_cluster() {
 
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
-fn an_interrupted_dranet_shared_device_or_vke_run_exits_130_and_leaves_nothing_of_its_own() {
+fn an_interrupted_dranet_run_exits_130_and_leaves_nothing_of_its_own() {
     let dranet = Ns::new("dranet-int", Kind::Erdma);
     interrupt_once_applied(&dranet, "dranet-nccl-tests", &[], "mpijobs.kubeflow.org");
+}
+
+#[test]
+#[ignore = "control-plane tier: make cluster-test"]
+fn an_interrupted_shared_device_or_vke_run_exits_130_and_leaves_nothing_of_its_own() {
     // The default (cleanup=false) leaves a finished RayCluster running for the user; an interrupted run
     // is not finished, so it goes.
     let shared = Ns::new("shared-int", Kind::Mlx5);

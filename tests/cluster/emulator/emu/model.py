@@ -524,9 +524,13 @@ def read(p, default):
 
 
 def write(p, text):
+    """Written aside and renamed into place: another exec (of this run, or of another lane of the tier) may
+    read the file while it is being written."""
     os.makedirs(os.path.dirname(p), exist_ok=True)
-    with open(p, "w") as f:
+    tmp = "%s.%d.tmp" % (p, os.getpid())
+    with open(tmp, "w") as f:
         f.write(text)
+    os.replace(tmp, p)
 
 
 # A container's /proc/self/limits under containerd; {memlock} is the pod's locked-memory limit.
