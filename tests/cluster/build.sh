@@ -41,6 +41,8 @@ if [[ -f "$bg_pid" && "$(cat "$bg_pid")" != "$$" ]]; then
   rm -f "$bg_pid"
 fi
 
+stamp_of() { (go version; cat "$0"; [[ $1 == kubernetes ]] && cat "$here"/kwok/patch/*; cat "$here/components/$1/go.mod" "$here/components/$1/go.sum") | sha256sum | cut -d' ' -f1; }
+
 # KWOK v0.8.0 never closes a pod exec's stdin pipe when the client's stdin ends (pkg/utils/exec/exec.go copies
 # into cmd.StdinPipe() and stops), so `kubectl cp` and every exec that reads stdin to EOF hang. The fix is one
 # line, applied at build time to a copy of the downloaded module under target/ (the module cache stays as
