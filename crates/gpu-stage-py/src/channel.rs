@@ -163,6 +163,14 @@ impl Guard {
     }
 }
 
+fn tcp_options(cfg: &ChannelConfig) -> TcpOptions {
+    TcpOptions {
+        connections: cfg.connections,
+        timeout: cfg.timeout,
+        checksum: false,
+    }
+}
+
 /// Shuts a channel's direct lane down (after a failure: the peer's blocked read or write ends).
 fn shut(lane: &Option<TcpStream>) {
     if let Some(l) = lane {
@@ -341,21 +349,11 @@ impl SendChannel {
         token: Token,
     ) -> Result<Self, BindError> {
         abort.check()?;
-        let (link, tcp, ring, lane) = match cfg.transport {
+        match cfg.transport {
             TransportKind::Tcp => {
                 // The handshake first: a refusal costs no ring allocation.
-                let got = handshake::connect(addr, cfg, &token)?;
-                let ring = make_ring(cfg)?;
-                let t = TcpSender::from_streams(
-                    got.streams,
-                    TcpOptions {
-                        connections: cfg.connections,
-                        timeout: cfg.timeout,
-                        checksum: false,
-                    },
-                )?;
-                let h = t.shutdown_handle()?;
-                (SendLink::Tcp(t), Some(h), ring, Some(got.direct))
+                let got = handshake::connect(addr, cfg, &token, false)?;
+                Self::over_tcp(got.streams, got.direct, cfg, abort, token, addr.to_string())
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => {
@@ -365,11 +363,49 @@ impl SendChannel {
                     &rdma_config(cfg),
                     &ring,
                 )?));
-                (link, None, ring, None)
+                Self::build(link, None, ring, None, cfg, abort, token, addr.to_string())
             }
             #[cfg(not(feature = "rdma"))]
-            TransportKind::Rdma => return Err(no_rdma()),
-        };
+            TransportKind::Rdma => Err(no_rdma()),
+        }
+    }
+
+    /// The sending end over connections already greeted and accepted (`cfg` holds the
+    /// negotiated settings): a push sender's, or a producer's server's for one consumer.
+    pub(crate) fn over_tcp(
+        streams: Vec<TcpStream>,
+        direct: TcpStream,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+        peer: String,
+    ) -> Result<Self, BindError> {
+        let ring = make_ring(cfg)?;
+        let t = TcpSender::from_streams(streams, tcp_options(cfg))?;
+        let h = t.shutdown_handle()?;
+        Self::build(
+            SendLink::Tcp(t),
+            Some(h),
+            ring,
+            Some(direct),
+            cfg,
+            abort,
+            token,
+            peer,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        link: SendLink,
+        tcp: Option<TcpShutdown>,
+        ring: Arc<StagingRing>,
+        lane: Option<TcpStream>,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+        peer: String,
+    ) -> Result<Self, BindError> {
         abort.arm(&ring, tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
         let host = Sender::with_ring(&host_device, Arc::clone(&ring))?;
@@ -384,13 +420,18 @@ impl SendChannel {
                 abort,
                 closed: None,
             },
-            peer: addr.to_string(),
+            peer,
             token,
             last_used: Instant::now(),
             staged: 0,
             direct: lane,
             timeout: cfg.timeout,
         })
+    }
+
+    /// The direct lane, where a server reads its consumer's requests (TCP only).
+    pub(crate) fn lane(&mut self) -> Option<&mut TcpStream> {
+        self.direct.as_mut()
     }
 
     /// The receiver's address.
@@ -517,6 +558,16 @@ impl SendChannel {
     }
 }
 
+/// A listening socket on `addr` (`10.0.0.2:0` picks a free port on that address).
+pub(crate) fn bind_listener(addr: &str) -> Result<TcpListener, BindError> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| BindError::env("bind address", addr, &e.to_string()))?
+        .collect();
+    TcpListener::bind(&addrs[..])
+        .map_err(|e| BindError::env("bind address", addr, &format!("cannot listen: {e}")))
+}
+
 /// The listening socket (one per process under Ray); [`PairListener::accept`] makes a
 /// [`RecvChannel`] for one sender, identified by its object token.
 #[derive(Debug)]
@@ -528,12 +579,7 @@ pub struct PairListener {
 impl PairListener {
     /// Binds `addr` (`10.0.0.2:0` picks a free port on that address).
     pub fn bind(addr: &str) -> Result<Self, BindError> {
-        let addrs: Vec<SocketAddr> = addr
-            .to_socket_addrs()
-            .map_err(|e| BindError::env("bind address", addr, &e.to_string()))?
-            .collect();
-        let listener = TcpListener::bind(&addrs[..])
-            .map_err(|e| BindError::env("bind address", addr, &format!("cannot listen: {e}")))?;
+        let listener = bind_listener(addr)?;
         Ok(PairListener {
             listener,
             refused: AtomicU64::new(0),
@@ -568,7 +614,7 @@ impl PairListener {
         token: Token,
     ) -> Result<RecvChannel, BindError> {
         let deadline = Instant::now() + cfg.timeout;
-        let (link, tcp, ring, lane) = match cfg.transport {
+        match cfg.transport {
             TransportKind::Tcp => {
                 let got = handshake::accept(
                     &self.listener,
@@ -579,17 +625,7 @@ impl PairListener {
                     &self.refused,
                 )?;
                 let cfg = got.negotiated.apply(cfg);
-                let ring = make_ring(&cfg)?;
-                let t = TcpReceiver::from_streams(
-                    got.streams,
-                    TcpOptions {
-                        connections: cfg.connections,
-                        timeout: cfg.timeout,
-                        checksum: false,
-                    },
-                )?;
-                let h = t.shutdown_handle()?;
-                (RecvLink::Tcp(t), Some(h), ring, Some(got.direct))
+                RecvChannel::over_tcp(got.streams, got.direct, &cfg, abort, token)
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => {
@@ -600,31 +636,11 @@ impl PairListener {
                     &rdma_config(cfg),
                     &ring,
                 )?));
-                (link, None, ring, None)
+                RecvChannel::build(link, None, ring, None, cfg, abort, token)
             }
             #[cfg(not(feature = "rdma"))]
-            TransportKind::Rdma => return Err(no_rdma()),
-        };
-        abort.arm(&ring, tcp, lane.as_ref())?;
-        let host_device = HostDevice::new();
-        let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
-        Ok(RecvChannel {
-            ring,
-            link,
-            host,
-            host_device,
-            devices: CudaDevices(Vec::new()),
-            cuda: Vec::new(),
-            guard: Guard {
-                abort,
-                closed: None,
-            },
-            token,
-            last_used: Instant::now(),
-            staged: 0,
-            direct: lane,
-            timeout: cfg.timeout,
-        })
+            TransportKind::Rdma => Err(no_rdma()),
+        }
     }
 }
 
@@ -655,6 +671,106 @@ impl std::fmt::Debug for RecvChannel {
 }
 
 impl RecvChannel {
+    /// A consumer's pull session with the producer's [`crate::server::Server`] at `addr`,
+    /// authenticated with `token` (the token of an object the server holds; each pull presents its
+    /// own object's token again). `cfg`'s settings are proposed, and the server adopts them. TCP
+    /// only: an RDMA session is set up by its sender ([`gpu_stage::RdmaSender::connect`]), and in a
+    /// pull the sender is the server.
+    pub fn connect(
+        addr: &str,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+    ) -> Result<Self, BindError> {
+        abort.check()?;
+        if cfg.transport != TransportKind::Tcp {
+            return Err(BindError::Unsupported(
+                "a consumer's pull runs over TCP (RDMAKIT_TRANSPORT=tcp): gpu-stage's RDMA \
+                 session is opened by its sender, which in a pull is the producer's server"
+                    .into(),
+            ));
+        }
+        let got = handshake::connect(addr, cfg, &token, true)?;
+        Self::over_tcp(got.streams, got.direct, cfg, abort, token)
+    }
+
+    /// The receiving end over connections already greeted (`cfg` holds the negotiated settings).
+    fn over_tcp(
+        streams: Vec<TcpStream>,
+        direct: TcpStream,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+    ) -> Result<Self, BindError> {
+        let ring = make_ring(cfg)?;
+        let t = TcpReceiver::from_streams(streams, tcp_options(cfg))?;
+        let h = t.shutdown_handle()?;
+        Self::build(
+            RecvLink::Tcp(t),
+            Some(h),
+            ring,
+            Some(direct),
+            cfg,
+            abort,
+            token,
+        )
+    }
+
+    fn build(
+        link: RecvLink,
+        tcp: Option<TcpShutdown>,
+        ring: Arc<StagingRing>,
+        lane: Option<TcpStream>,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+    ) -> Result<Self, BindError> {
+        abort.arm(&ring, tcp, lane.as_ref())?;
+        let host_device = HostDevice::new();
+        let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
+        Ok(RecvChannel {
+            ring,
+            link,
+            host,
+            host_device,
+            devices: CudaDevices(Vec::new()),
+            cuda: Vec::new(),
+            guard: Guard {
+                abort,
+                closed: None,
+            },
+            token,
+            last_used: Instant::now(),
+            staged: 0,
+            direct: lane,
+            timeout: cfg.timeout,
+        })
+    }
+
+    /// Pulls the object `tag` (whose token is `token`) from the server this channel is connected
+    /// to, into `buffers` (the same promise as [`RecvChannel::recv`]). A refusal (the server holds
+    /// no such object, or not with this token) is [`BindError::Refused`]; like every failure it
+    /// closes the channel.
+    pub fn pull(
+        &mut self,
+        tag: &str,
+        buffers: &[BufferSpec],
+        token: Token,
+    ) -> Result<u64, BindError> {
+        self.guard.enter()?;
+        let timeout = self.timeout;
+        let Some(lane) = self.direct.as_mut() else {
+            return Err(BindError::Unsupported(
+                "this channel has no direct lane (RDMA): pulls run over TCP sessions".into(),
+            ));
+        };
+        if let Err(e) = direct::send_request(lane, tag, &token, timeout) {
+            let lane = &self.direct;
+            return self.guard.leave(Err(e), |_| shut(lane));
+        }
+        self.recv(tag, buffers, Some(token))
+    }
+
     /// Why the channel is closed, if it is.
     pub fn closed(&self) -> Option<&str> {
         self.guard.closed.as_deref()
