@@ -352,7 +352,7 @@ impl SendChannel {
         match cfg.transport {
             TransportKind::Tcp => {
                 // The handshake first: a refusal costs no ring allocation.
-                let got = handshake::connect(addr, cfg, &token, false)?;
+                let got = handshake::connect(addr, cfg, &token, false, &abort)?;
                 Self::over_tcp(got.streams, got.direct, cfg, abort, token, addr.to_string())
             }
             #[cfg(feature = "rdma")]
@@ -690,7 +690,7 @@ impl RecvChannel {
                     .into(),
             ));
         }
-        let got = handshake::connect(addr, cfg, &token, true)?;
+        let got = handshake::connect(addr, cfg, &token, true, &abort)?;
         Self::over_tcp(got.streams, got.direct, cfg, abort, token)
     }
 

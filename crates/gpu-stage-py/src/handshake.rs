@@ -243,13 +243,15 @@ pub fn new_session() -> Result<[u8; SESSION_LEN], BindError> {
 
 /// Opens `cfg.connections` data connections and the direct lane to `addr` and greets each with
 /// `token`, `cfg`'s settings and one fresh session id; every connection must be accepted. Each
-/// step is bounded by `cfg.timeout`. `pull`: a consumer's session with a producer's server
-/// ([`FLAG_PULL`]); otherwise a push sender's with a receiver's [`crate::channel::PairListener`].
+/// step is bounded by `cfg.timeout`, and the wait for each reply also ends within 50 ms of an
+/// `abort`. `pull`: a consumer's session with a producer's server ([`FLAG_PULL`]); otherwise a push
+/// sender's with a receiver's [`crate::channel::PairListener`].
 pub fn connect(
     addr: &str,
     cfg: &ChannelConfig,
     token: &Token,
     pull: bool,
+    abort: &AbortHandle,
 ) -> Result<Connected, BindError> {
     let session = new_session()?;
     let base = if pull { FLAG_PULL } else { 0 };
@@ -268,6 +270,8 @@ pub fn connect(
             .map_err(io_err("setting a read timeout".into()))?;
         s.set_write_timeout(Some(cfg.timeout))
             .map_err(io_err("setting a write timeout".into()))?;
+        s.set_nodelay(true)
+            .map_err(io_err("setting TCP_NODELAY".into()))?;
         let hello = Hello {
             index: index as u32,
             connections: cfg.connections as u32,
@@ -284,6 +288,15 @@ pub fn connect(
         };
         s.write_all(&hello.encode())
             .map_err(io_err(format!("greeting {addr} on connection {index}")))?;
+        let waited = Instant::now();
+        loop {
+            abort.check()?;
+            let ready = poll_readable(&s, 50)
+                .map_err(io_err(format!("waiting for {addr}'s handshake reply")))?;
+            if ready || waited.elapsed() >= cfg.timeout {
+                break; // the read below returns the reply, or times out naming the wait
+            }
+        }
         let mut reply = [0u8; 8];
         match s.read_exact(&mut reply) {
             Ok(()) if &reply == OK => {}
@@ -437,6 +450,10 @@ pub(crate) fn check_hello(
 /// Answers an accepted greeting and sets the connection's read timeout: none for a data
 /// connection (gpu-stage's readers block; idle is fine), `cfg.timeout` for the direct lane.
 pub(crate) fn welcome(s: &mut TcpStream, h: &Hello, cfg: &ChannelConfig) -> Result<(), BindError> {
+    // Small frames go out at once: a pull's request after the previous object's confirmation
+    // would otherwise wait for the delayed ACK (40 ms), and so would the confirmation itself.
+    s.set_nodelay(true)
+        .map_err(io_err("setting TCP_NODELAY".into()))?;
     s.write_all(OK)
         .map_err(io_err("answering the peer's handshake".into()))?;
     let timeout = (h.flags & FLAG_DIRECT != 0).then_some(cfg.timeout);

@@ -256,3 +256,23 @@ fn a_push_sender_cannot_open_a_pull_session_and_closing_cuts_sessions() {
     server.close();
     assert!(pull_on(&mut ch, "obj", MIB, tok(1)).is_err());
 }
+
+#[test]
+fn an_abort_ends_a_connect_to_a_server_that_never_answers() {
+    // Accepts (the kernel's backlog) but never replies to the greeting.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = silent.local_addr().expect("addr").to_string();
+    let abort = AbortHandle::new();
+    let a2 = Arc::clone(&abort);
+    let t = thread::spawn(move || RecvChannel::connect(&addr, &cfg(), a2, tok(1)));
+    thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    abort.abort("the consumer gave up");
+    let e = t.join().expect("thread").expect_err("aborted");
+    assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+}

@@ -152,6 +152,16 @@ def exported(objs: Sequence[Any], *, writable: bool = False) -> Iterator[List[Bu
                     pass
 
 
+def pinned(objs: Sequence[Any]) -> Tuple[List[Buffer], Tuple[Any, ...]]:
+    """The descriptions and what keeps them valid for as long as it is alive: the objects
+    themselves and a buffer export of every numpy array and buffer object (they cannot be resized
+    or freed while it lives; the exports are released when it is dropped). For a registration
+    with the producer's server, which reads the memory whenever a consumer pulls."""
+    keep: List[Any] = []
+    specs = [describe(o, i, keep=keep) for i, o in enumerate(objs)]
+    return specs, (list(objs), keep)
+
+
 def _cuda_devices(objs: Sequence[Any]) -> List[int]:
     torch = _torch()
     if torch is None:
