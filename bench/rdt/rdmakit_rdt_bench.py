@@ -171,9 +171,10 @@ def ray_bench(args, results: Dict[str, Any], save) -> None:
     env = {k: v for k, v in os.environ.items() if k.startswith("RDMAKIT_")}
     env["RDT_BENCH_DEVICE"] = DEVICE
     ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
-    gpus = 0 if DEVICE == "cpu" else 0.2
+    # On the CPU smoke run the actors take no CPU slot (a small machine would not place five).
+    res = {"num_cpus": 0} if DEVICE == "cpu" else {"num_gpus": 0.2}
 
-    @ray.remote(num_gpus=gpus, enable_tensor_transport=True)
+    @ray.remote(**res, enable_tensor_transport=True)
     class Producer:
         def prepare(self, spec, seed):
             self.obj = make_obj(spec, seed)
@@ -202,7 +203,7 @@ def ray_bench(args, results: Dict[str, Any], save) -> None:
         def stats(self):
             return rdmakit_rdt.stats()
 
-    @ray.remote(num_gpus=gpus, enable_tensor_transport=True)
+    @ray.remote(**res, enable_tensor_transport=True)
     class Consumer:
         def consume(self, obj, spec, seed):
             sync()
@@ -247,24 +248,33 @@ def ray_bench(args, results: Dict[str, Any], save) -> None:
         save()
 
     paths = ["rdmakit", "object_store"] + ([] if DEVICE == "cpu" else ["cuda_ipc"])
-    want = set(args.workloads.split(","))
-    for n in args.sizes if "sizes" in want else []:
-        spec = {"kind": "u8", "sizes": [n]}
-        interleaved(f"sizes/{n}", [(pa, pa, spec, [c]) for pa in paths], args.iters)
-    if "state_dict" in want:
+    def sizes() -> None:
+        for n in args.sizes:
+            spec = {"kind": "u8", "sizes": [n]}
+            interleaved(f"sizes/{n}", [(pa, pa, spec, [c]) for pa in paths], args.iters)
+
+    def state_dict() -> None:
         sd = {"kind": "bf16", "shapes": transformer_shapes()}
         sd_one = {"kind": "u8", "sizes": [nbytes_of(sd)]}
         interleaved("state_dict", [(pa, pa, sd, [c]) for pa in paths]
                     + [("one_tensor", "rdmakit", sd_one, [c])], args.iters)
-    if "many_small" in want:
+
+    def many_small() -> None:
         small = {"kind": "u8", "sizes": [64 * KIB] * 2048}
         small_one = {"kind": "u8", "sizes": [64 * KIB * 2048]}
         interleaved("many_small", [(pa, pa, small, [c]) for pa in paths]
                     + [("one_tensor", "rdmakit", small_one, [c])], args.iters)
-    if "fan_out" in want:
+
+    def fan_out() -> None:
         fan = {"kind": "u8", "sizes": [512 * MIB]}
         interleaved("fan_out", [("1_consumer", "rdmakit", fan, [c]),
                                 ("3_consumers", "rdmakit", fan, cs)], args.iters)
+
+    # In the order given (the JSON is saved after each: a run cut by its time limit keeps the
+    # workloads it finished).
+    known = {"sizes": sizes, "state_dict": state_dict, "many_small": many_small, "fan_out": fan_out}
+    for w in filter(None, args.workloads.split(",")):
+        known[w]()
     results["rdmakit_stats"] = {"producer": ray.get(p.stats.remote()),
                                 "consumers": [ray.get(k.stats.remote()) for k in cs]}
     save()
@@ -467,7 +477,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--skip", default="", help="comma list of: ray,native")
-    ap.add_argument("--workloads", default="sizes,state_dict,many_small,fan_out")
+    ap.add_argument("--workloads", default="sizes,state_dict,many_small,fan_out",
+                    help="comma list, run in this order")
     ap.add_argument("--merge", help="a previous run's JSON whose workloads (and stage_bench "
                     "blocks) are kept beside this run's; each workload says which run it is from")
     ap.add_argument("--stage-bench", help="path of gpu-stage's stage_bench example binary")

@@ -246,13 +246,35 @@ def test_two_actors_pull_from_each_other_at_once_without_waiting(cluster):
         ra, rb = a.make.remote(n, 2 * round_), b.make.remote(n, 2 * round_ + 1)
         ray.wait([ra, rb], num_returns=2, fetch_local=False)
         start = time.monotonic()
-        # a pulls b's object while b pulls a's: two-sided, each actor's receive sat on its
-        # `_ray_system` thread ahead of the send the other one waited for (deadlock until the
-        # timeout, 10 s here).
+        # a pulls b's object while b pulls a's, each served by the other's server while its own
+        # `_ray_system` thread pulls. (This passed on the two-sided code too: with one owner
+        # submitting, Ray queues each transfer's send before its receive. What a busy
+        # `_ray_system` thread did to a two-sided send is the next test.)
         got = ray.get([a.check.remote(rb), b.check.remote(ra)], timeout=60)
         took = time.monotonic() - start
         assert got == [(n, 2 * round_ + 1, 2 * round_ + 1), (n, 2 * round_, 2 * round_)]
         assert took < 5, f"round {round_}: {took:.1f}s"
+
+
+def _busy(self, seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_pull_does_not_wait_for_the_producers_ray_system_thread(cluster):
+    p, c = Producer.remote(), Consumer.remote()
+    assert ray.get(c.check_big.remote(p.big.remote(1, 0))) == [(1, 0, 0)]  # session ready
+    ref = p.big.remote(8 * MIB, 4)
+    ray.wait([ref], fetch_local=False)
+    # The producer's `_ray_system` thread (concurrency 1) is busy for 8 s: two-sided, Ray's
+    # `__ray_send__` for this transfer queued behind it.
+    busy = p.__ray_call__.options(concurrency_group="_ray_system").remote(_busy, 8)
+    time.sleep(0.5)
+    start = time.monotonic()
+    assert ray.get(c.check_big.remote(ref), timeout=60) == [(8 * MIB, 4, 4)]
+    took = time.monotonic() - start
+    assert took < 4, f"the pull waited for the producer's _ray_system thread: {took:.1f}s"
+    assert ray.get(busy) == 8
 
 
 @ray.remote(num_cpus=0, enable_tensor_transport=True, max_restarts=1)
