@@ -258,6 +258,10 @@ def rdt27(root):
     return load(root, RDT27, "rdt-h200.json")
 
 
+def size_label(n):
+    return f"{n >> 30} GiB" if n >= 1 << 30 else f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
 def met_word(ok):
     return "met" if ok else "missed"
 
@@ -271,7 +275,7 @@ def rdt27_rows(root):
     return [
         f"| Ray RDT `RDMAKIT`, one CUDA tensor actor → actor, one H200, TCP loopback, paths interleaved, "
         f"{big['iterations']} iterations (`bench/results/{RDT27}/`) | per-byte {gib(f['rdmakit']['per_byte_gib_s'])} "
-        f"GiB/s (fit 16 MiB–2 GiB); 512 MiB {gib(big['median_gib_s'])} GiB/s "
+        f"GiB/s (fit {size_label(min(f['rdmakit']['fit_sizes']))}–{size_label(max(f['rdmakit']['fit_sizes']))}); 512 MiB {gib(big['median_gib_s'])} GiB/s "
         f"| `stage_bench tcp` 512 MiB, same connections, 4 blocks between the Ray runs: "
         f"{gib(pb['stage_bench_512MiB_gib_s'])} GiB/s; object store {gib(f['object_store']['per_byte_gib_s'])} GiB/s "
         f"| {ratio(pb['ratio_fitted'])} (fit), {ratio(pb['ratio_512MiB_median'])} (512 MiB median) "
@@ -321,12 +325,12 @@ def rdt27_targets(root):
     sizes = sorted(int(k.split("/")[1]) for k in w if k.startswith("sizes/"))
     for n in sizes:
         e = w[f"sizes/{n}"]
-        label = f"{n >> 30} GiB" if n >= 1 << 30 else f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-        rows.append(f"| {label} | {ms_(e['rdmakit']['median_s'])} | {ms_(e['object_store']['median_s'])} "
+        rows.append(f"| {size_label(n)} | {ms_(e['rdmakit']['median_s'])} | {ms_(e['object_store']['median_s'])} "
                     f"| {ms_(e['cuda_ipc']['median_s'])} | {gib(e['rdmakit']['median_gib_s'])} |")
     it = {e["iterations"] for ws in w.values() for e in ws.values()}
+    span = size_label(min(f["rdmakit"]["fit_sizes"])) + "–" + size_label(max(f["rdmakit"]["fit_sizes"]))
     rows += ["", f"{'/'.join(str(i) for i in sorted(it))} iterations per path, every one verified; fits "
-             f"(least squares, 16 MiB–2 GiB): RDMAKIT {gib(f['rdmakit']['per_byte_gib_s'])} GiB/s + "
+             f"(least squares, {span}): RDMAKIT {gib(f['rdmakit']['per_byte_gib_s'])} GiB/s + "
              f"{fixed(f['rdmakit']['lsq_intercept_ms'], 2)} ms, object store "
              f"{gib(f['object_store']['per_byte_gib_s'])} GiB/s + {fixed(f['object_store']['lsq_intercept_ms'], 2)} ms."]
     return "\n".join(rows)
