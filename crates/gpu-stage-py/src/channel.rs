@@ -29,7 +29,7 @@ use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place, one_place};
 use crate::config::{ChannelConfig, RingBackend, TransportKind};
 use crate::direct;
 use crate::error::BindError;
-use crate::handshake::{self, Token};
+use crate::handshake::{self, FLAG_PULL, Token};
 
 /// Aborts a channel (or a pending accept) from any thread.
 #[derive(Debug, Default)]
@@ -352,7 +352,7 @@ impl SendChannel {
         match cfg.transport {
             TransportKind::Tcp => {
                 // The handshake first: a refusal costs no ring allocation.
-                let got = handshake::connect(addr, cfg, &token, false, &abort)?;
+                let got = handshake::connect(addr, cfg, &token, 0, &abort)?;
                 Self::over_tcp(got.streams, got.direct, cfg, abort, token, addr.to_string())
             }
             #[cfg(feature = "rdma")]
@@ -393,6 +393,40 @@ impl SendChannel {
             token,
             peer,
         )
+    }
+
+    /// A producer's server's sending end of an RDMA pull session: `streams` is the one greeted
+    /// data connection, which becomes gpu-stage's RDMA side channel (`cfg` holds the negotiated
+    /// settings; the RDMA devices and QPs are this end's own).
+    pub(crate) fn over_rdma(
+        mut streams: Vec<TcpStream>,
+        direct: TcpStream,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+        peer: String,
+    ) -> Result<Self, BindError> {
+        let (Some(side), true) = (streams.pop(), streams.is_empty()) else {
+            return Err(BindError::Refused(
+                "an RDMA pull session has exactly one data connection".into(),
+            ));
+        };
+        #[cfg(feature = "rdma")]
+        {
+            let ring = make_ring(cfg)?;
+            let link = SendLink::Rdma(Box::new(gpu_stage::RdmaSender::over_stream(
+                side,
+                peer.clone(),
+                &rdma_config(cfg),
+                &ring,
+            )?));
+            Self::build(link, None, ring, Some(direct), cfg, abort, token, peer)
+        }
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = (side, direct, cfg, abort, token, peer);
+            Err(no_rdma())
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -673,9 +707,9 @@ impl std::fmt::Debug for RecvChannel {
 impl RecvChannel {
     /// A consumer's pull session with the producer's [`crate::server::Server`] at `addr`,
     /// authenticated with `token` (the token of an object the server holds; each pull presents its
-    /// own object's token again). `cfg`'s settings are proposed, and the server adopts them. TCP
-    /// only: an RDMA session is set up by its sender ([`gpu_stage::RdmaSender::connect`]), and in a
-    /// pull the sender is the server.
+    /// own object's token again). `cfg`'s settings are proposed, and the server adopts them. With
+    /// `RDMAKIT_TRANSPORT=rdma` the data goes over gpu-stage's RDMA session, set up over one greeted
+    /// connection (the server sends, this end receives); requests and headers use the direct lane.
     pub fn connect(
         addr: &str,
         cfg: &ChannelConfig,
@@ -683,15 +717,42 @@ impl RecvChannel {
         token: Token,
     ) -> Result<Self, BindError> {
         abort.check()?;
-        if cfg.transport != TransportKind::Tcp {
-            return Err(BindError::Unsupported(
-                "a consumer's pull runs over TCP (RDMAKIT_TRANSPORT=tcp): gpu-stage's RDMA \
-                 session is opened by its sender, which in a pull is the producer's server"
-                    .into(),
-            ));
+        match cfg.transport {
+            TransportKind::Tcp => {
+                let got = handshake::connect(addr, cfg, &token, FLAG_PULL, &abort)?;
+                Self::over_tcp(got.streams, got.direct, cfg, abort, token)
+            }
+            #[cfg(feature = "rdma")]
+            TransportKind::Rdma => {
+                // One data connection: gpu-stage's RDMA side channel, over which the server sets
+                // up the sending end and this end the receiving one.
+                let one = ChannelConfig {
+                    connections: 1,
+                    ..cfg.clone()
+                };
+                let mut got = handshake::connect(
+                    addr,
+                    &one,
+                    &token,
+                    FLAG_PULL | handshake::FLAG_RDMA,
+                    &abort,
+                )?;
+                let side = got
+                    .streams
+                    .pop()
+                    .ok_or_else(|| BindError::Refused("no RDMA side channel".into()))?;
+                let ring = make_ring(cfg)?;
+                let link = RecvLink::Rdma(Box::new(gpu_stage::RdmaReceiver::over_stream(
+                    side,
+                    format!("producer {addr}"),
+                    &rdma_config(cfg),
+                    &ring,
+                )?));
+                Self::build(link, None, ring, Some(got.direct), cfg, abort, token)
+            }
+            #[cfg(not(feature = "rdma"))]
+            TransportKind::Rdma => Err(no_rdma()),
         }
-        let got = handshake::connect(addr, cfg, &token, true, &abort)?;
-        Self::over_tcp(got.streams, got.direct, cfg, abort, token)
     }
 
     /// The receiving end over connections already greeted (`cfg` holds the negotiated settings).

@@ -102,6 +102,9 @@ const VERSION: u32 = 4;
 pub const FLAG_DIRECT: u64 = 1 << 1;
 /// `Hello::flags` bit of every connection of a pull session (the connector receives).
 pub const FLAG_PULL: u64 = 1 << 2;
+/// `Hello::flags` bit of every connection of a pull session over RDMA: its one data connection is
+/// gpu-stage's RDMA side channel (the server then sets up the sending end over it).
+pub const FLAG_RDMA: u64 = 1 << 3;
 /// Length of a session id.
 pub const SESSION_LEN: usize = 16;
 /// Objects up to this many bytes, all in host memory, travel whole on the direct lane.
@@ -244,17 +247,17 @@ pub fn new_session() -> Result<[u8; SESSION_LEN], BindError> {
 /// Opens `cfg.connections` data connections and the direct lane to `addr` and greets each with
 /// `token`, `cfg`'s settings and one fresh session id; every connection must be accepted. Each
 /// step is bounded by `cfg.timeout`, and the wait for each reply also ends within 50 ms of an
-/// `abort`. `pull`: a consumer's session with a producer's server ([`FLAG_PULL`]); otherwise a push
-/// sender's with a receiver's [`crate::channel::PairListener`].
+/// `abort`. `base`: the flags of every connection: 0 for a push sender's channel to a receiver's
+/// [`crate::channel::PairListener`], [`FLAG_PULL`] (and [`FLAG_RDMA`]) for a consumer's session
+/// with a producer's server.
 pub fn connect(
     addr: &str,
     cfg: &ChannelConfig,
     token: &Token,
-    pull: bool,
+    base: u64,
     abort: &AbortHandle,
 ) -> Result<Connected, BindError> {
     let session = new_session()?;
-    let base = if pull { FLAG_PULL } else { 0 };
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
         .map_err(|e| BindError::env("receiver address", addr, &e.to_string()))?
@@ -397,22 +400,29 @@ pub(crate) fn read_hello(
     Hello::decode(&b)
 }
 
-/// Checks one greeting: its token (`token_ok`), its flags (a `pull` session or a push), and either
-/// that it opens a channel (`first` is `None`: connection 0, settings in range) or that it belongs
-/// to the channel `first` opened (same session, token and settings). The caller checks the index.
+/// Checks one greeting: its token (`token_ok`), its flags (connection 0's must be one of `bases`,
+/// the others' the same as connection 0's), and either that it opens a channel (`first` is
+/// `None`: connection 0, settings in range) or that it belongs to the channel `first` opened
+/// (same session, token and settings). The caller checks the index.
 pub(crate) fn check_hello(
     h: &Hello,
     token_ok: impl FnOnce(&Token) -> bool,
     first: Option<&Hello>,
-    pull: bool,
+    bases: &[u64],
 ) -> Result<(), String> {
     if !token_ok(&h.token) {
         return Err("wrong object token".into());
     }
-    let base = if pull { FLAG_PULL } else { 0 };
     let want = match first {
-        Some(f) if h.index == f.connections => base | FLAG_DIRECT,
-        _ => base,
+        Some(f) if h.index == f.connections => f.flags | FLAG_DIRECT,
+        Some(f) => f.flags,
+        None if bases.contains(&h.flags) => h.flags,
+        None => {
+            return Err(format!(
+                "handshake flags {:#x}: not a kind of channel this end accepts",
+                h.flags
+            ));
+        }
     };
     if h.flags != want {
         return Err(format!(
@@ -526,7 +536,7 @@ pub fn accept(
             Err(e) => return Err(io_err("accepting a connection".into())(e)),
         };
         let vetted = read_hello(&mut s, cfg, deadline).and_then(|h| {
-            check_hello(&h, |t| t.matches(token), first.as_ref(), false)?;
+            check_hello(&h, |t| t.matches(token), first.as_ref(), &[0])?;
             // The sender opens its connections one after another, each after the previous one
             // was accepted: any other order is not this sender.
             if h.index as usize != streams.len() {

@@ -19,6 +19,11 @@
 //! consumer closes it, when a send fails (the consumer aborted or died: only that session ends),
 //! or after `idle` without a request.
 //!
+//! A session over RDMA (the consumer's `RDMAKIT_TRANSPORT=rdma`) greets with one data connection,
+//! which becomes gpu-stage's RDMA side channel: the server sets up the sending end over it
+//! ([`gpu_stage::RdmaSender::over_stream`]), the consumer the receiving end; requests and headers
+//! still go over the direct lane.
+//!
 //! Each session stages on its own ring: N consumers pulling one CUDA object at once make N copies
 //! from the GPU (not one copy sent N times).
 //!
@@ -39,7 +44,15 @@ use crate::config::ChannelConfig;
 use crate::direct;
 use crate::error::BindError;
 use crate::handshake::{
-    self, Hello, SESSION_LEN, Token, check_hello, negotiated, poll_readable, read_hello,
+    self, FLAG_PULL, FLAG_RDMA, Hello, SESSION_LEN, Token, check_hello, negotiated, poll_readable,
+    read_hello,
+};
+
+/// The sessions a server accepts: TCP pulls, and RDMA pulls where this build has RDMA.
+const BASES: &[u64] = if cfg!(feature = "rdma") {
+    &[FLAG_PULL, FLAG_PULL | FLAG_RDMA]
+} else {
+    &[FLAG_PULL]
 };
 
 /// Waits before the first byte of an object is staged (the Python layer waits for the producer's
@@ -350,7 +363,7 @@ fn vet(shared: &Arc<Shared>, mut s: TcpStream) {
         let mut pending = lock(&shared.pending);
         match pending.get_mut(&h.session) {
             None => {
-                if check_hello(&h, |t| shared.knows(t), None, true).is_err()
+                if check_hello(&h, |t| shared.knows(t), None, BASES).is_err()
                     || handshake::welcome(&mut s, &h, cfg).is_err()
                 {
                     drop(pending);
@@ -367,7 +380,7 @@ fn vet(shared: &Arc<Shared>, mut s: TcpStream) {
                 None
             }
             Some(p) => {
-                let ok = check_hello(&h, |_| true, Some(&p.first), true).is_ok()
+                let ok = check_hello(&h, |_| true, Some(&p.first), BASES).is_ok()
                     && h.index as usize == p.streams.len()
                     && handshake::welcome(&mut s, &h, cfg).is_ok();
                 if !ok {
@@ -413,8 +426,12 @@ fn serve_session(shared: &Arc<Shared>, p: Pending) {
     if shared.stop.load(Ordering::Acquire) {
         abort.abort("the producer's server was closed");
     }
-    if let Ok(mut ch) = SendChannel::over_tcp(streams, direct_lane, &cfg, abort, first.token, peer)
-    {
+    let ch = if first.flags & FLAG_RDMA != 0 {
+        SendChannel::over_rdma(streams, direct_lane, &cfg, abort, first.token, peer)
+    } else {
+        SendChannel::over_tcp(streams, direct_lane, &cfg, abort, first.token, peer)
+    };
+    if let Ok(mut ch) = ch {
         shared.count(|s| {
             s.sessions_opened += 1;
             s.sessions_open += 1;

@@ -93,18 +93,22 @@ fn three_consumers_pull_one_cuda_object_from_a_server_at_once() {
     }
     .unwrap();
     let a = server.local_addr().to_string();
+    // Each consumer allocates and opens its session first (a cudaMalloc, a memset and a pinned
+    // ring each: they synchronise the device), then all three pull at once.
+    let start = std::sync::Arc::new(std::sync::Barrier::new(3));
     let pulls: Vec<_> = (0..3)
         .map(|_| {
-            let (a, c, dev) = (a.clone(), cfg.clone(), dev.clone());
+            let (a, c, dev, start) = (a.clone(), cfg.clone(), dev.clone(), start.clone());
             thread::spawn(move || {
                 let dst = dev.alloc_zeroed(len).unwrap();
                 // SAFETY: `dst` is this thread's allocation, alive until the pull returns.
                 let d =
                     unsafe { BufferSpec::from_raw(Place::Cuda(0), addr(&dev, &dst), len) }.unwrap();
-                _native::channel::RecvChannel::connect(&a, &c, AbortHandle::new(), token)
-                    .unwrap()
-                    .pull("w", &[d], token)
-                    .unwrap();
+                let mut ch =
+                    _native::channel::RecvChannel::connect(&a, &c, AbortHandle::new(), token)
+                        .unwrap();
+                start.wait();
+                ch.pull("w", &[d], token).unwrap();
                 dev.download(&dst).unwrap()
             })
         })

@@ -364,8 +364,8 @@ def _start_reaper() -> None:
 
 def probe() -> Tuple[bool, str]:
     """Whether this process can run rdmakit transfers with its settings: the native module loads,
-    the settings are valid, a CUDA ring can be made when ``RDMAKIT_BACKEND=cuda``, and the
-    transport is TCP (pulls under Ray run over TCP: see the README)."""
+    the settings are valid, a CUDA ring can be made when ``RDMAKIT_BACKEND=cuda``, and with
+    ``RDMAKIT_TRANSPORT=rdma`` the build has RDMA and every named device exists."""
     try:
         cfg = _config()
     except Exception as e:  # noqa: BLE001 (the answer is the reason)
@@ -373,11 +373,13 @@ def probe() -> Tuple[bool, str]:
     if cfg.backend == "cuda" and not _native.cuda_available():
         return False, "RDMAKIT_BACKEND=cuda but no CUDA driver or GPU is visible"
     if cfg.transport == "rdma":
-        return False, (
-            "RDMAKIT_TRANSPORT=rdma: under Ray the consumer pulls, and pulls run over TCP in "
-            "this version (gpu-stage's RDMA session is opened by the sending side); use "
-            "RDMAKIT_TRANSPORT=tcp, or the native push API for RDMA"
-        )
+        if not _native.has_rdma():
+            return False, "RDMAKIT_TRANSPORT=rdma but this wheel was built without RDMA"
+        missing = [
+            d for d in cfg.rdma_devices if not os.path.isdir(f"/sys/class/infiniband/{d}")
+        ]
+        if missing:
+            return False, f"RDMA devices not present on this node: {', '.join(missing)}"
     return True, ""
 
 
