@@ -251,11 +251,17 @@ def rdt_rows(root):
 
 
 # ---------------------------------------------------------------- Ray RDT, issue 27's bench
-RDT27 = "rdmakit-rdt-issue27-gather-h200x1"
+# The newest run of issue 27's bench: (folder, JSON file). The GPU it ran on is in the JSON.
+RDT27, RDT27_FILE = "rdmakit-rdt-issue27-pull-h100x1", "rdt-h100.json"
 
 
 def rdt27(root):
-    return load(root, RDT27, "rdt-h200.json")
+    return load(root, RDT27, RDT27_FILE)
+
+
+def gpu_short(d):
+    """`H100` / `H200` from the JSON's device name."""
+    return next((m for m in ("H100", "H200") if m in d.get("gpu", "")), d.get("gpu", "GPU"))
 
 
 def size_label(n):
@@ -273,7 +279,7 @@ def rdt27_rows(root):
     pb, sd = t["per_byte_vs_stage_bench"], t["state_dict"]
     big = w[f"sizes/{512 << 20}"]["rdmakit"]
     return [
-        f"| Ray RDT `RDMAKIT`, one CUDA tensor actor → actor, one H200, TCP loopback, paths interleaved, "
+        f"| Ray RDT `RDMAKIT`, one CUDA tensor actor → actor, one {gpu_short(d)}, TCP loopback, paths interleaved, "
         f"{big['iterations']} iterations (`bench/results/{RDT27}/`) | per-byte {gib(f['rdmakit']['per_byte_gib_s'])} "
         f"GiB/s (fit {size_label(min(f['rdmakit']['fit_sizes']))}–{size_label(max(f['rdmakit']['fit_sizes']))}); 512 MiB {gib(big['median_gib_s'])} GiB/s "
         f"| `stage_bench tcp` 512 MiB, same connections, 4 blocks between the Ray runs: "
@@ -302,7 +308,8 @@ def rdt27_targets(root):
         f"| fixed cost through Ray ≤ the object store's at 4 KiB | RDMAKIT {fixed(fc['rdmakit_ms'], 2)} ms, "
         f"object store {fixed(fc['object_store_ms'], 2)} ms, CUDA_IPC {fixed(f['cuda_ipc']['fixed_ms'], 2)} ms "
         f"({ratio(fc['ratio'])}) | {met_word(fc['met'])} |",
-        f"| fixed cost in the binding alone ≤ 150 µs | {fixed(bf['us'], 0)} µs (4 KiB, two processes, no Ray) "
+        f"| fixed cost in the binding alone ≤ 150 µs | {fixed(bf['us'], 0)} µs (4 KiB, two processes, no Ray"
+        f"{'; a pull over a kept session' if 'what' in w[f'native/{4 << 10}']['binding'] else ''}) "
         f"| {met_word(bf['met'])} |",
         f"| per-byte rate ≥ 0.95× `stage_bench tcp` | fit {gib(pb['rdmakit_fitted_per_byte_gib_s'])} GiB/s vs "
         f"{gib(pb['stage_bench_512MiB_gib_s'])} ({ratio(pb['ratio_fitted'])}); the 512 MiB median alone "
