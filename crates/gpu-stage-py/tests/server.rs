@@ -276,3 +276,41 @@ fn an_abort_ends_a_connect_to_a_server_that_never_answers() {
         t0.elapsed()
     );
 }
+
+#[cfg(not(feature = "rdma"))]
+#[test]
+fn without_rdma_a_pull_over_rdma_is_refused_at_both_ends() {
+    use std::io::Read;
+
+    use _native::config::TransportKind;
+    use _native::handshake::{FLAG_PULL, FLAG_RDMA, HELLO_LEN, Hello};
+
+    let (server, addr) = server();
+    let data = Arc::new(pattern(10, 1));
+    register(&server, "obj", &data, tok(1));
+    // The consumer's own build says so before it connects.
+    let rdma = _native::config::ChannelConfig {
+        transport: TransportKind::Rdma,
+        ..cfg()
+    };
+    let e = RecvChannel::connect(&addr, &rdma, AbortHandle::new(), tok(1)).expect_err("no rdma");
+    assert!(e.to_string().contains("RDMA"), "{e}");
+    // A greeting for an RDMA pull session, with the right token, is refused by this server.
+    let mut s = TcpStream::connect(&addr).expect("connect");
+    let hello = Hello {
+        index: 0,
+        connections: 1,
+        slots: 4,
+        chunk: MIB as u64,
+        flags: FLAG_PULL | FLAG_RDMA,
+        session: [3; 16],
+        token: tok(1),
+    };
+    s.write_all(&hello.encode()).expect("greet");
+    let mut reply = [0u8; 8];
+    s.read_exact(&mut reply).expect("reply");
+    assert_eq!(&reply, b"RDKT-NO1");
+    assert_eq!(HELLO_LEN, 88);
+    // Serving goes on.
+    assert_eq!(pull(&addr, "obj", 10, tok(1)).expect("pull"), *data);
+}
