@@ -269,6 +269,10 @@ def ray_bench(args, results: Dict[str, Any], save) -> None:
         fan = {"kind": "u8", "sizes": [512 * MIB]}
         interleaved("fan_out", [("1_consumer", "rdmakit", fan, [c]),
                                 ("3_consumers", "rdmakit", fan, cs)], args.iters)
+        # The producer's server's spans of the last pulls (the last iterations of both labels):
+        # whether the three serves of one object overlapped, and how long each took.
+        results["fan_out_serve_spans"] = ray.get(p.stats.remote())["serve_spans"]
+        save()
 
     # In the order given (the JSON is saved after each: a run cut by its time limit keeps the
     # workloads it finished).
@@ -350,6 +354,9 @@ def native_and_stage_bench(args, results: Dict[str, Any], save) -> None:
                     verified[n] += int(same(dst, pattern(n, seed)))
         if args.stage_bench:
             sb_runs.append(stage_bench(args, 512 * MIB, per_block))
+    if args.stage_bench:
+        # Three at once: what this machine's loopback carries in aggregate (the fan-out's ceiling).
+        results["stage_bench_3_parallel"] = stage_bench_parallel(args, 512 * MIB, per_block, 3)
     if ch is not None:
         ch.close()
     cmd_q.put(None)
@@ -362,23 +369,44 @@ def native_and_stage_bench(args, results: Dict[str, Any], save) -> None:
     save()
 
 
-def stage_bench(args, n: int, iters: int) -> Dict[str, Any]:
+def _stage_bench_cmd(args, n: int, iters: int) -> List[str]:
     import rdmakit_rdt
 
-    # The same connection count as rdmakit's channels use on this machine.
+    # The same connection count as rdmakit's sessions use on this machine.
     conns = rdmakit_rdt.Config().tcp_connections
-    cmd = [args.stage_bench, "tcp", "--size", f"{n}B", "--src", "0", "--dst", "0",
-           "--connections", str(conns), "--iters", str(iters), "--warmup", str(args.warmup),
-           "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    out: Dict[str, Any] = {"command": " ".join(cmd), "rc": proc.returncode,
-                           "stderr": proc.stderr[-2000:]}
+    return [args.stage_bench, "tcp", "--size", f"{n}B", "--src", "0", "--dst", "0",
+            "--connections", str(conns), "--iters", str(iters), "--warmup", str(args.warmup),
+            "--json"]
+
+
+def _stage_bench_out(cmd: List[str], rc: int, stdout: str, stderr: str) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"command": " ".join(cmd), "rc": rc, "stderr": stderr[-2000:]}
     try:
-        res = json.loads(proc.stdout)
+        res = json.loads(stdout)
         out["result"] = res[0] if isinstance(res, list) and res else res
     except ValueError:
-        out["stdout"] = proc.stdout[-2000:]
+        out["stdout"] = stdout[-2000:]
     return out
+
+
+def stage_bench(args, n: int, iters: int) -> Dict[str, Any]:
+    cmd = _stage_bench_cmd(args, n, iters)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return _stage_bench_out(cmd, proc.returncode, proc.stdout, proc.stderr)
+
+
+def stage_bench_parallel(args, n: int, iters: int, k: int) -> Dict[str, Any]:
+    """`k` stage_bench tcp runs at once; their medians summed are the loopback's aggregate."""
+    cmd = _stage_bench_cmd(args, n, iters)
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(k)]
+    runs = []
+    for pr in procs:
+        stdout, stderr = pr.communicate(timeout=600)
+        runs.append(_stage_bench_out(cmd, pr.returncode, stdout, stderr))
+    rates = [r["result"].get("gib_s_median") for r in runs if isinstance(r.get("result"), dict)]
+    return {"runs": runs, "gib_s_medians": rates,
+            "aggregate_gib_s": sum(rates) if len(rates) == k and all(rates) else None}
 
 
 # ---- bookkeeping ----------------------------------------------------------------------------

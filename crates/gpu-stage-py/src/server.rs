@@ -72,7 +72,11 @@ struct Registration {
     token: Token,
     ready: Option<Ready>,
     ready_done: AtomicBool,
-    /// What keeps `buffers`' memory alive (the Python objects); dropped with the last `Arc`.
+    /// What keeps `buffers`' memory alive (the Python objects); dropped with the last `Arc`:
+    /// by `unregister` (which Python calls with the GIL held) when no pull reads it, else by the
+    /// serving thread whose send ended last, without the GIL. PyO3 then defers the Python
+    /// reference's release to the next time this process enters PyO3 (its next extract, stats or
+    /// garbage collection), so the tensors outlive their object by that long.
     _keep: Box<dyn Any + Send + Sync>,
 }
 
