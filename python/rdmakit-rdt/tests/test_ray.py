@@ -523,3 +523,40 @@ def test_a_port_scan_and_wrong_tokens_at_the_producer_are_refused_and_serving_go
     st = _until("the silent one refused too",
                 lambda: (s := ray.get(p.stats.remote()))["connections_refused"] - before == 4 and s)
     assert st["serve_failures"] == 0 and st["served"] == 3, st
+
+
+def test_two_pulls_at_once_from_one_process_to_one_producer_use_two_sessions(cluster):
+    import threading
+
+    from rdmakit_rdt import transport as t
+
+    tr = t.RdmakitTensorTransport()
+    n = 32 * MIB
+    arrays = {f"drv-{i}": np.full(n, 20 + i, dtype=np.uint8) for i in range(2)}
+    metas = {k: tr.extract_tensor_transport_metadata(k, [a]) for k, a in arrays.items()}
+    addr = metas["drv-0"].address
+    opened = rdmakit_rdt.stats()["recv_channels_opened"]
+    out, errors = {}, []
+
+    def pull(k):
+        try:
+            (got,) = tr.recv_multiple_tensors(k, metas[k], t.RdmakitCommunicatorMetadata())
+            out[k] = (got.nbytes, int(got.min()), int(got.max()))
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=pull, args=(k,)) for k in arrays]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    try:
+        assert not errors, errors
+        assert out == {"drv-0": (n, 20, 20), "drv-1": (n, 21, 21)}
+        # The driver pulled from its own server: two at once need two sessions, both kept.
+        assert rdmakit_rdt.stats()["recv_channels_opened"] - opened == 2
+        with t._STATE.lock:
+            assert len(t._STATE.sessions.get(addr, [])) == 2
+    finally:
+        for k, m in metas.items():
+            tr.garbage_collect(k, m, [arrays[k]])
