@@ -553,7 +553,7 @@ class RdmakitTensorTransport(TensorTransportManager):
                             f"target buffer {i} of object {oid} has {spec[3]} bytes, the "
                             f"object's tensor {i} has {n}"
                         )
-                ch, reused = self._session(meta, abort, start)
+                ch, reused = self._session(meta, oid, abort, start)
                 try:
                     got = ch.pull(oid, specs, meta.token)
                 except _native.RdmakitError as e:
@@ -566,7 +566,7 @@ class RdmakitTensorTransport(TensorTransportManager):
                     ch.close()
                     _count("channels_evicted")
                     logger.info("rdmakit-rdt: a kept session failed (%s); pulling on a new one", e)
-                    ch, _ = self._session(meta, abort, start, reuse=False)
+                    ch, _ = self._session(meta, oid, abort, start, reuse=False)
                     got = ch.pull(oid, specs, meta.token)
             with _STATE.lock:
                 _STATE.sessions.setdefault(meta.address, []).append(ch)
@@ -584,12 +584,18 @@ class RdmakitTensorTransport(TensorTransportManager):
         return out
 
     def _session(
-        self, meta: RdmakitTransportMetadata, abort: Any, start: float, reuse: bool = True
+        self,
+        meta: RdmakitTransportMetadata,
+        oid: str,
+        abort: Any,
+        start: float,
+        reuse: bool = True,
     ) -> Tuple[Any, bool]:
-        """An idle session with the producer's server (and True), or a new one (and False)."""
+        """An idle session with the producer's server (and True), or a new one (and False); a
+        later abort of the pull of ``oid`` goes to it."""
         if not meta.address:
             raise RdmakitTransportError(
-                f"object {meta.obj_id} has no producer address in its metadata (made by another "
+                f"object {oid} has no producer address in its metadata (made by another "
                 "version of rdmakit-rdt?)"
             )
         sweep()
@@ -599,7 +605,7 @@ class RdmakitTensorTransport(TensorTransportManager):
                 pool = _STATE.sessions.get(meta.address, [])
                 ch = pool.pop() if pool else None
         if ch is not None and ch.closed is None:
-            _hand_abort_to(meta.obj_id, ch)
+            _hand_abort_to(oid, ch)
             return ch, True
         if ch is not None:
             ch.close()
@@ -607,7 +613,7 @@ class RdmakitTensorTransport(TensorTransportManager):
         timeout = _config().timeout_s
         with _STATE.lock:
             # Routes an abort to this pull's own handle again (a failed kept session had it).
-            _STATE.active[meta.obj_id] = abort
+            _STATE.active[oid] = abort
         ch = _native.RecvChannel.connect(
             meta.address, _config(start + timeout - time.monotonic()), abort, meta.token
         )
