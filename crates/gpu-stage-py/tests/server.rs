@@ -314,3 +314,20 @@ fn without_rdma_a_pull_over_rdma_is_refused_at_both_ends() {
     // Serving goes on.
     assert_eq!(pull(&addr, "obj", 10, tok(1)).expect("pull"), *data);
 }
+
+#[test]
+fn a_session_without_requests_is_closed_after_the_idle_limit() {
+    let server = Server::bind("127.0.0.1:0", &cfg(), Duration::from_millis(300)).expect("bind");
+    let addr = server.local_addr().to_string();
+    let data = Arc::new(pattern(MIB, 4));
+    register(&server, "obj", &data, tok(4));
+    let mut ch = RecvChannel::connect(&addr, &cfg(), AbortHandle::new(), tok(4)).expect("session");
+    assert_eq!(pull_on(&mut ch, "obj", MIB, tok(4)).expect("pull"), *data);
+    settle(&server, |st| st.sessions_open == 1 && st.served == 1);
+    settle(&server, |st| st.sessions_open == 0);
+    // The consumer's kept session is dead now (it would retry on a fresh one), and a fresh one
+    // is served.
+    assert!(pull_on(&mut ch, "obj", MIB, tok(4)).is_err());
+    assert_eq!(pull(&addr, "obj", MIB, tok(4)).expect("pull"), *data);
+    assert_eq!(server.stats().sessions_opened, 2);
+}
