@@ -251,11 +251,21 @@ def rdt_rows(root):
 
 
 # ---------------------------------------------------------------- Ray RDT, issue 27's bench
-RDT27 = "rdmakit-rdt-issue27-gather-h200x1"
+# The newest run of issue 27's bench: (folder, JSON file). The GPU it ran on is in the JSON.
+RDT27, RDT27_FILE = "rdmakit-rdt-issue27-pull-h100x1", "rdt-h100.json"
 
 
 def rdt27(root):
-    return load(root, RDT27, "rdt-h200.json")
+    return load(root, RDT27, RDT27_FILE)
+
+
+def gpu_short(d):
+    """`H100` / `H200` from the JSON's device name."""
+    return next((m for m in ("H100", "H200") if m in d.get("gpu", "")), d.get("gpu", "GPU"))
+
+
+def size_label(n):
+    return f"{n >> 30} GiB" if n >= 1 << 30 else f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
 def met_word(ok):
@@ -269,9 +279,9 @@ def rdt27_rows(root):
     pb, sd = t["per_byte_vs_stage_bench"], t["state_dict"]
     big = w[f"sizes/{512 << 20}"]["rdmakit"]
     return [
-        f"| Ray RDT `RDMAKIT`, one CUDA tensor actor → actor, one H200, TCP loopback, paths interleaved, "
+        f"| Ray RDT `RDMAKIT`, one CUDA tensor actor → actor, one {gpu_short(d)}, TCP loopback, paths interleaved, "
         f"{big['iterations']} iterations (`bench/results/{RDT27}/`) | per-byte {gib(f['rdmakit']['per_byte_gib_s'])} "
-        f"GiB/s (fit 16 MiB–2 GiB); 512 MiB {gib(big['median_gib_s'])} GiB/s "
+        f"GiB/s (fit {size_label(min(f['rdmakit']['fit_sizes']))}–{size_label(max(f['rdmakit']['fit_sizes']))}); 512 MiB {gib(big['median_gib_s'])} GiB/s "
         f"| `stage_bench tcp` 512 MiB, same connections, 4 blocks between the Ray runs: "
         f"{gib(pb['stage_bench_512MiB_gib_s'])} GiB/s; object store {gib(f['object_store']['per_byte_gib_s'])} GiB/s "
         f"| {ratio(pb['ratio_fitted'])} (fit), {ratio(pb['ratio_512MiB_median'])} (512 MiB median) "
@@ -298,7 +308,8 @@ def rdt27_targets(root):
         f"| fixed cost through Ray ≤ the object store's at 4 KiB | RDMAKIT {fixed(fc['rdmakit_ms'], 2)} ms, "
         f"object store {fixed(fc['object_store_ms'], 2)} ms, CUDA_IPC {fixed(f['cuda_ipc']['fixed_ms'], 2)} ms "
         f"({ratio(fc['ratio'])}) | {met_word(fc['met'])} |",
-        f"| fixed cost in the binding alone ≤ 150 µs | {fixed(bf['us'], 0)} µs (4 KiB, two processes, no Ray) "
+        f"| fixed cost in the binding alone ≤ 150 µs | {fixed(bf['us'], 0)} µs (4 KiB, two processes, no Ray"
+        f"{'; a pull over a kept session' if 'what' in w[f'native/{4 << 10}']['binding'] else ''}) "
         f"| {met_word(bf['met'])} |",
         f"| per-byte rate ≥ 0.95× `stage_bench tcp` | fit {gib(pb['rdmakit_fitted_per_byte_gib_s'])} GiB/s vs "
         f"{gib(pb['stage_bench_512MiB_gib_s'])} ({ratio(pb['ratio_fitted'])}); the 512 MiB median alone "
@@ -321,12 +332,12 @@ def rdt27_targets(root):
     sizes = sorted(int(k.split("/")[1]) for k in w if k.startswith("sizes/"))
     for n in sizes:
         e = w[f"sizes/{n}"]
-        label = f"{n >> 30} GiB" if n >= 1 << 30 else f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-        rows.append(f"| {label} | {ms_(e['rdmakit']['median_s'])} | {ms_(e['object_store']['median_s'])} "
+        rows.append(f"| {size_label(n)} | {ms_(e['rdmakit']['median_s'])} | {ms_(e['object_store']['median_s'])} "
                     f"| {ms_(e['cuda_ipc']['median_s'])} | {gib(e['rdmakit']['median_gib_s'])} |")
     it = {e["iterations"] for ws in w.values() for e in ws.values()}
+    span = size_label(min(f["rdmakit"]["fit_sizes"])) + "–" + size_label(max(f["rdmakit"]["fit_sizes"]))
     rows += ["", f"{'/'.join(str(i) for i in sorted(it))} iterations per path, every one verified; fits "
-             f"(least squares, 16 MiB–2 GiB): RDMAKIT {gib(f['rdmakit']['per_byte_gib_s'])} GiB/s + "
+             f"(least squares, {span}): RDMAKIT {gib(f['rdmakit']['per_byte_gib_s'])} GiB/s + "
              f"{fixed(f['rdmakit']['lsq_intercept_ms'], 2)} ms, object store "
              f"{gib(f['object_store']['per_byte_gib_s'])} GiB/s + {fixed(f['object_store']['lsq_intercept_ms'], 2)} ms."]
     return "\n".join(rows)

@@ -29,7 +29,7 @@ use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place, one_place};
 use crate::config::{ChannelConfig, RingBackend, TransportKind};
 use crate::direct;
 use crate::error::BindError;
-use crate::handshake::{self, Token};
+use crate::handshake::{self, FLAG_PULL, Token};
 
 /// Aborts a channel (or a pending accept) from any thread.
 #[derive(Debug, Default)]
@@ -160,6 +160,14 @@ impl Guard {
             ))),
             _ => Err(e),
         }
+    }
+}
+
+fn tcp_options(cfg: &ChannelConfig) -> TcpOptions {
+    TcpOptions {
+        connections: cfg.connections,
+        timeout: cfg.timeout,
+        checksum: false,
     }
 }
 
@@ -341,21 +349,11 @@ impl SendChannel {
         token: Token,
     ) -> Result<Self, BindError> {
         abort.check()?;
-        let (link, tcp, ring, lane) = match cfg.transport {
+        match cfg.transport {
             TransportKind::Tcp => {
                 // The handshake first: a refusal costs no ring allocation.
-                let got = handshake::connect(addr, cfg, &token)?;
-                let ring = make_ring(cfg)?;
-                let t = TcpSender::from_streams(
-                    got.streams,
-                    TcpOptions {
-                        connections: cfg.connections,
-                        timeout: cfg.timeout,
-                        checksum: false,
-                    },
-                )?;
-                let h = t.shutdown_handle()?;
-                (SendLink::Tcp(t), Some(h), ring, Some(got.direct))
+                let got = handshake::connect(addr, cfg, &token, 0, &abort)?;
+                Self::over_tcp(got.streams, got.direct, cfg, abort, token, addr.to_string())
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => {
@@ -365,11 +363,83 @@ impl SendChannel {
                     &rdma_config(cfg),
                     &ring,
                 )?));
-                (link, None, ring, None)
+                Self::build(link, None, ring, None, cfg, abort, token, addr.to_string())
             }
             #[cfg(not(feature = "rdma"))]
-            TransportKind::Rdma => return Err(no_rdma()),
+            TransportKind::Rdma => Err(no_rdma()),
+        }
+    }
+
+    /// The sending end over connections already greeted and accepted (`cfg` holds the
+    /// negotiated settings): a push sender's, or a producer's server's for one consumer.
+    pub(crate) fn over_tcp(
+        streams: Vec<TcpStream>,
+        direct: TcpStream,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+        peer: String,
+    ) -> Result<Self, BindError> {
+        let ring = make_ring(cfg)?;
+        let t = TcpSender::from_streams(streams, tcp_options(cfg))?;
+        let h = t.shutdown_handle()?;
+        Self::build(
+            SendLink::Tcp(t),
+            Some(h),
+            ring,
+            Some(direct),
+            cfg,
+            abort,
+            token,
+            peer,
+        )
+    }
+
+    /// A producer's server's sending end of an RDMA pull session: `streams` is the one greeted
+    /// data connection, which becomes gpu-stage's RDMA side channel (`cfg` holds the negotiated
+    /// settings; the RDMA devices and QPs are this end's own).
+    pub(crate) fn over_rdma(
+        mut streams: Vec<TcpStream>,
+        direct: TcpStream,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+        peer: String,
+    ) -> Result<Self, BindError> {
+        let (Some(side), true) = (streams.pop(), streams.is_empty()) else {
+            return Err(BindError::Refused(
+                "an RDMA pull session has exactly one data connection".into(),
+            ));
         };
+        #[cfg(feature = "rdma")]
+        {
+            let ring = make_ring(cfg)?;
+            let link = SendLink::Rdma(Box::new(gpu_stage::RdmaSender::over_stream(
+                side,
+                peer.clone(),
+                &rdma_config(cfg),
+                &ring,
+            )?));
+            Self::build(link, None, ring, Some(direct), cfg, abort, token, peer)
+        }
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = (side, direct, cfg, abort, token, peer);
+            Err(no_rdma())
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        link: SendLink,
+        tcp: Option<TcpShutdown>,
+        ring: Arc<StagingRing>,
+        lane: Option<TcpStream>,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+        peer: String,
+    ) -> Result<Self, BindError> {
         abort.arm(&ring, tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
         let host = Sender::with_ring(&host_device, Arc::clone(&ring))?;
@@ -384,13 +454,18 @@ impl SendChannel {
                 abort,
                 closed: None,
             },
-            peer: addr.to_string(),
+            peer,
             token,
             last_used: Instant::now(),
             staged: 0,
             direct: lane,
             timeout: cfg.timeout,
         })
+    }
+
+    /// The direct lane, where a server reads its consumer's requests (TCP only).
+    pub(crate) fn lane(&mut self) -> Option<&mut TcpStream> {
+        self.direct.as_mut()
     }
 
     /// The receiver's address.
@@ -517,6 +592,16 @@ impl SendChannel {
     }
 }
 
+/// A listening socket on `addr` (`10.0.0.2:0` picks a free port on that address).
+pub(crate) fn bind_listener(addr: &str) -> Result<TcpListener, BindError> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| BindError::env("bind address", addr, &e.to_string()))?
+        .collect();
+    TcpListener::bind(&addrs[..])
+        .map_err(|e| BindError::env("bind address", addr, &format!("cannot listen: {e}")))
+}
+
 /// The listening socket (one per process under Ray); [`PairListener::accept`] makes a
 /// [`RecvChannel`] for one sender, identified by its object token.
 #[derive(Debug)]
@@ -528,12 +613,7 @@ pub struct PairListener {
 impl PairListener {
     /// Binds `addr` (`10.0.0.2:0` picks a free port on that address).
     pub fn bind(addr: &str) -> Result<Self, BindError> {
-        let addrs: Vec<SocketAddr> = addr
-            .to_socket_addrs()
-            .map_err(|e| BindError::env("bind address", addr, &e.to_string()))?
-            .collect();
-        let listener = TcpListener::bind(&addrs[..])
-            .map_err(|e| BindError::env("bind address", addr, &format!("cannot listen: {e}")))?;
+        let listener = bind_listener(addr)?;
         Ok(PairListener {
             listener,
             refused: AtomicU64::new(0),
@@ -568,7 +648,7 @@ impl PairListener {
         token: Token,
     ) -> Result<RecvChannel, BindError> {
         let deadline = Instant::now() + cfg.timeout;
-        let (link, tcp, ring, lane) = match cfg.transport {
+        match cfg.transport {
             TransportKind::Tcp => {
                 let got = handshake::accept(
                     &self.listener,
@@ -579,17 +659,7 @@ impl PairListener {
                     &self.refused,
                 )?;
                 let cfg = got.negotiated.apply(cfg);
-                let ring = make_ring(&cfg)?;
-                let t = TcpReceiver::from_streams(
-                    got.streams,
-                    TcpOptions {
-                        connections: cfg.connections,
-                        timeout: cfg.timeout,
-                        checksum: false,
-                    },
-                )?;
-                let h = t.shutdown_handle()?;
-                (RecvLink::Tcp(t), Some(h), ring, Some(got.direct))
+                RecvChannel::over_tcp(got.streams, got.direct, &cfg, abort, token)
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => {
@@ -600,31 +670,11 @@ impl PairListener {
                     &rdma_config(cfg),
                     &ring,
                 )?));
-                (link, None, ring, None)
+                RecvChannel::build(link, None, ring, None, cfg, abort, token)
             }
             #[cfg(not(feature = "rdma"))]
-            TransportKind::Rdma => return Err(no_rdma()),
-        };
-        abort.arm(&ring, tcp, lane.as_ref())?;
-        let host_device = HostDevice::new();
-        let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
-        Ok(RecvChannel {
-            ring,
-            link,
-            host,
-            host_device,
-            devices: CudaDevices(Vec::new()),
-            cuda: Vec::new(),
-            guard: Guard {
-                abort,
-                closed: None,
-            },
-            token,
-            last_used: Instant::now(),
-            staged: 0,
-            direct: lane,
-            timeout: cfg.timeout,
-        })
+            TransportKind::Rdma => Err(no_rdma()),
+        }
     }
 }
 
@@ -655,6 +705,133 @@ impl std::fmt::Debug for RecvChannel {
 }
 
 impl RecvChannel {
+    /// A consumer's pull session with the producer's [`crate::server::Server`] at `addr`,
+    /// authenticated with `token` (the token of an object the server holds; each pull presents its
+    /// own object's token again). `cfg`'s settings are proposed, and the server adopts them. With
+    /// `RDMAKIT_TRANSPORT=rdma` the data goes over gpu-stage's RDMA session, set up over one greeted
+    /// connection (the server sends, this end receives); requests and headers use the direct lane.
+    pub fn connect(
+        addr: &str,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+    ) -> Result<Self, BindError> {
+        abort.check()?;
+        match cfg.transport {
+            TransportKind::Tcp => {
+                let got = handshake::connect(addr, cfg, &token, FLAG_PULL, &abort)?;
+                Self::over_tcp(got.streams, got.direct, cfg, abort, token)
+            }
+            #[cfg(feature = "rdma")]
+            TransportKind::Rdma => {
+                // One data connection: gpu-stage's RDMA side channel, over which the server sets
+                // up the sending end and this end the receiving one.
+                let one = ChannelConfig {
+                    connections: 1,
+                    ..cfg.clone()
+                };
+                let mut got = handshake::connect(
+                    addr,
+                    &one,
+                    &token,
+                    FLAG_PULL | handshake::FLAG_RDMA,
+                    &abort,
+                )?;
+                let side = got
+                    .streams
+                    .pop()
+                    .ok_or_else(|| BindError::Refused("no RDMA side channel".into()))?;
+                let ring = make_ring(cfg)?;
+                let link = RecvLink::Rdma(Box::new(gpu_stage::RdmaReceiver::over_stream(
+                    side,
+                    format!("producer {addr}"),
+                    &rdma_config(cfg),
+                    &ring,
+                )?));
+                Self::build(link, None, ring, Some(got.direct), cfg, abort, token)
+            }
+            #[cfg(not(feature = "rdma"))]
+            TransportKind::Rdma => Err(no_rdma()),
+        }
+    }
+
+    /// The receiving end over connections already greeted (`cfg` holds the negotiated settings).
+    fn over_tcp(
+        streams: Vec<TcpStream>,
+        direct: TcpStream,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+    ) -> Result<Self, BindError> {
+        let ring = make_ring(cfg)?;
+        let t = TcpReceiver::from_streams(streams, tcp_options(cfg))?;
+        let h = t.shutdown_handle()?;
+        Self::build(
+            RecvLink::Tcp(t),
+            Some(h),
+            ring,
+            Some(direct),
+            cfg,
+            abort,
+            token,
+        )
+    }
+
+    fn build(
+        link: RecvLink,
+        tcp: Option<TcpShutdown>,
+        ring: Arc<StagingRing>,
+        lane: Option<TcpStream>,
+        cfg: &ChannelConfig,
+        abort: Arc<AbortHandle>,
+        token: Token,
+    ) -> Result<Self, BindError> {
+        abort.arm(&ring, tcp, lane.as_ref())?;
+        let host_device = HostDevice::new();
+        let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
+        Ok(RecvChannel {
+            ring,
+            link,
+            host,
+            host_device,
+            devices: CudaDevices(Vec::new()),
+            cuda: Vec::new(),
+            guard: Guard {
+                abort,
+                closed: None,
+            },
+            token,
+            last_used: Instant::now(),
+            staged: 0,
+            direct: lane,
+            timeout: cfg.timeout,
+        })
+    }
+
+    /// Pulls the object `tag` (whose token is `token`) from the server this channel is connected
+    /// to, into `buffers` (the same promise as [`RecvChannel::recv`]). A refusal (the server holds
+    /// no such object, or not with this token) is [`BindError::Refused`]; like every failure it
+    /// closes the channel.
+    pub fn pull(
+        &mut self,
+        tag: &str,
+        buffers: &[BufferSpec],
+        token: Token,
+    ) -> Result<u64, BindError> {
+        self.guard.enter()?;
+        let timeout = self.timeout;
+        let Some(lane) = self.direct.as_mut() else {
+            return Err(BindError::Unsupported(
+                "this channel has no direct lane (RDMA): pulls run over TCP sessions".into(),
+            ));
+        };
+        if let Err(e) = direct::send_request(lane, tag, &token, timeout) {
+            let lane = &self.direct;
+            return self.guard.leave(Err(e), |_| shut(lane));
+        }
+        self.recv(tag, buffers, Some(token))
+    }
+
     /// Why the channel is closed, if it is.
     pub fn closed(&self) -> Option<&str> {
         self.guard.closed.as_deref()

@@ -9,6 +9,11 @@
 //! header on the same connection, and the receiver answers `RDKT-GOT` once every byte is in its
 //! buffers: no ring, no pipeline thread, one round trip.
 //!
+//! In a pull session (see [`crate::server`]) the consumer asks first: `RDKTPULL`, the tag's length
+//! (u32) and bytes, and the object's token. The producer's server answers with the object as
+//! above, or with `RDKTNONE`, a length (u32) and a message saying why not (no such object
+//! registered: never produced there, or garbage-collected; a wrong token).
+//!
 //! The receiver checks the header against what it expects before it reads a byte of the payload
 //! into a buffer. Reads and writes are bounded by the channel's timeout; an abort shuts the
 //! lane down, which ends a blocked read or write at once.
@@ -19,11 +24,17 @@ use std::time::Duration;
 
 use crate::buffer::{BufferSpec, HEADER_LEN, Place};
 use crate::error::BindError;
-use crate::handshake::SMALL_OBJECT;
+use crate::handshake::{SMALL_OBJECT, TOKEN_LEN, Token};
 
 const STAGED: &[u8; 8] = b"RDKTSTG1";
 const INLINE: &[u8; 8] = b"RDKTINL1";
 const GOT: &[u8; 8] = b"RDKT-GOT";
+const PULL: &[u8; 8] = b"RDKTPULL";
+const NONE: &[u8; 8] = b"RDKTNONE";
+/// Longest tag a pull request may name (Ray's object ids are 56 hex digits).
+pub const MAX_TAG: usize = 256;
+/// Longest refusal message.
+const MAX_WHY: usize = 1024;
 
 /// Whether an object travels inline: at most [`SMALL_OBJECT`] bytes, every buffer in host memory.
 pub fn is_inline(buffers: &[BufferSpec]) -> bool {
@@ -91,19 +102,24 @@ pub fn send_object(
     Ok(inline)
 }
 
-/// Receiver: the mode and the header bytes of the next object (the caller checks the header).
+/// Receiver: the mode and the header bytes of the next object (the caller checks the header). A
+/// server's refusal of a pull is [`BindError::Refused`] with its message.
 pub fn recv_header(
     lane: &mut TcpStream,
     timeout: Duration,
 ) -> Result<(bool, [u8; HEADER_LEN]), BindError> {
-    let mut b = [0u8; 8 + HEADER_LEN];
-    lane.read_exact(&mut b).map_err(io_error(
+    let mut mode = [0u8; 8];
+    lane.read_exact(&mut mode).map_err(io_error(
         "the next object's header on the direct lane",
         timeout,
     ))?;
-    let inline = match &b[..8] {
+    let inline = match &mode {
         m if m == INLINE => true,
         m if m == STAGED => false,
+        m if m == NONE => {
+            let why = read_str(lane, MAX_WHY, "the server's refusal", timeout)?;
+            return Err(BindError::Refused(why));
+        }
         _ => {
             return Err(BindError::Transport(gpu_stage::TransportError::Protocol(
                 "the direct lane carried something other than an object header".into(),
@@ -111,8 +127,89 @@ pub fn recv_header(
         }
     };
     let mut header = [0u8; HEADER_LEN];
-    header.copy_from_slice(&b[8..]);
+    lane.read_exact(&mut header).map_err(io_error(
+        "the next object's header on the direct lane",
+        timeout,
+    ))?;
     Ok((inline, header))
+}
+
+fn protocol(what: String) -> BindError {
+    BindError::Transport(gpu_stage::TransportError::Protocol(what))
+}
+
+/// A length (u32, at most `max`) and that many bytes of UTF-8 (lossy).
+fn read_str(
+    lane: &mut TcpStream,
+    max: usize,
+    what: &str,
+    timeout: Duration,
+) -> Result<String, BindError> {
+    let mut len = [0u8; 4];
+    lane.read_exact(&mut len).map_err(io_error(what, timeout))?;
+    let n = u32::from_le_bytes(len) as usize;
+    if n > max {
+        return Err(protocol(format!(
+            "{what}: {n} bytes, at most {max} allowed"
+        )));
+    }
+    let mut b = vec![0u8; n];
+    lane.read_exact(&mut b).map_err(io_error(what, timeout))?;
+    Ok(String::from_utf8_lossy(&b).into_owned())
+}
+
+fn with_str(frame: &mut Vec<u8>, s: &[u8]) {
+    frame.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    frame.extend_from_slice(s);
+}
+
+/// Consumer: asks the server for the object `tag`, presenting its `token`.
+pub fn send_request(
+    lane: &mut TcpStream,
+    tag: &str,
+    token: &Token,
+    timeout: Duration,
+) -> Result<(), BindError> {
+    if tag.len() > MAX_TAG {
+        return Err(BindError::env(
+            "object tag",
+            tag,
+            &format!("at most {MAX_TAG} bytes"),
+        ));
+    }
+    let mut frame = Vec::with_capacity(8 + 4 + tag.len() + TOKEN_LEN);
+    frame.extend_from_slice(PULL);
+    with_str(&mut frame, tag.as_bytes());
+    frame.extend_from_slice(token.bytes());
+    lane.write_all(&frame)
+        .map_err(io_error("asking the producer for an object", timeout))
+}
+
+/// Server: the next request on `lane` (the caller saw it readable): the tag and the token.
+pub fn read_request(lane: &mut TcpStream, timeout: Duration) -> Result<(String, Token), BindError> {
+    let mut mode = [0u8; 8];
+    lane.read_exact(&mut mode)
+        .map_err(io_error("the consumer's request", timeout))?;
+    if &mode != PULL {
+        return Err(protocol(
+            "the consumer sent something other than a pull request".into(),
+        ));
+    }
+    let tag = read_str(lane, MAX_TAG, "the requested object's tag", timeout)?;
+    let mut token = [0u8; TOKEN_LEN];
+    lane.read_exact(&mut token)
+        .map_err(io_error("the requested object's token", timeout))?;
+    Ok((tag, Token::from_bytes(&token)?))
+}
+
+/// Server: refuses a request, saying why (the message must not contain a secret).
+pub fn refuse_request(lane: &mut TcpStream, why: &str, timeout: Duration) -> Result<(), BindError> {
+    let why = &why.as_bytes()[..why.len().min(MAX_WHY)];
+    let mut frame = Vec::with_capacity(8 + 4 + why.len());
+    frame.extend_from_slice(NONE);
+    with_str(&mut frame, why);
+    lane.write_all(&frame)
+        .map_err(io_error("refusing a request", timeout))
 }
 
 /// Receiver: the inline payload, straight into `buffers` (checked by the header to have the

@@ -2,8 +2,8 @@
 //! token, the protocol version and the settings the sender chose.
 //!
 //! ```text
-//! sender → receiver (72 bytes): magic "RDKTHELO" | version u32 | index u32 | connections u32
-//!                               | slots u32 | chunk u64 | flags u64 | token [32]
+//! sender → receiver (88 bytes): magic "RDKTHELO" | version u32 | index u32 | connections u32
+//!                               | slots u32 | chunk u64 | flags u64 | session [16] | token [32]
 //! receiver → sender (8 bytes):  "RDKT-OK1" (accepted) or "RDKT-NO1" (refused, then closed)
 //! ```
 //!
@@ -19,6 +19,13 @@
 //! the *direct lane* (index `connections`, flag bit 1): object headers travel there, and objects of
 //! at most [`SMALL_OBJECT`] bytes in host memory travel there whole, without the staging pipeline
 //! (see [`crate::channel`]).
+//!
+//! Every connection of one channel carries the same random *session* id, so a listener that many
+//! connectors reach at once (the producer's [`crate::server::Server`], where consumers pull) can
+//! tell whose connection each is. Flag bit 2 ([`FLAG_PULL`]) marks a pull session: the connector is
+//! the consumer (it receives the data) and the listener the producer's server; a push sender
+//! (flag clear) can only reach a [`crate::channel::PairListener`] and a pull consumer only a
+//! server: each refuses the other.
 //!
 //! The settings are negotiated: the receiver adopts the sender's connection count and ring
 //! geometry (chunk, slots) after checking they are in range, so the two ends can never disagree on
@@ -90,16 +97,23 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 const MAGIC: &[u8; 8] = b"RDKTHELO";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// `Hello::flags` bit of the direct lane (the connection after the data connections).
 pub const FLAG_DIRECT: u64 = 1 << 1;
+/// `Hello::flags` bit of every connection of a pull session (the connector receives).
+pub const FLAG_PULL: u64 = 1 << 2;
+/// `Hello::flags` bit of every connection of a pull session over RDMA: its one data connection is
+/// gpu-stage's RDMA side channel (the server then sets up the sending end over it).
+pub const FLAG_RDMA: u64 = 1 << 3;
+/// Length of a session id.
+pub const SESSION_LEN: usize = 16;
 /// Objects up to this many bytes, all in host memory, travel whole on the direct lane.
 pub const SMALL_OBJECT: u64 = 64 << 10;
 /// Length of the sender's handshake.
-pub const HELLO_LEN: usize = 72;
+pub const HELLO_LEN: usize = 88;
 const OK: &[u8; 8] = b"RDKT-OK1";
 const NO: &[u8; 8] = b"RDKT-NO1";
-/// How long the receiver waits for one connection's 72 bytes: a connection that sends nothing
+/// How long the receiver waits for one connection's 88 bytes: a connection that sends nothing
 /// (a port scan that only connects) holds the accept loop at most this long.
 const HELLO_WAIT: Duration = Duration::from_secs(2);
 
@@ -114,8 +128,11 @@ pub struct Hello {
     pub slots: u32,
     /// Ring chunk size the sender uses.
     pub chunk: u64,
-    /// Bit 1 ([`FLAG_DIRECT`]): this is the direct lane; other bits 0.
+    /// Bit 1 ([`FLAG_DIRECT`]): this is the direct lane; bit 2 ([`FLAG_PULL`]): a pull session;
+    /// other bits 0.
     pub flags: u64,
+    /// The channel's session id (the same on all its connections).
+    pub session: [u8; SESSION_LEN],
     /// The object token (redacted in `Debug`).
     pub token: Token,
 }
@@ -131,7 +148,8 @@ impl Hello {
         out[20..24].copy_from_slice(&self.slots.to_le_bytes());
         out[24..32].copy_from_slice(&self.chunk.to_le_bytes());
         out[32..40].copy_from_slice(&self.flags.to_le_bytes());
-        out[40..].copy_from_slice(&self.token.0);
+        out[40..56].copy_from_slice(&self.session);
+        out[56..].copy_from_slice(&self.token.0);
         out
     }
 
@@ -153,13 +171,16 @@ impl Hello {
             ));
         }
         let mut token = [0u8; TOKEN_LEN];
-        token.copy_from_slice(&b[40..]);
+        token.copy_from_slice(&b[56..]);
+        let mut session = [0u8; SESSION_LEN];
+        session.copy_from_slice(&b[40..56]);
         Ok(Hello {
             index: u32_at(12),
             connections: u32_at(16),
             slots: u32_at(20),
             chunk: u64_at(24),
             flags: u64_at(32),
+            session,
             token: Token(token),
         })
     }
@@ -198,10 +219,45 @@ pub struct Connected {
     pub direct: TcpStream,
 }
 
+/// A fresh random session id (the kernel's random source).
+pub fn new_session() -> Result<[u8; SESSION_LEN], BindError> {
+    let mut id = [0u8; SESSION_LEN];
+    let mut got = 0;
+    while got < SESSION_LEN {
+        // SAFETY: writes at most `SESSION_LEN - got` bytes into the live array `id` from `got` on.
+        let n = unsafe {
+            libc::getrandom(
+                id[got..].as_mut_ptr().cast::<libc::c_void>(),
+                SESSION_LEN - got,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(io_err("drawing a session id".into())(e));
+        }
+        got += n as usize;
+    }
+    Ok(id)
+}
+
 /// Opens `cfg.connections` data connections and the direct lane to `addr` and greets each with
-/// `token` and `cfg`'s settings; every connection must be accepted. Each step is bounded by
-/// `cfg.timeout`.
-pub fn connect(addr: &str, cfg: &ChannelConfig, token: &Token) -> Result<Connected, BindError> {
+/// `token`, `cfg`'s settings and one fresh session id; every connection must be accepted. Each
+/// step is bounded by `cfg.timeout`, and the wait for each reply also ends within 50 ms of an
+/// `abort`. `base`: the flags of every connection: 0 for a push sender's channel to a receiver's
+/// [`crate::channel::PairListener`], [`FLAG_PULL`] (and [`FLAG_RDMA`]) for a consumer's session
+/// with a producer's server.
+pub fn connect(
+    addr: &str,
+    cfg: &ChannelConfig,
+    token: &Token,
+    base: u64,
+    abort: &AbortHandle,
+) -> Result<Connected, BindError> {
+    let session = new_session()?;
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
         .map_err(|e| BindError::env("receiver address", addr, &e.to_string()))?
@@ -217,27 +273,40 @@ pub fn connect(addr: &str, cfg: &ChannelConfig, token: &Token) -> Result<Connect
             .map_err(io_err("setting a read timeout".into()))?;
         s.set_write_timeout(Some(cfg.timeout))
             .map_err(io_err("setting a write timeout".into()))?;
+        s.set_nodelay(true)
+            .map_err(io_err("setting TCP_NODELAY".into()))?;
         let hello = Hello {
             index: index as u32,
             connections: cfg.connections as u32,
             slots: cfg.ring.slots as u32,
             chunk: cfg.ring.chunk_bytes as u64,
-            flags: if index == cfg.connections {
-                FLAG_DIRECT
-            } else {
-                0
-            },
+            flags: base
+                | if index == cfg.connections {
+                    FLAG_DIRECT
+                } else {
+                    0
+                },
+            session,
             token: *token,
         };
         s.write_all(&hello.encode())
             .map_err(io_err(format!("greeting {addr} on connection {index}")))?;
+        let waited = Instant::now();
+        loop {
+            abort.check()?;
+            let ready = poll_readable(&s, 50)
+                .map_err(io_err(format!("waiting for {addr}'s handshake reply")))?;
+            if ready || waited.elapsed() >= cfg.timeout {
+                break; // the read below returns the reply, or times out naming the wait
+            }
+        }
         let mut reply = [0u8; 8];
         match s.read_exact(&mut reply) {
             Ok(()) if &reply == OK => {}
             Ok(()) if &reply == NO => {
                 return Err(BindError::Refused(format!(
-                    "the receiver at {addr} refused connection {index} (not the object it waits \
-                     for, or a wrong token)"
+                    "{addr} refused connection {index} (not the object it waits for or serves, \
+                     or a wrong token)"
                 )));
             }
             Ok(()) => {
@@ -273,6 +342,27 @@ pub fn connect(addr: &str, cfg: &ChannelConfig, token: &Token) -> Result<Connect
     Ok(Connected { streams, direct })
 }
 
+/// Whether `fd` becomes readable (data, a pending connection, or the peer's close) within `ms`
+/// milliseconds; an interrupted wait counts as not yet.
+pub(crate) fn poll_readable(fd: &impl AsRawFd, ms: i32) -> std::io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for a descriptor that the caller's borrow of its owner keeps open
+    // for the duration of the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(n > 0)
+}
+
 /// Waits until `listener` has a connection (checking `abort` every 50 ms) or `deadline` passes.
 fn wait_readable(
     listener: &TcpListener,
@@ -281,22 +371,10 @@ fn wait_readable(
 ) -> Result<bool, BindError> {
     loop {
         abort.check()?;
-        let mut pfd = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for the listener's open descriptor, which the caller's borrow
-        // keeps open for the duration of the call.
-        let n = unsafe { libc::poll(&mut pfd, 1, 50) };
-        if n > 0 {
+        if poll_readable(listener, 50)
+            .map_err(io_err("waiting for the sender to connect".into()))?
+        {
             return Ok(true);
-        }
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(io_err("waiting for the sender to connect".into())(e));
-            }
         }
         if Instant::now() >= deadline {
             return Ok(false);
@@ -304,12 +382,10 @@ fn wait_readable(
     }
 }
 
-/// Reads and checks one connection's handshake against `token` and `first` (the connection that
-/// fixed the settings); `Err` is why it was refused (the caller drops the connection).
-fn vet(
+/// Reads one connection's greeting, waiting at most [`HELLO_WAIT`] (and not past `deadline`), and
+/// sets the connection's write timeout to `cfg.timeout`; `Err` is why it is refused.
+pub(crate) fn read_hello(
     s: &mut TcpStream,
-    token: &Token,
-    first: Option<&Hello>,
     cfg: &ChannelConfig,
     deadline: Instant,
 ) -> Result<Hello, String> {
@@ -321,13 +397,32 @@ fn vet(
     let mut b = [0u8; HELLO_LEN];
     s.read_exact(&mut b)
         .map_err(|e| format!("no handshake: {e}"))?;
-    let h = Hello::decode(&b)?;
-    if !h.token.matches(token) {
+    Hello::decode(&b)
+}
+
+/// Checks one greeting: its token (`token_ok`), its flags (connection 0's must be one of `bases`,
+/// the others' the same as connection 0's), and either that it opens a channel (`first` is
+/// `None`: connection 0, settings in range) or that it belongs to the channel `first` opened
+/// (same session, token and settings). The caller checks the index.
+pub(crate) fn check_hello(
+    h: &Hello,
+    token_ok: impl FnOnce(&Token) -> bool,
+    first: Option<&Hello>,
+    bases: &[u64],
+) -> Result<(), String> {
+    if !token_ok(&h.token) {
         return Err("wrong object token".into());
     }
     let want = match first {
-        Some(f) if h.index == f.connections => FLAG_DIRECT,
-        _ => 0,
+        Some(f) if h.index == f.connections => f.flags | FLAG_DIRECT,
+        Some(f) => f.flags,
+        None if bases.contains(&h.flags) => h.flags,
+        None => {
+            return Err(format!(
+                "handshake flags {:#x}: not a kind of channel this end accepts",
+                h.flags
+            ));
+        }
     };
     if h.flags != want {
         return Err(format!(
@@ -351,12 +446,45 @@ fn vet(
             ring.validate().map_err(|e| format!("ring settings: {e}"))?;
         }
         Some(f) => {
+            if !ct_eq(&h.session, &f.session) || !h.token.matches(&f.token) {
+                return Err("not a connection of the channel being set up".into());
+            }
             if (h.connections, h.slots, h.chunk) != (f.connections, f.slots, f.chunk) {
                 return Err("settings differ from the first connection's".into());
             }
         }
     }
-    Ok(h)
+    Ok(())
+}
+
+/// Answers an accepted greeting and sets the connection's read timeout: none for a data
+/// connection (gpu-stage's readers block; idle is fine), `cfg.timeout` for the direct lane.
+pub(crate) fn welcome(s: &mut TcpStream, h: &Hello, cfg: &ChannelConfig) -> Result<(), BindError> {
+    // Small frames go out at once: a pull's request after the previous object's confirmation
+    // would otherwise wait for the delayed ACK (40 ms), and so would the confirmation itself.
+    s.set_nodelay(true)
+        .map_err(io_err("setting TCP_NODELAY".into()))?;
+    s.write_all(OK)
+        .map_err(io_err("answering the peer's handshake".into()))?;
+    let timeout = (h.flags & FLAG_DIRECT != 0).then_some(cfg.timeout);
+    s.set_read_timeout(timeout)
+        .map_err(io_err("setting the read timeout".into()))
+}
+
+/// Refuses a greeting (best effort: the connection is dropped right after).
+pub(crate) fn refuse(s: &mut TcpStream) {
+    let _ = s.write_all(NO);
+}
+
+/// The settings a channel opened by `first` adopts.
+pub(crate) fn negotiated(first: &Hello) -> Negotiated {
+    Negotiated {
+        connections: first.connections as usize,
+        ring: RingConfig {
+            chunk_bytes: first.chunk as usize,
+            slots: first.slots as usize,
+        },
+    }
 }
 
 /// What [`accept`] found.
@@ -407,29 +535,25 @@ pub fn accept(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(io_err("accepting a connection".into())(e)),
         };
-        match vet(&mut s, token, first.as_ref(), cfg, deadline) {
+        let vetted = read_hello(&mut s, cfg, deadline).and_then(|h| {
+            check_hello(&h, |t| t.matches(token), first.as_ref(), &[0])?;
+            // The sender opens its connections one after another, each after the previous one
+            // was accepted: any other order is not this sender.
+            if h.index as usize != streams.len() {
+                return Err(format!("connection {} out of order", h.index));
+            }
+            Ok(h)
+        });
+        match vetted {
             Ok(h) => {
-                if h.index as usize != streams.len() {
-                    // The sender opens its connections one after another, each after the
-                    // previous one was accepted: any other order is not this sender.
-                    refused.fetch_add(1, Ordering::Relaxed);
-                    let _ = s.write_all(NO);
-                    continue;
-                }
-                s.write_all(OK)
-                    .map_err(io_err("answering the sender's handshake".into()))?;
-                // Data connections block without a timeout in gpu-stage's readers (idle is fine);
-                // the direct lane is read only inside a receive, bounded by the timeout.
-                let timeout = (h.flags == FLAG_DIRECT).then_some(cfg.timeout);
-                s.set_read_timeout(timeout)
-                    .map_err(io_err("setting the read timeout".into()))?;
+                welcome(&mut s, &h, cfg)?;
                 first.get_or_insert(h);
                 streams.push(s);
             }
             Err(_why) => {
                 // Refused: say so (best effort) and drop it; keep waiting for the real sender.
                 refused.fetch_add(1, Ordering::Relaxed);
-                let _ = s.write_all(NO);
+                refuse(&mut s);
             }
         }
     }
@@ -438,13 +562,7 @@ pub fn accept(
     Ok(Accepted {
         streams,
         direct,
-        negotiated: Negotiated {
-            connections: f.connections as usize,
-            ring: RingConfig {
-                chunk_bytes: f.chunk as usize,
-                slots: f.slots as usize,
-            },
-        },
+        negotiated: negotiated(&f),
     })
 }
 
@@ -463,7 +581,8 @@ mod tests {
             connections: 3,
             slots: 8,
             chunk: 4 << 20,
-            flags: 0,
+            flags: FLAG_PULL,
+            session: [7; SESSION_LEN],
             token: tok(0xA5),
         };
         assert_eq!(Hello::decode(&h.encode()).expect("decodes"), h);

@@ -11,6 +11,9 @@
 //! - [`config`]: settings from the environment a RayCluster sets (`RDMAKIT_*`, `NCCL_IB_HCA`).
 //! - [`channel`]: one direction of one actor pair (ring + TCP or RDMA session + pipelines), set
 //!   up once and reused; [`channel::AbortHandle`] ends a running transfer from another thread.
+//! - [`server`]: the producer's side of a receiver pull (what Ray's one-sided contract runs): one
+//!   server per process holds the objects produced there and serves every consumer's session on
+//!   its own thread.
 //!
 //! ## Example (host memory, TCP loopback)
 //!
@@ -50,3 +53,4 @@ pub mod error;
 pub mod handshake;
 #[cfg(feature = "python")]
 mod python;
+pub mod server;

@@ -19,6 +19,7 @@ use crate::channel::{self, AbortHandle, PairListener};
 use crate::config::{ChannelConfig, RingBackend, TransportKind};
 use crate::error::{BindError, ErrorKind};
 use crate::handshake::Token;
+use crate::server::{Ready, Server};
 
 /// A per-object token from Python, if one was given (else the channel's own is used).
 fn object_token(t: Option<&[u8]>) -> PyResult<Option<Token>> {
@@ -468,13 +469,47 @@ impl PySend {
     }
 }
 
-/// Receiving end of an actor pair.
+/// Receiving end of an actor pair, or a consumer's pull session with a producer's `Server`.
 #[pyclass(module = "rdmakit_rdt._native", name = "RecvChannel", frozen)]
 #[derive(Debug)]
 struct PyRecv(Held<channel::RecvChannel>);
 
 #[pymethods]
 impl PyRecv {
+    /// Opens a pull session with the producer's `Server` at `address` ("host:port"), GIL
+    /// released, authenticated with `token` (32 bytes: the token of an object it holds).
+    #[staticmethod]
+    fn connect(
+        py: Python<'_>,
+        address: &str,
+        config: &PyConfig,
+        abort: &PyAbort,
+        token: &[u8],
+    ) -> PyResult<Self> {
+        let handle = Arc::clone(&abort.inner);
+        let cfg = config.inner.clone();
+        let tok = Token::from_bytes(token).map_err(to_py)?;
+        let ch = run(py, || {
+            channel::RecvChannel::connect(address, &cfg, Arc::clone(&handle), tok)
+        })
+        .map_err(to_py)?;
+        Ok(PyRecv(Held::new(ch, handle)))
+    }
+
+    /// Pulls the object `tag` whose token is `token` from the session's server into `buffers`
+    /// (as for `recv`); a refusal (no such object there, a wrong token) is `RdmakitRefusedError`.
+    fn pull(
+        &self,
+        py: Python<'_>,
+        tag: &str,
+        buffers: Vec<PyBuffer>,
+        token: &[u8],
+    ) -> PyResult<u64> {
+        let tok = Token::from_bytes(token).map_err(to_py)?;
+        self.0
+            .transfer(py, &buffers, |ch, specs| ch.pull(tag, specs, tok))
+    }
+
     /// Receives one object into `buffers` (list of `(device, index, address, nbytes)`, writable,
     /// kept alive and untouched by the caller until this returns).
     /// `token`: the token the object must carry (default: the one given to `accept`).
@@ -514,6 +549,115 @@ impl PyRecv {
     }
 }
 
+/// The per-process serving side of pulls: holds the objects this process produced and serves
+/// every consumer's session on its own thread (see the crate's `server` module).
+#[pyclass(module = "rdmakit_rdt._native", name = "Server", frozen)]
+#[derive(Debug)]
+struct PyServer {
+    inner: Server,
+}
+
+#[pymethods]
+impl PyServer {
+    /// Listens on `bind` ("host:port"; port 0 picks one). `config` gives the ring backend and
+    /// timeouts (sessions adopt their consumer's connections and ring geometry); a session
+    /// without a request for `idle_s` seconds is closed.
+    #[new]
+    #[pyo3(signature = (bind = "127.0.0.1:0", config = None, idle_s = 300.0))]
+    fn new(bind: &str, config: Option<&PyConfig>, idle_s: f64) -> PyResult<Self> {
+        let cfg = match config {
+            Some(c) => c.inner.clone(),
+            None => ChannelConfig::from_env().map_err(to_py)?,
+        };
+        if !(idle_s.is_finite() && idle_s > 0.0) {
+            return Err(RdmakitError::new_err(format!(
+                "idle_s must be a positive number of seconds, got {idle_s}"
+            )));
+        }
+        let idle = std::time::Duration::from_secs_f64(idle_s);
+        Ok(PyServer {
+            inner: Server::bind(bind, &cfg, idle).map_err(to_py)?,
+        })
+    }
+    /// The bound port.
+    #[getter]
+    fn port(&self) -> u16 {
+        self.inner.local_addr().port()
+    }
+    /// The bound address, `host:port`.
+    #[getter]
+    fn address(&self) -> String {
+        self.inner.local_addr().to_string()
+    }
+    /// Registers (or replaces) the object `tag`: consumers presenting `token` (32 bytes) may pull
+    /// `buffers` until `unregister(tag)`. `keep` must hold every array/tensor the buffers
+    /// describe (and their buffer exports); the server keeps it while the object is registered
+    /// or being served. `ready` (a callable, or None) runs once, on a serving thread with the
+    /// GIL, before the first byte is staged; an exception in it refuses the pull.
+    #[pyo3(signature = (tag, buffers, token, keep, ready = None))]
+    fn register(
+        &self,
+        tag: &str,
+        buffers: Vec<PyBuffer>,
+        token: &[u8],
+        keep: Py<PyAny>,
+        ready: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let specs = specs(&buffers).map_err(to_py)?;
+        let tok = Token::from_bytes(token).map_err(to_py)?;
+        let ready = ready.map(|f| -> Ready {
+            Box::new(move || {
+                Python::attach(|py| f.call0(py).map(|_| ()).map_err(|e| e.to_string()))
+            })
+        });
+        // SAFETY: `keep` is the Python layer's tuple of the object's arrays/tensors and the buffer
+        // exports of its numpy arrays (transport.py, `extract_tensor_transport_metadata`): while it
+        // is alive the memory `specs` describe stays allocated (an exported array cannot be
+        // resized or freed; a tensor keeps its storage). Not writing it meanwhile is Ray's contract
+        // for RDT objects (the README says so, as for NIXL); the server drops `keep` only after
+        // the last send that reads it returned.
+        unsafe { self.inner.register(tag, specs, tok, ready, Box::new(keep)) }.map_err(to_py)
+    }
+    /// Forgets the object `tag` (later pulls of it are refused); whether it was registered.
+    fn unregister(&self, tag: &str) -> bool {
+        self.inner.unregister(tag)
+    }
+    /// Counters: registered, unregistered, sessions_opened, sessions_open, serving, served,
+    /// bytes_served, serve_failures, pulls_refused, connections_refused.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("registered", s.registered),
+            ("unregistered", s.unregistered),
+            ("sessions_opened", s.sessions_opened),
+            ("sessions_open", s.sessions_open),
+            ("serving", s.serving),
+            ("served", s.served),
+            ("bytes_served", s.bytes_served),
+            ("serve_failures", s.serve_failures),
+            ("pulls_refused", s.pulls_refused),
+            ("connections_refused", s.connections_refused),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+    /// The last pulls served (at most 1,024), oldest first: `(tag, start, end, bytes, ok)`, times
+    /// in seconds since the Unix epoch.
+    fn spans(&self) -> Vec<(String, f64, f64, u64, bool)> {
+        self.inner
+            .spans()
+            .into_iter()
+            .map(|s| (s.tag, s.start, s.end, s.bytes, s.ok))
+            .collect()
+    }
+    /// Stops serving: no new sessions, running ones cut.
+    fn close(&self) {
+        self.inner.close();
+    }
+}
+
 /// True when a CUDA driver and at least one GPU are visible to this process.
 #[pyfunction]
 fn cuda_available() -> bool {
@@ -534,6 +678,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyListener>()?;
     m.add_class::<PySend>()?;
     m.add_class::<PyRecv>()?;
+    m.add_class::<PyServer>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(has_rdma, m)?)?;
     m.add("RdmakitError", py.get_type::<RdmakitError>())?;

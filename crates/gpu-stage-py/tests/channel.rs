@@ -1,32 +1,17 @@
 //! Two ends of a channel in one process (threads), TCP loopback, host memory.
 
+mod common;
+use common::{MIB, cfg, pattern};
+
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use _native::buffer::{BufferSpec, Place};
 use _native::channel::{AbortHandle, PairListener, RecvChannel, SendChannel};
-use _native::config::{ChannelConfig, RingBackend, TransportKind};
+use _native::config::{ChannelConfig, TransportKind};
 use _native::error::{BindError, ErrorKind};
 use _native::handshake::Token;
-
-const MIB: usize = 1 << 20;
-
-fn cfg() -> ChannelConfig {
-    ChannelConfig {
-        backend: RingBackend::Host,
-        ring: gpu_stage::RingConfig::new(MIB, 4).expect("valid ring"),
-        connections: 3,
-        timeout: Duration::from_secs(5),
-        ..ChannelConfig::default()
-    }
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u64 * 31 + u64::from(seed)) as u8)
-        .collect()
-}
 
 /// A source. Every test keeps `b` alive and unwritten until the transfers that read it have returned.
 fn cpu(b: &[u8]) -> BufferSpec {

@@ -65,6 +65,73 @@ fn cuda_buffers_by_address_cross_a_tcp_channel_intact() {
 
 #[test]
 #[ignore = "GPU tier: needs a CUDA driver"]
+fn three_consumers_pull_one_cuda_object_from_a_server_at_once() {
+    let dev = gpu();
+    let cfg = ChannelConfig {
+        backend: RingBackend::Cuda,
+        ..ChannelConfig::default()
+    };
+    let len = 256 * MIB + 3;
+    let data = pattern(len, 7);
+    let src = std::sync::Arc::new(dev.upload(&data).unwrap());
+    let server =
+        _native::server::Server::bind("127.0.0.1:0", &cfg, std::time::Duration::from_secs(30))
+            .unwrap();
+    let token = Token::from_bytes(&[5; 32]).unwrap();
+    // SAFETY: `src` is device memory of GPU 0 that the Arc given as `keep` holds allocated while
+    // the registration lives; nothing writes it.
+    let spec = unsafe { BufferSpec::from_raw(Place::Cuda(0), addr(&dev, &src), len) }.unwrap();
+    // SAFETY: as above.
+    unsafe {
+        server.register(
+            "w",
+            vec![spec],
+            token,
+            None,
+            Box::new(std::sync::Arc::clone(&src)),
+        )
+    }
+    .unwrap();
+    let a = server.local_addr().to_string();
+    // Each consumer allocates and opens its session first (a cudaMalloc, a memset and a pinned
+    // ring each: they synchronise the device), then all three pull at once.
+    let start = std::sync::Arc::new(std::sync::Barrier::new(3));
+    let pulls: Vec<_> = (0..3)
+        .map(|_| {
+            let (a, c, dev, start) = (a.clone(), cfg.clone(), dev.clone(), start.clone());
+            thread::spawn(move || {
+                let dst = dev.alloc_zeroed(len).unwrap();
+                // SAFETY: `dst` is this thread's allocation, alive until the pull returns.
+                let d =
+                    unsafe { BufferSpec::from_raw(Place::Cuda(0), addr(&dev, &dst), len) }.unwrap();
+                let mut ch =
+                    _native::channel::RecvChannel::connect(&a, &c, AbortHandle::new(), token)
+                        .unwrap();
+                start.wait();
+                ch.pull("w", &[d], token).unwrap();
+                dev.download(&dst).unwrap()
+            })
+        })
+        .collect();
+    for p in pulls {
+        assert!(p.join().unwrap() == data, "bytes differ");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while server.stats().served < 3 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", server.stats());
+        thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let spans = server.spans();
+    let last_start = spans.iter().map(|s| s.start).fold(f64::MIN, f64::max);
+    let first_end = spans.iter().map(|s| s.end).fold(f64::MAX, f64::min);
+    assert!(
+        last_start < first_end,
+        "served one after another: {spans:?}"
+    );
+}
+
+#[test]
+#[ignore = "GPU tier: needs a CUDA driver"]
 fn borrow_raw_refuses_what_the_driver_says_is_wrong() {
     let dev = gpu();
     let mem = dev.alloc_zeroed(MIB).unwrap();

@@ -7,8 +7,11 @@
         @ray.method(tensor_transport="RDMAKIT")
         def make(self): return torch.ones(1 << 27, device="cuda")
 
-The native layer (``rdmakit_rdt._native``: ``Listener``, ``SendChannel``, ``RecvChannel``,
-``Config``, ``Abort``) works without Ray: see ``send``/``recv`` below and the README.
+Under Ray the transport is one-sided: the consumer pulls from the producer's ``Server``.
+The native layer (``rdmakit_rdt._native``: ``Server`` and ``RecvChannel.connect``/``pull`` for
+pulls; ``Listener``, ``SendChannel`` and ``RecvChannel`` for a push between two processes, which
+is also what runs over RDMA; ``Config``, ``Abort``) works without Ray: see ``send``/``recv`` below
+and the README.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ._native import (
     RdmakitTimeoutError,
     RecvChannel,
     SendChannel,
+    Server,
     cuda_available,
     has_rdma,
 )
@@ -43,6 +47,7 @@ __all__ = [
     "RdmakitTimeoutError",
     "RecvChannel",
     "SendChannel",
+    "Server",
     "configure",
     "produced_on",
     "cuda_available",
@@ -111,8 +116,8 @@ def produced_on(stream: Any) -> None:
 
 
 def stats() -> dict:
-    """This process's counters: channels opened/evicted, objects and bytes sent/received,
-    failures, aborts, connections refused."""
+    """This process's counters: pull sessions opened/evicted, objects and bytes pulled, failures,
+    aborts; as a producer, its server's (objects served, refused, spans of the last pulls)."""
     from .transport import stats as _stats  # noqa: PLC0415
 
     return _stats()

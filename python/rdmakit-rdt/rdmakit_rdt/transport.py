@@ -1,33 +1,32 @@
-"""``RdmakitTensorTransport``: Ray Direct Transport over gpu-stage (TCP or RDMA, CUDA or host memory).
+"""``RdmakitTensorTransport``: Ray Direct Transport backend over gpu-stage (TCP, CUDA or host
+memory), one-sided: the consumer pulls from the producer.
 
-Two-sided: Ray runs ``send_multiple_tensors`` on the source actor and ``recv_multiple_tensors`` on
-the destination actor at the same time, each on the actor's ``_ray_system`` thread (one at a time
-per actor, in the order the owner submitted them). Why not one-sided: see ``is_one_sided``.
+What runs where (Ray 2.60's one-sided contract, ``is_one_sided() -> True``):
 
-GPU ordering: at extract (on the producer's task thread, right after the method returned) one CUDA
-event per device is recorded on the stream the producer named with ``produced_on(stream)``, or on
-the device's current stream; the send waits for exactly those events before gpu-stage's copies
-start. On receive the buffers are allocated on the receiving thread's current stream, and the
-receive waits for the work queued there (a block the caching allocator hands back may still have
-the consumer's kernels queued on it) before gpu-stage writes.
+- Producer, at extract (its task thread, right after the method returned): one CUDA event per
+  device is recorded on the stream named with ``produced_on(stream)`` or on the device's current
+  stream, a 32-byte token is minted, and the object (its tensors, the events, the token) is
+  registered with this process's one ``_native.Server`` (a listening socket bound to the node's
+  Ray address, one port per process, serving threads in Rust). The metadata Ray ships to
+  consumers carries the server's ``host:port`` and the token (never printed, never in a log or
+  the KV store).
+- Consumer, ``recv_multiple_tensors`` (an actor's ``_ray_system`` thread; in the driver Ray's
+  ``ray.get`` runs it through ``fetch_multiple_tensors``): allocates on and orders against its own
+  current stream, opens (or reuses) a pull session with the producer's server, presenting the
+  token, and pulls. The producer's Ray threads take no part: its server serves every consumer on
+  a thread of its own, so a fan-out to N consumers runs in parallel and transfers between two
+  actors in both directions cannot wait on each other. Before staging a CUDA object the serving
+  thread waits for the events recorded at extract.
+- ``garbage_collect`` (producer) unregisters the object: a later pull is refused, naming it; a
+  pull already running finishes. ``abort_transport`` (Ray calls it on the consumer only) cuts that
+  consumer's pull: its session closes, the producer's serving thread for it ends, the producer
+  and its other consumers go on.
 
-Connections: one channel per (source actor, destination actor) and direction, made on first use
-and reused. Each process listens on one port, bound to the node's Ray address. Rendezvous goes
-through Ray's internal KV store: the receiver publishes ``host:port|nonce`` under ``"<dst>:<src>"``
-(namespace ``rdmakit_rdt``) and accepts; the sender waits for a nonce it has not used yet,
-connects and deletes the entry. Every connection presents the object's token (32 random bytes the
-producer minted at extract; it travels in Ray's object metadata, is never printed and never in the
-KV store) and the sender's settings, which the receiver adopts; the receiver refuses and drops any
-other connection (a port scan, a stale sender) and goes on waiting. Every object's header carries
-its token too. A channel is dropped when a transfer on it fails, when its peer's connections
-close (the peer died or restarted), and when it sat idle for ``RDMAKIT_IDLE_S``.
-
-Abort (``can_abort_transport`` is True): ``abort_transport`` fires the native abort handle of the
-transfer of that object with that peer (fails the staging ring, shuts the sockets down), so the
-blocked send/recv raises within milliseconds; a wait for the peer checks the same handle every
-50 ms. An abort that arrives before its transfer starts refuses that (object, peer) transfer only.
-Without an abort, the set-up of a transfer (rendezvous, connect, accept) is bounded by
-``RDMAKIT_TIMEOUT_S`` counted from the transfer's start, and every later step by the same bound on
+Sessions: one per (consumer process, producer process) at a time, kept and reused for later
+pulls (a second concurrent pull from the same producer opens a second one). A session is
+dropped when a pull on it fails, when the producer closed it (it exited, or idled it out) and
+when it sat idle for ``RDMAKIT_IDLE_S``. Without an abort, opening a session is bounded by
+``RDMAKIT_TIMEOUT_S`` counted from the pull's start, and every later step by the same bound on
 progress.
 
 Errors raised through Ray are ``RdmakitTransportError`` and subclasses: both the native
@@ -41,7 +40,6 @@ import os
 import secrets
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -49,7 +47,6 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import ray
 from ray.exceptions import RayDirectTransportError
-from ray.experimental import internal_kv
 from ray.experimental.rdt.tensor_transport_manager import (
     CommunicatorMetadata,
     TensorTransportManager,
@@ -61,16 +58,16 @@ from .buffers import (
     describe_all,
     exported,
     is_torch_tensor,
+    pinned,
     ready_for_write,
     record_ready,
-    synchronize_cuda,
     wait_ready,
 )
 
 logger = logging.getLogger(__name__)
 
-KV_NAMESPACE = "rdmakit_rdt"
 DEFAULT_IDLE_S = 300.0
+_SPANS = 64  # serve spans returned by stats()
 _MARKS = 1024  # bound on remembered aborts and ended transfers
 
 
@@ -125,9 +122,12 @@ def _to_ray(e: BaseException) -> BaseException:
 
 @dataclass
 class RdmakitTransportMetadata(TensorTransportMetadata):
-    """Shapes and dtypes (Ray's fields), plus what the receiver needs to check and allocate."""
+    """Shapes and dtypes (Ray's fields), plus what the consumer needs to pull, check and
+    allocate."""
 
     obj_id: str = ""
+    # The producer's server, "host:port".
+    address: str = ""
     nbytes: List[int] = field(default_factory=list)
     # "torch" or "numpy": what the receiver allocates.
     kind: str = "torch"
@@ -137,19 +137,11 @@ class RdmakitTransportMetadata(TensorTransportMetadata):
 
 @dataclass
 class RdmakitCommunicatorMetadata(CommunicatorMetadata):
-    """The two actors of a transfer (hex actor ids)."""
+    """The two ends of a transfer (hex actor ids; empty for the driver). Informational: a pull
+    needs only the tensor metadata."""
 
     src_actor_id: str = ""
     dst_actor_id: str = ""
-
-
-def _my_actor_id() -> str:
-    aid = ray.get_runtime_context().get_actor_id()
-    if aid is None:
-        raise RdmakitTransportError(
-            "rdmakit transfers run inside Ray actors (this process is not one)"
-        )
-    return aid
 
 
 def _node_host() -> str:
@@ -187,42 +179,34 @@ def _idle_s() -> float:
 
 
 class _State:
-    """Per-process channels (one transport manager instance serves every transfer of the actor)."""
+    """Per-process state (one transport manager instance serves every transfer of the process)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.send: Dict[str, Any] = {}  # dst actor id -> SendChannel
-        self.recv: Dict[str, Any] = {}  # src actor id -> RecvChannel
-        self.used_nonce: Dict[str, str] = {}  # dst actor id -> nonce of the last connect
-        # (role, peer) -> (obj_id, Abort) of the transfer in progress, for abort_transport.
-        self.active: Dict[Tuple[str, str], Tuple[str, Any]] = {}
-        # (obj_id, role, peer) aborted before the transfer started here -> reason (bounded).
-        self.aborted: "OrderedDict[Tuple[str, str, str], str]" = OrderedDict()
-        # (obj_id, role, peer) of transfers that ended here: a late abort marks nothing.
-        self.ended: "OrderedDict[Tuple[str, str, str], None]" = OrderedDict()
-        # obj_id -> CUDA events recorded at extract (the send waits for them).
-        self.ready: Dict[str, List[Any]] = {}
-        self.listener: Optional[Any] = None
-        self.accept_lock = threading.Lock()  # one accept at a time on the shared listener
+        # Producer: the one server of this process (made at the first extract).
+        self.server: Optional[Any] = None
+        # Consumer: idle pull sessions, by producer address ("host:port").
+        self.sessions: Dict[str, List[Any]] = {}
+        # obj_id -> Abort (or the session's channel) of the pull in progress here.
+        self.active: Dict[str, Any] = {}
+        # obj_ids aborted before their pull started here -> reason (bounded).
+        self.aborted: "OrderedDict[str, str]" = OrderedDict()
+        # obj_ids whose pull ended here: a late abort marks nothing.
+        self.ended: "OrderedDict[str, None]" = OrderedDict()
         self.reaper: Optional[threading.Thread] = None
         self.probed: set = set()  # actor ids that answered the probe (caller side)
         self.stats = {
-            "send_channels_opened": 0,
             "recv_channels_opened": 0,
             "channels_evicted": 0,
-            "objects_sent": 0,
+            "objects_registered": 0,
             "objects_received": 0,
-            "bytes_sent": 0,
             "bytes_received": 0,
             "objects_collected": 0,
-            "send_failures": 0,
             "recv_failures": 0,
             "aborts": 0,
-            "handshakes_refused_by_peer": 0,
-            "rendezvous_retries": 0,
         }
-        # role -> (wall-clock start, end) of this process's last successful transfer.
-        self.last: Dict[str, Tuple[float, float]] = {}
+        # Wall-clock (start, end) of this process's last successful pull.
+        self.last_recv: Optional[Tuple[float, float]] = None
         self.overrides: Dict[str, Any] = {}
 
 
@@ -239,8 +223,8 @@ def _bounded_put(d: "OrderedDict[Any, Any]", key: Any, value: Any) -> None:
 
 def configure(**overrides: Any) -> None:
     """Explicit settings for this process (they win over the environment), e.g.
-    ``configure(transport="rdma", rdma_devices="erdma_0,erdma_1", qps=4)``. Applies to channels
-    opened afterwards. Call it in each actor (e.g. in ``__init__``)."""
+    ``configure(tcp_connections=8, chunk="8MiB")``. Applies to sessions opened afterwards (and to
+    the server if it is not running yet). Call it in each actor (e.g. in ``__init__``)."""
     _native.Config(**overrides)  # validate now: a bad value fails here, naming the setting
     with _STATE.lock:
         _STATE.overrides = dict(overrides)
@@ -254,18 +238,24 @@ def produced_on(stream: Any) -> None:
 
 
 def stats() -> Dict[str, Any]:
-    """Counters of this process: channels opened and evicted, objects and bytes moved, failures,
-    aborts, connections refused by this process's listener."""
+    """Counters of this process. Consumer: sessions opened and evicted, objects and bytes pulled,
+    failures, aborts, ``last_recv``. Producer (its server): objects registered and collected,
+    ``served``, ``bytes_served``, ``serve_failures``, ``pulls_refused``,
+    ``connections_refused``, ``sessions_open``, ``serving``, and ``serve_spans`` (the last pulls
+    served: ``(obj_id, start, end, bytes, ok)``, wall-clock seconds)."""
     with _STATE.lock:
         out: Dict[str, Any] = dict(_STATE.stats)
-        out["open_send_channels"] = len(_STATE.send)
-        out["open_recv_channels"] = len(_STATE.recv)
+        out["open_sessions"] = sum(len(v) for v in _STATE.sessions.values())
         out["active_transfers"] = len(_STATE.active)
-        out["last_send"] = _STATE.last.get("send")
-        out["last_recv"] = _STATE.last.get("recv")
-        listener = _STATE.listener
-    out["connections_refused"] = listener.refused if listener is not None else 0
-    out["listen_address"] = listener.address if listener is not None else None
+        out["last_recv"] = _STATE.last_recv
+        server = _STATE.server
+    if server is not None:
+        out.update(server.stats())
+        out["serve_spans"] = server.spans()[-_SPANS:]
+        out["listen_address"] = server.address
+    else:
+        out["serve_spans"] = []
+        out["listen_address"] = None
     return out
 
 
@@ -307,55 +297,52 @@ def _config(timeout_s: Optional[float] = None):
     return _native.Config(**overrides)
 
 
-def _listener() -> Any:
-    """This process's one listening socket (made on the first receive)."""
+def _server() -> Any:
+    """This process's server (made on the first extract), bound to the node's Ray address."""
     with _STATE.lock:
-        if _STATE.listener is None:
-            _STATE.listener = _native.Listener(_bind_addr())
-        return _STATE.listener
+        server = _STATE.server
+    if server is not None:
+        return server
+    # Twice the consumers' idle limit: a consumer drops a session before its server does.
+    made = _native.Server(_bind_addr(), _config(), 2 * _idle_s())
+    with _STATE.lock:
+        if _STATE.server is None:
+            _STATE.server = made
+        else:  # another thread won
+            made.close()
+        return _STATE.server
 
 
-def _hand_abort_to(key: Tuple[str, str], ch: Any) -> None:
-    """A reused channel has its own abort handle: route later aborts of the current object to it
+def _hand_abort_to(obj_id: str, ch: Any) -> None:
+    """A reused session has its own abort handle: route later aborts of the current object to it
     (and pass on one that fired in between)."""
     with _STATE.lock:
-        obj_id, fresh = _STATE.active[key]
-        _STATE.active[key] = (obj_id, ch)
-    if fresh.reason is not None:
+        fresh = _STATE.active[obj_id]
+        _STATE.active[obj_id] = ch
+    if getattr(fresh, "reason", None) is not None:
         ch.abort(fresh.reason)
 
 
 def sweep() -> int:
-    """Closes channels whose peer went away (its connections closed) or that sat idle longer than
-    ``RDMAKIT_IDLE_S``; returns how many. Runs before every transfer and every
+    """Closes idle pull sessions whose producer went away (closed its connections) or that sat
+    idle longer than ``RDMAKIT_IDLE_S``; returns how many. Runs before every pull and every
     ``RDMAKIT_IDLE_S / 4`` seconds on a daemon thread."""
     limit = _idle_s()
     victims = []
     with _STATE.lock:
-        busy = {peer for (_, peer) in _STATE.active}
-        for table in (_STATE.send, _STATE.recv):
-            for peer, ch in list(table.items()):
-                if peer in busy:
-                    continue
-                if ch.closed is not None or ch.idle_s > limit:
-                    victims.append(table.pop(peer))
+        for addr, pool in list(_STATE.sessions.items()):
+            keep = []
+            for ch in pool:
+                (victims if ch.closed is not None or ch.idle_s > limit else keep).append(ch)
+            if keep:
+                _STATE.sessions[addr] = keep
+            else:
+                del _STATE.sessions[addr]
     for ch in victims:
         ch.close()
     if victims:
         _count("channels_evicted", len(victims))
     return len(victims)
-
-
-def _reusable(table: Dict[str, Any], peer: str) -> Optional[Any]:
-    """The open channel with ``peer``; one that closed (its peer went away) is dropped here."""
-    with _STATE.lock:
-        ch = table.get(peer)
-        if ch is None or ch.closed is None:
-            return ch
-        table.pop(peer)
-    ch.close()
-    _count("channels_evicted")
-    return None
 
 
 def _start_reaper() -> None:
@@ -369,7 +356,7 @@ def _start_reaper() -> None:
                 try:
                     sweep()
                 except Exception:  # noqa: BLE001 (keep reaping)
-                    logger.exception("rdmakit-rdt: sweeping idle channels failed")
+                    logger.exception("rdmakit-rdt: sweeping idle sessions failed")
 
         _STATE.reaper = threading.Thread(target=run, name="rdmakit-rdt-reaper", daemon=True)
         _STATE.reaper.start()
@@ -412,13 +399,11 @@ class RdmakitTensorTransport(TensorTransportManager):
 
     @staticmethod
     def is_one_sided() -> bool:
-        # Ray 2.60's one-sided contract could carry a receiver pull (extract runs on the producer
-        # and may register the tensors with a serving thread; Ray calls only recv on the
-        # consumer and abort only there; garbage_collect runs on the producer), so this is a
-        # choice, not a limit of Ray: the serving side (a per-process server holding the
-        # registered objects, staging once for many consumers) is not built yet. Two-sided means
-        # fan-out from one producer is serial on its `_ray_system` thread (see the README).
-        return False
+        # The consumer pulls from the producer's server (registered at extract); Ray calls only
+        # recv on the consumer (also in the driver, for ray.get), abort only there, and
+        # garbage_collect on the producer. No `__ray_send__` task: nothing queues behind the
+        # producer's `_ray_system` thread.
+        return True
 
     @staticmethod
     def can_abort_transport() -> bool:
@@ -447,7 +432,7 @@ class RdmakitTensorTransport(TensorTransportManager):
             logger.warning("rdmakit-rdt: actor %s cannot use RDMAKIT: %s", aid, why)
         return ok
 
-    # ---- source actor -------------------------------------------------------------------
+    # ---- producer -----------------------------------------------------------------------
 
     def extract_tensor_transport_metadata(
         self, obj_id: str, rdt_object: List[Any]
@@ -477,34 +462,36 @@ class RdmakitTensorTransport(TensorTransportManager):
                     "of one object must be of the same kind and device type"
                 )
         # Contiguity and device are checked now, where the user's task can still see the error.
-        specs = describe_all(rdt_object)
-        # The producer's work on these tensors so far: the send waits for exactly this.
+        specs, keep = pinned(rdt_object)
+        # The producer's work on these tensors so far: the serving thread waits for exactly this.
         events = record_ready(rdt_object, stream) if device == "cuda" else []
-        with _STATE.lock:
-            _STATE.ready[obj_id] = events
+        token = secrets.token_bytes(32)
+        server = _server()
+        server.register(
+            obj_id, specs, token, keep, (lambda: wait_ready(events)) if events else None
+        )
+        _count("objects_registered")
+        host = _advertise_host()
         return RdmakitTransportMetadata(
             tensor_meta=tensor_meta,
             tensor_device=device,
             obj_id=obj_id,
+            address=_with_port(host, server.port),
             nbytes=[s[3] for s in specs],
             kind=kind,
-            token=secrets.token_bytes(32),
+            token=token,
         )
 
     def get_communicator_metadata(
         self,
-        src_actor: "ray.actor.ActorHandle",
-        dst_actor: "ray.actor.ActorHandle",
+        src_actor: Optional["ray.actor.ActorHandle"],
+        dst_actor: Optional["ray.actor.ActorHandle"],
         backend: Optional[str] = None,
     ) -> RdmakitCommunicatorMetadata:
-        if src_actor is None:
-            raise ValueError(
-                "RDMAKIT is two-sided: the object must come from an actor (not ray.put in the "
-                "driver)"
-            )
+        # Ray passes None for the driver (ray.put as the source, ray.get as the destination).
         return RdmakitCommunicatorMetadata(
-            src_actor_id=src_actor._actor_id.hex(),
-            dst_actor_id=dst_actor._actor_id.hex(),
+            src_actor_id=src_actor._actor_id.hex() if src_actor is not None else "",
+            dst_actor_id=dst_actor._actor_id.hex() if dst_actor is not None else "",
         )
 
     def send_multiple_tensors(
@@ -513,100 +500,27 @@ class RdmakitTensorTransport(TensorTransportManager):
         tensor_transport_metadata: RdmakitTransportMetadata,
         communicator_metadata: RdmakitCommunicatorMetadata,
     ) -> None:
-        start, wall = time.monotonic(), time.time()
-        meta, comm = tensor_transport_metadata, communicator_metadata
-        dst = comm.dst_actor_id
-        key = ("send", dst)
-        abort = _native.Abort()
-        try:
-            self._refuse_if_aborted(meta.obj_id, *key)
-            with _STATE.lock:
-                _STATE.active[key] = (meta.obj_id, abort)
-                events = _STATE.ready.get(meta.obj_id)
-            with exported(tensors) as specs:
-                if events is None:
-                    synchronize_cuda(tensors)  # extracted elsewhere: the old, coarser order
-                else:
-                    wait_ready(events)
-                ch = self._send_channel(comm, meta, abort, start)
-                sent = ch.send(meta.obj_id, specs, meta.token)
-            _count("objects_sent")
-            _count("bytes_sent", sent)
-            with _STATE.lock:
-                _STATE.last["send"] = (wall, time.time())
-        except BaseException as e:
-            _count("send_failures")
-            with _STATE.lock:
-                ch = _STATE.send.pop(dst, None)
-            if ch is not None:
-                ch.close()
-            raise _to_ray(e) from e
-        finally:
-            self._ended(meta.obj_id, key)
-        _start_reaper()
+        raise RdmakitTransportError(
+            "RDMAKIT is one-sided: the consumer pulls from the producer's server, and Ray never "
+            "calls send_multiple_tensors for a one-sided transport"
+        )
 
-    def _send_channel(
-        self, comm: RdmakitCommunicatorMetadata, meta: RdmakitTransportMetadata, abort: Any,
-        start: float,
-    ) -> Any:
-        dst = comm.dst_actor_id
-        sweep()
-        ch = _reusable(_STATE.send, dst)
-        if ch is not None:
-            # Reused: later aborts of this object go to the channel's own handle.
-            _hand_abort_to(("send", dst), ch)
-            return ch
-        timeout = _config().timeout_s
-        deadline = start + timeout
-        key = f"{dst}:{comm.src_actor_id}"
+    def garbage_collect(
+        self,
+        obj_id: str,
+        tensor_transport_meta: TensorTransportMetadata,
+        tensors: List[Any],
+    ) -> None:
+        # Unregister: a later pull is refused by name; a running one finishes (it holds the
+        # registration, and with it the tensors, until its send returns).
         with _STATE.lock:
-            last = _STATE.used_nonce.get(dst)
-        while True:
-            if abort.reason is not None:
-                raise _native.RdmakitAbortedError(
-                    f"aborted while waiting for actor {dst} to listen: {abort.reason}"
-                )
-            raw = internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE)
-            if raw:
-                addr, _, nonce = raw.decode().partition("|")
-                if nonce != last:
-                    try:
-                        ch = _native.SendChannel.connect(
-                            addr, _config(deadline - time.monotonic()), abort, meta.token
-                        )
-                        break
-                    except (_native.RdmakitRefusedError, _native.RdmakitTimeoutError) as e:
-                        # Refused (that address is another process now, or another object's
-                        # receive) or silent: wait for the receiver to publish a fresh entry.
-                        last = nonce
-                        _count("handshakes_refused_by_peer")
-                        _count("rendezvous_retries")
-                        logger.info("rdmakit-rdt: %s; waiting for a fresh rendezvous", e)
-                    except _native.RdmakitError as e:
-                        if abort.reason is not None:
-                            raise
-                        if "connecting connection" not in str(e):
-                            raise
-                        # Nobody listens there (a stale entry of a process that died).
-                        last = nonce
-                        _count("rendezvous_retries")
-            if time.monotonic() >= deadline:
-                raise _native.RdmakitTimeoutError(
-                    f"timed out after {timeout:g}s waiting for actor {dst} to listen for "
-                    f"this actor (KV key {key!r} in namespace {KV_NAMESPACE!r}); is its receive "
-                    "running?"
-                )
-            time.sleep(0.01)
-        # The entry is used up: delete it unless the receiver already published a newer one.
-        if internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE) == raw:
-            internal_kv._internal_kv_del(key, namespace=KV_NAMESPACE)
-        with _STATE.lock:
-            _STATE.used_nonce[dst] = nonce
-            _STATE.send[dst] = ch
-        _count("send_channels_opened")
-        return ch
+            server = _STATE.server
+            _STATE.aborted.pop(obj_id, None)
+        if server is not None:
+            server.unregister(obj_id)
+        _count("objects_collected")
 
-    # ---- destination actor --------------------------------------------------------------
+    # ---- consumer -----------------------------------------------------------------------
 
     def recv_multiple_tensors(
         self,
@@ -616,129 +530,124 @@ class RdmakitTensorTransport(TensorTransportManager):
         target_buffers: Optional[List[Any]] = None,
     ) -> List[Any]:
         start, wall = time.monotonic(), time.time()
-        meta, comm = tensor_transport_metadata, communicator_metadata
-        src = comm.src_actor_id
-        key = ("recv", src)
+        meta = tensor_transport_metadata
+        oid = meta.obj_id or obj_id
         abort = _native.Abort()
+        ch = None
         try:
-            self._refuse_if_aborted(obj_id, *key)
+            self._refuse_if_aborted(oid)
             with _STATE.lock:
-                _STATE.active[key] = (obj_id, abort)
-            # Inside the try: a bad buffer also closes the channel, so the sender fails at once.
+                _STATE.active[oid] = abort
             out = target_buffers if target_buffers is not None else _allocate(meta)
             # Whatever is queued on the buffers' stream (the consumer's) runs before we write.
             ready_for_write(out)
             with exported(out, writable=True) as specs:
                 if len(specs) != len(meta.nbytes):
                     raise ValueError(
-                        f"{len(specs)} target buffers for object {obj_id}, which has "
+                        f"{len(specs)} target buffers for object {oid}, which has "
                         f"{len(meta.nbytes)} tensors"
                     )
                 for i, (spec, n) in enumerate(zip(specs, meta.nbytes)):
                     if spec[3] != n:
                         raise ValueError(
-                            f"target buffer {i} of object {obj_id} has {spec[3]} bytes, the "
+                            f"target buffer {i} of object {oid} has {spec[3]} bytes, the "
                             f"object's tensor {i} has {n}"
                         )
-                ch = self._recv_channel(comm, meta, abort, start)
-                got = ch.recv(meta.obj_id or obj_id, specs, meta.token)
+                ch, reused = self._session(meta, oid, abort, start)
+                try:
+                    got = ch.pull(oid, specs, meta.token)
+                except _native.RdmakitError as e:
+                    # A kept session the producer closed meanwhile (it idled it out, or it
+                    # exited): once, on a fresh session (it rewrites every byte of the buffers).
+                    if not reused or isinstance(
+                        e, (_native.RdmakitAbortedError, _native.RdmakitRefusedError)
+                    ):
+                        raise
+                    ch.close()
+                    _count("channels_evicted")
+                    logger.info("rdmakit-rdt: a kept session failed (%s); pulling on a new one", e)
+                    ch, _ = self._session(meta, oid, abort, start, reuse=False)
+                    got = ch.pull(oid, specs, meta.token)
+            with _STATE.lock:
+                _STATE.sessions.setdefault(meta.address, []).append(ch)
+                _STATE.last_recv = (wall, time.time())
             _count("objects_received")
             _count("bytes_received", got)
-            with _STATE.lock:
-                _STATE.last["recv"] = (wall, time.time())
         except BaseException as e:
             _count("recv_failures")
-            with _STATE.lock:
-                ch = _STATE.recv.pop(src, None)
             if ch is not None:
                 ch.close()
             raise _to_ray(e) from e
         finally:
-            self._ended(obj_id, key)
+            self._ended(oid)
         _start_reaper()
         return out
 
-    def _recv_channel(
-        self, comm: RdmakitCommunicatorMetadata, meta: RdmakitTransportMetadata, abort: Any,
-        start: float,
-    ) -> Any:
-        src = comm.src_actor_id
-        sweep()
-        ch = _reusable(_STATE.recv, src)
-        if ch is not None:
-            _hand_abort_to(("recv", src), ch)
-            return ch
-        listener = _listener()
-        key = f"{comm.dst_actor_id}:{src}"
-        value = f"{_with_port(_advertise_host(), listener.port)}|{uuid.uuid4().hex}"
-        timeout = _config().timeout_s
-        with _STATE.accept_lock:
-            internal_kv._internal_kv_put(key, value, overwrite=True, namespace=KV_NAMESPACE)
-            try:
-                ch = listener.accept(
-                    _config(start + timeout - time.monotonic()), abort, meta.token
-                )
-            except BaseException:
-                # Nobody came (or an abort): take the entry back unless a newer one replaced it.
-                cur = internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE)
-                if cur is not None and cur.decode() == value:
-                    internal_kv._internal_kv_del(key, namespace=KV_NAMESPACE)
-                raise
-        with _STATE.lock:
-            _STATE.recv[src] = ch
-        _count("recv_channels_opened")
-        return ch
-
-    # ---- both ---------------------------------------------------------------------------
-
-    def garbage_collect(
+    def _session(
         self,
-        obj_id: str,
-        tensor_transport_meta: TensorTransportMetadata,
-        tensors: List[Any],
-    ) -> None:
-        # Nothing is registered per object: the staging ring (and its RDMA registration) belongs
-        # to the channel and is reused. Forget the object's events and abort marks.
+        meta: RdmakitTransportMetadata,
+        oid: str,
+        abort: Any,
+        start: float,
+        reuse: bool = True,
+    ) -> Tuple[Any, bool]:
+        """An idle session with the producer's server (and True), or a new one (and False); a
+        later abort of the pull of ``oid`` goes to it."""
+        if not meta.address:
+            raise RdmakitTransportError(
+                f"object {oid} has no producer address in its metadata (made by another "
+                "version of rdmakit-rdt?)"
+            )
+        sweep()
+        ch = None
+        if reuse:
+            with _STATE.lock:
+                pool = _STATE.sessions.get(meta.address, [])
+                ch = pool.pop() if pool else None
+        if ch is not None and ch.closed is None:
+            _hand_abort_to(oid, ch)
+            return ch, True
+        if ch is not None:
+            ch.close()
+            _count("channels_evicted")
+        timeout = _config().timeout_s
         with _STATE.lock:
-            _STATE.ready.pop(obj_id, None)
-            for k in [k for k in _STATE.aborted if k[0] == obj_id]:
-                del _STATE.aborted[k]
-            _STATE.stats["objects_collected"] += 1
+            # Routes an abort to this pull's own handle again (a failed kept session had it).
+            _STATE.active[oid] = abort
+        ch = _native.RecvChannel.connect(
+            meta.address, _config(start + timeout - time.monotonic()), abort, meta.token
+        )
+        _count("recv_channels_opened")
+        return ch, False
 
     def abort_transport(
         self, obj_id: str, communicator_metadata: RdmakitCommunicatorMetadata
     ) -> None:
-        comm = communicator_metadata
-        me = ray.get_runtime_context().get_actor_id()
-        roles = []
-        if me == comm.src_actor_id:
-            roles.append(("send", comm.dst_actor_id))
-        if me == comm.dst_actor_id:
-            roles.append(("recv", comm.src_actor_id))
+        # Ray calls this on the consumer only (one-sided): it cuts this process's pull of the
+        # object. The producer's serving thread for it then fails its send and ends; the producer
+        # and its other consumers go on.
         reason = f"Ray aborted the transfer of object {obj_id}"
         _count("aborts")
         with _STATE.lock:
-            for key in roles:
-                active = _STATE.active.get(key)
-                if active is not None and active[0] == obj_id:
-                    active[1].abort(reason)
-                elif (obj_id, *key) not in _STATE.ended:
-                    # Not started here yet: refuse this (object, peer) transfer when it starts.
-                    # Other consumers of the same object are not affected.
-                    _bounded_put(_STATE.aborted, (obj_id, *key), reason)
+            active = _STATE.active.get(obj_id)
+            if active is not None:
+                active.abort(reason)
+            elif obj_id not in _STATE.ended:
+                # Not started here yet: refuse this pull when it starts.
+                _bounded_put(_STATE.aborted, obj_id, reason)
 
     @staticmethod
-    def _ended(obj_id: str, key: Tuple[str, str]) -> None:
+    def _ended(obj_id: str) -> None:
         with _STATE.lock:
-            _STATE.active.pop(key, None)
-            _bounded_put(_STATE.ended, (obj_id, *key), None)
+            _STATE.active.pop(obj_id, None)
+            _bounded_put(_STATE.ended, obj_id, None)
 
     @staticmethod
-    def _refuse_if_aborted(obj_id: str, role: str, peer: str) -> None:
+    def _refuse_if_aborted(obj_id: str) -> None:
         with _STATE.lock:
-            # A mark is used once: a later transfer of the same object with the same peer (Ray
-            # retrying it) is not refused again.
-            reason = _STATE.aborted.pop((obj_id, role, peer), None)
+            # A mark is used once: a later pull of the same object (Ray retrying it) is not
+            # refused again.
+            reason = _STATE.aborted.pop(obj_id, None)
         if reason is not None:
             raise RdmakitTransportAbortedError(reason)
 
@@ -757,7 +666,7 @@ def _allocate(meta: RdmakitTransportMetadata) -> List[Any]:
     if meta.tensor_device == "cuda":
         if not torch.cuda.is_available():
             raise RdmakitTransportError(
-                "the object holds CUDA tensors but this actor sees no GPU (num_gpus=0?)"
+                "the object holds CUDA tensors but this process sees no GPU (num_gpus=0?)"
             )
         device = torch.device("cuda", torch.cuda.current_device())
     else:

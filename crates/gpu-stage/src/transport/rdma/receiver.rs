@@ -160,7 +160,19 @@ impl RdmaReceiver {
     ) -> Result<Self, TransportError> {
         cfg.validate()?;
         let (stream, addr) = accept_within(listener, cfg.timeout, "an RDMA sender")?;
-        let peer = format!("sender {addr}");
+        Self::over_stream(stream, format!("sender {addr}"), cfg, ring)
+    }
+
+    /// The receiving end over a side-channel connection someone else opened (e.g. one this end
+    /// connected to the sender, as a consumer pulling from a producer does): the same set-up as
+    /// [`RdmaReceiver::accept`] from there on; `peer` names the sender in errors.
+    pub fn over_stream(
+        stream: std::net::TcpStream,
+        peer: String,
+        cfg: &RdmaConfig,
+        ring: &Arc<StagingRing>,
+    ) -> Result<Self, TransportError> {
+        cfg.validate()?;
         let mut side = SideChannel::open(stream, &peer, cfg.timeout)?;
         let setup = Self::setup(cfg, ring, &mut side, &peer);
         let ReceiverSetup {

@@ -68,7 +68,6 @@ impl RdmaSender {
         ring: &Arc<StagingRing>,
     ) -> Result<Self, TransportError> {
         cfg.validate()?;
-        let ring_cfg = ring.config();
         let addrs: Vec<_> = addr
             .to_socket_addrs()
             .map_err(TransportError::io(
@@ -82,6 +81,21 @@ impl RdmaSender {
         let stream = connect_with_timeout(&addrs, cfg.timeout).map_err(TransportError::io(
             format!("connecting the side channel to {peer}"),
         ))?;
+        Self::over_stream(stream, peer, cfg, ring)
+    }
+
+    /// The sending end over a side-channel connection someone else opened (e.g. one the receiver
+    /// connected and an authenticating layer above accepted): the same set-up as
+    /// [`RdmaSender::connect`] from there on. Which end opened the TCP connection does not matter
+    /// to the protocol; `peer` names the receiver in errors.
+    pub fn over_stream(
+        stream: TcpStream,
+        peer: String,
+        cfg: &RdmaConfig,
+        ring: &Arc<StagingRing>,
+    ) -> Result<Self, TransportError> {
+        cfg.validate()?;
+        let ring_cfg = ring.config();
         let mut side = SideChannel::open(stream, &peer, cfg.timeout)?;
         let setup = Self::setup(cfg, ring_cfg, &mut side, &peer);
         let SenderSetup {
