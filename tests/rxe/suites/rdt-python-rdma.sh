@@ -6,7 +6,9 @@
 # 64 MiB), several arrays and dtypes per object, every byte compared; rxe0's hw_counters before/after
 # (packets >= bytes / 4096 each way) and a TCP A/B that must leave them still; a sender SIGKILLed
 # mid-stream (the receiver raises within RDMAKIT_TIMEOUT_S); an abort from another thread; a different
-# object refused before any byte lands. JSON: $RDMAKIT_RXE_OUT/rdt-python-rdma.json.
+# object refused before any byte lands; receiver pull (rdmakit_rdt.Server / RecvChannel.connect + pull,
+# the direction Ray's one-sided transport uses) of the same objects with the counters, and a pull with
+# another token refused. JSON: $RDMAKIT_RXE_OUT/rdt-python-rdma.json.
 #
 # Ray itself is not started here. In this TCG VM (2 vCPUs, 2 GiB) `import ray` alone took 30-54 s and
 # ray.init() failed in both tries (2026-12-01): the raylet starts its Python agents, which do not come up

@@ -3,6 +3,7 @@
 
     rdt_python_rdma.py check JSON_OUT      # the receiver side of every case; spawns the senders
     rdt_python_rdma.py send ADDR SCENARIO  # one sender process (spawned by `check`)
+    rdt_python_rdma.py serve SCENARIO      # one producer's server for the pull case (spawned by `check`)
 
 Every case is two processes: this one listens on $RDMAKIT_RXE_IP (a rdmakit_rdt.Listener), a sender
 process connects (objects from python/rdmakit-rdt/tests/peer.py, as in the package's test_native.py);
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -255,8 +257,80 @@ def case_wrong_object(res: dict) -> None:
     reap(proc, want_ok=False)
 
 
+# ---------------------------------------------------------------- receiver pull (what runs under Ray)
+def serve_main(scenario: str) -> None:
+    """A producer: a Server on $RDMAKIT_RXE_IP registers the scenario's objects under the token the
+    consumer put in RDMAKIT_TEST_TOKEN (hex: a secret goes through the environment, never argv),
+    prints its port and serves until the consumer kills it."""
+    from rdmakit_rdt.buffers import pinned
+
+    token = bytes.fromhex(os.environ.pop("RDMAKIT_TEST_TOKEN"))
+    server = r.Server(f"{IP}:0", r.Config())
+    kept = []
+    for i, o in enumerate(objects(scenario)):
+        specs, keep = pinned(o)
+        server.register(f"obj-{i}", specs, token, keep)
+        kept.append(keep)
+    print(f"PORT {server.port}", flush=True)
+    time.sleep(120)
+
+
+def case_pull(res: dict) -> None:
+    # The consumer connects to the producer's server and pulls each object over RDMA: the direction
+    # Ray's one-sided transport uses (transport.py's recv_multiple_tensors). A wrong token is refused.
+    from rdmakit_rdt import exported
+
+    token = secrets.token_bytes(32)
+    proc = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "serve", "sizes"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "RDMAKIT_TEST_TOKEN": token.hex()},
+    )
+    try:
+        line = proc.stdout.readline().decode(errors="replace")
+        assert line.startswith("PORT "), f"the producer did not start: {line}{proc.stdout.read(4000)!r}"
+        ch = r.RecvChannel.connect(f"{IP}:{int(line.split()[1])}", r.Config(), r.Abort(), token)
+        before = counters()
+        t = time.monotonic()
+        total = 0
+        for i, obj in enumerate(objects("sizes")):
+            dst = [np.empty_like(a) for a in obj]
+            for b in dst:
+                b.reshape(-1).view(np.uint8).fill(0xAB)  # so a byte that never arrived shows
+            with exported(dst, writable=True) as specs:
+                n = ch.pull(f"obj-{i}", specs, token)
+            want = sum(a.nbytes for a in obj)
+            assert n == want, f"object {i}: {n} bytes pulled, {want} registered"
+            for k, (a, b) in enumerate(zip(obj, dst)):
+                assert a.tobytes() == b.tobytes(), f"object {i} buffer {k} ({a.nbytes} B): bytes differ"
+            total += n
+        secs = time.monotonic() - t
+        after = counters()
+        wrong = np.zeros(CHUNK + 1, np.uint8)
+        try:
+            with exported([wrong], writable=True) as specs:
+                ch.pull("obj-0", specs, secrets.token_bytes(32))
+            raise AssertionError("a pull with another token was served")
+        except r.RdmakitError as e:
+            res["wrong_token"] = str(e)[:300]
+        assert not wrong.any(), "bytes landed in the buffer of a refused pull"
+        ch.close()
+        d = delta(before, after)
+        floor = total // MAX_MTU
+        res.update(bytes=total, seconds=round(secs, 3), mb_s=round(total / secs / 1e6, 2),
+                   counter_delta=d, packet_floor=floor)
+        assert d["sent_pkts"] >= floor and d["rcvd_pkts"] >= floor, (
+            f"{DEV} counted {d} packets for {total} bytes pulled over RDMA; expected >= {floor} each way"
+        )
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 CASES = [
     ("edge sizes, several arrays and dtypes per object, verified; rxe counters", case_sizes),
+    ("receiver pull from a producer's server (Ray's direction), verified; rxe counters; a wrong token refused", case_pull),
     ("A/B: the same kind of transfer over TCP leaves rxe's counters still", case_tcp_ab),
     ("sender SIGKILLed mid-stream: the receiver raises within the timeout", case_sender_killed),
     ("abort from another thread ends a waiting receive", case_abort),
@@ -301,6 +375,9 @@ def check_main(json_out: str) -> int:
 def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "send":
         send_main(sys.argv[2], sys.argv[3])
+        return 0
+    if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        serve_main(sys.argv[2])
         return 0
     if len(sys.argv) == 3 and sys.argv[1] == "check":
         return check_main(sys.argv[2])
