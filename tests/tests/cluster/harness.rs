@@ -111,10 +111,12 @@ fn wait_for(mut child: Child, what: &str, limit: Duration) -> Output {
             let _ = Command::new("kill")
                 .args(["-INT", &child.id().to_string()])
                 .status();
+            // rdmakit cleans up on SIGINT within seconds; the grace is 60 s, or the deadline where that is
+            // shorter. A command that ignores SIGINT (inherited: a `make test &` from a script starts its
+            // jobs with SIGINT ignored) is killed once the grace is over.
+            let grace = limit.min(Duration::from_secs(60));
             let t1 = Instant::now();
-            while child.try_wait().ok().flatten().is_none()
-                && t1.elapsed() < Duration::from_secs(60)
-            {
+            while child.try_wait().ok().flatten().is_none() && t1.elapsed() < grace {
                 std::thread::sleep(Duration::from_millis(200));
             }
             let _ = child.kill();
