@@ -21,15 +21,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use gpu_stage::{
-    CudaDevice, Device, HostDevice, HostMemory, Receiver, RecvTransport, SendTransport, Sender,
-    StageError, StagingRing, TcpOptions, TcpReceiver, TcpSender, TcpShutdown, TransferStats,
+    Bounce, CudaDevice, Device, HostDevice, HostMemory, Receiver, RecvTransport, SendTransport,
+    Sender, StageError, StagingRing, TcpOptions, TcpReceiver, TcpSender, TcpShutdown,
+    TransferStats,
 };
 
 use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place, one_place};
 use crate::config::{ChannelConfig, RingBackend, TransportKind};
 use crate::direct;
 use crate::error::BindError;
-use crate::handshake::{self, FLAG_PULL, Token};
+use crate::handshake::{self, FLAG_PULL, SMALL_OBJECT, Token};
 
 /// Aborts a channel (or a pending accept) from any thread.
 #[derive(Debug, Default)]
@@ -316,6 +317,8 @@ pub struct SendChannel {
     host_device: HostDevice,
     devices: CudaDevices,
     cuda: Vec<(usize, Sender<CudaDevice>)>,
+    /// Per GPU, the page-locked buffer small CUDA objects go through (made on first use).
+    bounces: Vec<(usize, Bounce<CudaDevice>)>,
     guard: Guard,
     peer: String,
     token: Token,
@@ -450,6 +453,7 @@ impl SendChannel {
             host_device,
             devices: CudaDevices(Vec::new()),
             cuda: Vec::new(),
+            bounces: Vec::new(),
             guard: Guard {
                 abort,
                 closed: None,
@@ -525,8 +529,17 @@ impl SendChannel {
         token: &Token,
     ) -> Result<u64, BindError> {
         let header = Header::new(tag, buffers, token).encode();
-        if let Some(lane) = self.direct.as_mut() {
-            if direct::send_object(lane, &header, buffers, self.timeout)? {
+        if self.direct.is_some() {
+            let inline = direct::is_inline(buffers);
+            let payload = match one_place(buffers) {
+                Some(Place::Cuda(ordinal)) if inline => Some(self.gather_small(ordinal, buffers)?),
+                _ if inline => Some(direct::host_bytes(buffers)?),
+                _ => None,
+            };
+            if let Some(lane) = self.direct.as_mut() {
+                direct::send_object(lane, &header, payload.as_deref(), self.timeout)?;
+            }
+            if inline {
                 return Ok(buffers.iter().map(|b| b.len() as u64).sum());
             }
         } else {
@@ -542,6 +555,27 @@ impl SendChannel {
             bytes += self.send_run(spec.place(), i, std::slice::from_ref(spec))?;
         }
         Ok(bytes)
+    }
+
+    /// The bytes of a small object whose buffers are on GPU `ordinal`, copied through its bounce
+    /// buffer.
+    fn gather_small(
+        &mut self,
+        ordinal: usize,
+        buffers: &[BufferSpec],
+    ) -> Result<Vec<u8>, BindError> {
+        let dev = self.devices.get(ordinal)?;
+        let mems = buffers
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| !b.is_empty())
+            .map(|(i, b)| cuda_view(i, &dev, b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&<CudaDevice as Device>::Memory> = mems.iter().map(|m| &**m).collect();
+        let bounce = lane(&mut self.bounces, ordinal, || {
+            Bounce::new(&dev, SMALL_OBJECT as usize)
+        })?;
+        Ok(bounce.gather(&refs)?.to_vec())
     }
 
     /// The non-empty buffers of `run` (all in `place`; `first` is the first one's position in
@@ -686,6 +720,8 @@ pub struct RecvChannel {
     host_device: HostDevice,
     devices: CudaDevices,
     cuda: Vec<(usize, Receiver<CudaDevice>)>,
+    /// As for [`SendChannel`].
+    bounces: Vec<(usize, Bounce<CudaDevice>)>,
     guard: Guard,
     token: Token,
     last_used: Instant,
@@ -796,6 +832,7 @@ impl RecvChannel {
             host_device,
             devices: CudaDevices(Vec::new()),
             cuda: Vec::new(),
+            bounces: Vec::new(),
             guard: Guard {
                 abort,
                 closed: None,
@@ -890,7 +927,7 @@ impl RecvChannel {
             let got = Header::decode(&header)?;
             got.check_against(&expected)?;
             if inline {
-                return direct::recv_inline(lane, buffers, self.timeout);
+                return self.recv_small(buffers);
             }
             got
         } else {
@@ -926,6 +963,53 @@ impl RecvChannel {
             bytes += self.recv_run(spec.place(), i, std::slice::from_ref(spec))?;
         }
         Ok(bytes)
+    }
+
+    /// An inline object's bytes (the header matched `buffers`' sizes) into `buffers`: host
+    /// memory straight from the socket, one GPU's through its bounce buffer; then the
+    /// confirmation.
+    fn recv_small(&mut self, buffers: &[BufferSpec]) -> Result<u64, BindError> {
+        let timeout = self.timeout;
+        let total: u64 = buffers.iter().map(|b| b.len() as u64).sum();
+        let conn = self.direct.as_mut().ok_or_else(|| {
+            BindError::Unsupported(
+                "an inline object arrived on a channel without a direct lane".into(),
+            )
+        })?;
+        match one_place(buffers) {
+            Some(Place::Cuda(ordinal)) => {
+                let dev = self.devices.get(ordinal)?;
+                let mut mems = buffers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| !b.is_empty())
+                    .map(|(i, b)| cuda_view(i, &dev, b))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let bounce = lane(&mut self.bounces, ordinal, || {
+                    Bounce::new(&dev, SMALL_OBJECT as usize)
+                })?;
+                direct::read_payload(conn, bounce.fill(total as usize)?, timeout)?;
+                let mut targets: Vec<&mut gpu_stage::BorrowedCudaMemory> =
+                    mems.iter_mut().collect();
+                bounce.scatter(&mut targets)?;
+            }
+            // Host memory, or nothing to write.
+            Some(Place::Cpu) => {
+                direct::recv_inline(conn, buffers, timeout)?;
+            }
+            None if total == 0 => {
+                direct::recv_inline(conn, buffers, timeout)?;
+            }
+            _ => {
+                return Err(BindError::Unsupported(
+                    "the sender sent this object inline, but this end's buffers are on several \
+                     devices: receive it into buffers on one device"
+                        .into(),
+                ));
+            }
+        }
+        direct::confirm(conn, timeout)?;
+        Ok(total)
     }
 
     /// One transfer into the non-empty buffers of `run` (all in `place`; `first` as for

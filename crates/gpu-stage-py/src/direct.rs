@@ -9,6 +9,11 @@
 //! header on the same connection, and the receiver answers `RDKT-GOT` once every byte is in its
 //! buffers: no ring, no pipeline thread, one round trip.
 //!
+//! Inline means at most [`SMALL_OBJECT`] bytes whose non-empty buffers share one place: host
+//! memory (copied straight from and into the buffers) or one GPU (through a page-locked bounce
+//! buffer and one blocking copy each way, see [`gpu_stage::Bounce`]). Either end may hold the
+//! bytes in the other kind of memory: the wire carries only bytes.
+//!
 //! In a pull session (see [`crate::server`]) the consumer asks first: `RDKTPULL`, the tag's length
 //! (u32) and bytes, and the object's token. The producer's server answers with the object as
 //! above, or with `RDKTNONE`, a length (u32) and a message saying why not (no such object
@@ -22,7 +27,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::buffer::{BufferSpec, HEADER_LEN, Place};
+use crate::buffer::{BufferSpec, HEADER_LEN, Place, one_place};
 use crate::error::BindError;
 use crate::handshake::{SMALL_OBJECT, TOKEN_LEN, Token};
 
@@ -36,10 +41,30 @@ pub const MAX_TAG: usize = 256;
 /// Longest refusal message.
 const MAX_WHY: usize = 1024;
 
-/// Whether an object travels inline: at most [`SMALL_OBJECT`] bytes, every buffer in host memory.
+/// Whether an object travels inline: at most [`SMALL_OBJECT`] bytes, its non-empty buffers in
+/// one place (host memory, or one GPU).
 pub fn is_inline(buffers: &[BufferSpec]) -> bool {
     let total: u64 = buffers.iter().map(|b| b.len() as u64).sum();
-    total <= SMALL_OBJECT && buffers.iter().all(|b| b.place() == Place::Cpu)
+    total <= SMALL_OBJECT && (total == 0 || one_place(buffers).is_some())
+}
+
+/// The bytes of host buffers, back to back.
+pub fn host_bytes(buffers: &[BufferSpec]) -> Result<Vec<u8>, BindError> {
+    let mut out = Vec::with_capacity(buffers.iter().map(BufferSpec::len).sum());
+    for (i, b) in buffers.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+        if b.place() != Place::Cpu {
+            return Err(BindError::buffer(
+                i,
+                "expected host memory, this is CUDA memory",
+            ));
+        }
+        // SAFETY: `b` is host memory (checked) that BufferSpec's contract keeps allocated and
+        // unwritten for the whole send; the range was checked not to wrap and to fit isize.
+        out.extend_from_slice(unsafe {
+            std::slice::from_raw_parts(b.addr() as *const u8, b.len())
+        });
+    }
+    Ok(out)
 }
 
 fn io_error(what: &str, timeout: Duration) -> impl FnOnce(std::io::Error) -> BindError + '_ {
@@ -60,34 +85,22 @@ fn io_error(what: &str, timeout: Duration) -> impl FnOnce(std::io::Error) -> Bin
     }
 }
 
-/// Sender: the mode and `header`, then for an inline object its buffers, in one write; an inline
-/// object then waits for the receiver's confirmation. Returns whether it went inline.
+/// Sender: the mode and `header`, then an inline object's bytes (`inline`), in one write; an
+/// inline object then waits for the receiver's confirmation.
 pub fn send_object(
     lane: &mut TcpStream,
     header: &[u8; HEADER_LEN],
-    buffers: &[BufferSpec],
+    inline: Option<&[u8]>,
     timeout: Duration,
-) -> Result<bool, BindError> {
-    let inline = is_inline(buffers);
-    let payload: usize = if inline {
-        buffers.iter().map(BufferSpec::len).sum()
-    } else {
-        0
-    };
-    let mut frame = Vec::with_capacity(8 + HEADER_LEN + payload);
-    frame.extend_from_slice(if inline { INLINE } else { STAGED });
+) -> Result<(), BindError> {
+    let payload = inline.unwrap_or_default();
+    let mut frame = Vec::with_capacity(8 + HEADER_LEN + payload.len());
+    frame.extend_from_slice(if inline.is_some() { INLINE } else { STAGED });
     frame.extend_from_slice(header);
-    if inline {
-        for b in buffers.iter().filter(|b| !b.is_empty()) {
-            // SAFETY: `b` is host memory (is_inline) that BufferSpec's contract keeps allocated and
-            // unwritten for the whole send; the range was checked not to wrap and to fit isize.
-            let src = unsafe { std::slice::from_raw_parts(b.addr() as *const u8, b.len()) };
-            frame.extend_from_slice(src);
-        }
-    }
+    frame.extend_from_slice(payload);
     lane.write_all(&frame)
         .map_err(io_error("writing the object on the direct lane", timeout))?;
-    if inline {
+    if inline.is_some() {
         let mut got = [0u8; 8];
         lane.read_exact(&mut got).map_err(io_error(
             "the receiver's confirmation of an inline object",
@@ -99,7 +112,7 @@ pub fn send_object(
             )));
         }
     }
-    Ok(inline)
+    Ok(())
 }
 
 /// Receiver: the mode and the header bytes of the next object (the caller checks the header). A
@@ -212,36 +225,45 @@ pub fn refuse_request(lane: &mut TcpStream, why: &str, timeout: Duration) -> Res
         .map_err(io_error("refusing a request", timeout))
 }
 
-/// Receiver: the inline payload, straight into `buffers` (checked by the header to have the
-/// sender's sizes), then the confirmation. Returns the bytes received.
+/// Receiver: the inline payload, straight into host `buffers` (checked by the header to have
+/// the sender's sizes). Returns the bytes received; [`confirm`] follows once they are in place.
 pub fn recv_inline(
     lane: &mut TcpStream,
     buffers: &[BufferSpec],
     timeout: Duration,
 ) -> Result<u64, BindError> {
-    if let Some((i, _)) = buffers
-        .iter()
-        .enumerate()
-        .find(|(_, b)| b.place() != Place::Cpu)
-    {
-        return Err(BindError::buffer(
-            i,
-            "the sender sent this object inline (host memory) but this buffer is CUDA memory",
-        ));
-    }
     let mut total = 0u64;
-    for b in buffers.iter().filter(|b| !b.is_empty()) {
+    for (i, b) in buffers.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+        if b.place() != Place::Cpu {
+            return Err(BindError::buffer(
+                i,
+                "expected host memory, this is CUDA memory",
+            ));
+        }
         // SAFETY: `b` is host memory (checked above) that BufferSpec's contract keeps allocated,
         // writable and untouched by anyone else for the whole receive; the range was checked not
         // to wrap and to fit isize.
         let dst = unsafe { std::slice::from_raw_parts_mut(b.addr() as *mut u8, b.len()) };
-        lane.read_exact(dst)
-            .map_err(io_error("an inline object's bytes", timeout))?;
+        read_payload(lane, dst, timeout)?;
         total += b.len() as u64;
     }
-    lane.write_all(GOT)
-        .map_err(io_error("confirming an inline object", timeout))?;
     Ok(total)
+}
+
+/// Receiver: the next `dst.len()` bytes of an inline payload.
+pub fn read_payload(
+    lane: &mut TcpStream,
+    dst: &mut [u8],
+    timeout: Duration,
+) -> Result<(), BindError> {
+    lane.read_exact(dst)
+        .map_err(io_error("an inline object's bytes", timeout))
+}
+
+/// Receiver: tells the sender an inline object is in its buffers.
+pub fn confirm(lane: &mut TcpStream, timeout: Duration) -> Result<(), BindError> {
+    lane.write_all(GOT)
+        .map_err(io_error("confirming an inline object", timeout))
 }
 
 #[cfg(test)]
@@ -249,7 +271,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_small_host_objects_go_inline() {
+    fn only_small_objects_on_one_device_go_inline() {
         let at = |place, len| {
             // SAFETY: only classified by is_inline, never read or written.
             unsafe { BufferSpec::from_raw(place, 0x1000, len) }.expect("valid")
@@ -263,6 +285,12 @@ mod tests {
             at(Place::Cpu, 32 << 10),
             at(Place::Cpu, (32 << 10) + 1)
         ]));
-        assert!(!is_inline(&[at(Place::Cuda(0), 4)]));
+        assert!(is_inline(&[
+            at(Place::Cuda(0), 4),
+            at(Place::Cuda(0), (64 << 10) - 4)
+        ]));
+        assert!(!is_inline(&[at(Place::Cuda(0), 4), at(Place::Cpu, 4)]));
+        assert!(!is_inline(&[at(Place::Cuda(0), 4), at(Place::Cuda(1), 4)]));
+        assert!(!is_inline(&[at(Place::Cuda(0), (64 << 10) + 1)]));
     }
 }

@@ -97,7 +97,7 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 const MAGIC: &[u8; 8] = b"RDKTHELO";
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 /// `Hello::flags` bit of the direct lane (the connection after the data connections).
 pub const FLAG_DIRECT: u64 = 1 << 1;
 /// `Hello::flags` bit of every connection of a pull session (the connector receives).
@@ -107,7 +107,8 @@ pub const FLAG_PULL: u64 = 1 << 2;
 pub const FLAG_RDMA: u64 = 1 << 3;
 /// Length of a session id.
 pub const SESSION_LEN: usize = 16;
-/// Objects up to this many bytes, all in host memory, travel whole on the direct lane.
+/// Objects up to this many bytes, on one device (host memory or one GPU), travel whole on the
+/// direct lane.
 pub const SMALL_OBJECT: u64 = 64 << 10;
 /// Length of the sender's handshake.
 pub const HELLO_LEN: usize = 88;

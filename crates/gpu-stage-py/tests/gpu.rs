@@ -208,3 +208,112 @@ fn a_state_dict_of_cuda_tensors_crosses_as_one_staged_transfer() {
     assert_eq!((got, rx.staged_transfers()), (total as u64, 1));
     assert!(dev.download(&dst).unwrap() == data, "bytes differ");
 }
+
+#[test]
+#[ignore = "GPU tier: needs a CUDA driver"]
+fn small_cuda_objects_go_inline_through_the_bounce_buffer_either_way() {
+    let dev = gpu();
+    let cfg = ChannelConfig {
+        backend: RingBackend::Cuda,
+        ..ChannelConfig::default()
+    };
+    // (sizes, sender on the GPU, receiver on the GPU); at most 64 KiB in all goes inline.
+    let cases: Vec<(Vec<usize>, bool, bool)> = vec![
+        (vec![4096], true, true),
+        (vec![4096, 1, 60 * 1024 - 1], true, true),
+        (vec![64 * 1024], true, true),
+        (vec![64 * 1024 + 1], true, true),
+        (vec![4096, 8192], true, false),
+        (vec![4096, 8192], false, true),
+        (vec![0, 7], true, true),
+    ];
+    let listener = PairListener::bind("127.0.0.1:0").unwrap();
+    let a = listener.local_addr().unwrap().to_string();
+    // Every object's bytes, and where they live on each end (device allocations and host
+    // vectors, alive until both ends are done).
+    let mut plans = Vec::new();
+    for (k, (sizes, src_gpu, dst_gpu)) in cases.iter().enumerate() {
+        let mut s = Vec::new();
+        let mut d = Vec::new();
+        for (j, &n) in sizes.iter().enumerate() {
+            let data = pattern(n, (k * 31 + j) as u64);
+            let src: Result<CudaSlice<u8>, Vec<u8>> = if *src_gpu && n > 0 {
+                Ok(dev.upload(&data).unwrap())
+            } else {
+                Err(data.clone())
+            };
+            let dst: Result<CudaSlice<u8>, Vec<u8>> = if *dst_gpu && n > 0 {
+                Ok(dev.alloc_zeroed(n).unwrap())
+            } else {
+                Err(vec![0u8; n])
+            };
+            s.push((data, src));
+            d.push(dst);
+        }
+        plans.push((s, d));
+    }
+    let spec = |m: &Result<CudaSlice<u8>, Vec<u8>>| match m {
+        // SAFETY: the allocation / vector outlives the transfers below and nothing else touches it.
+        Ok(c) => unsafe { BufferSpec::from_raw(Place::Cuda(0), addr(&dev, c), c.len()) }.unwrap(),
+        Err(v) => unsafe { BufferSpec::from_raw(Place::Cpu, v.as_ptr() as u64, v.len()) }.unwrap(),
+    };
+    let sends: Vec<Vec<BufferSpec>> = plans
+        .iter()
+        .map(|(s, _)| s.iter().map(|(_, m)| spec(m)).collect())
+        .collect();
+    let recvs: Vec<Vec<BufferSpec>> = plans
+        .iter()
+        .map(|(_, d)| d.iter().map(spec).collect())
+        .collect();
+    let c2 = cfg.clone();
+    let h = thread::spawn(move || {
+        let mut ch = SendChannel::connect(&a, &c2, AbortHandle::new(), Token::NONE).unwrap();
+        let mut staged = Vec::new();
+        for (k, bufs) in sends.iter().enumerate() {
+            let before = ch.staged_transfers();
+            ch.send(&format!("o{k}"), bufs, None).unwrap();
+            staged.push(ch.staged_transfers() - before);
+        }
+        // 4 KiB CUDA objects, one after another on the kept channel: the binding's fixed cost.
+        for i in 0..500 {
+            ch.send(&format!("t{i}"), &sends[0], None).unwrap();
+        }
+        staged
+    });
+    let mut rx = listener
+        .accept(&cfg, AbortHandle::new(), Token::NONE)
+        .unwrap();
+    let mut staged_rx = Vec::new();
+    for (k, bufs) in recvs.iter().enumerate() {
+        let before = rx.staged_transfers();
+        let want: usize = cases[k].0.iter().sum();
+        assert_eq!(rx.recv(&format!("o{k}"), bufs, None).unwrap(), want as u64);
+        staged_rx.push(rx.staged_transfers() - before);
+    }
+    let mut took = Vec::new();
+    for i in 0..500 {
+        let t0 = std::time::Instant::now();
+        rx.recv(&format!("t{i}"), &recvs[0], None).unwrap();
+        took.push(t0.elapsed().as_micros());
+    }
+    let staged_tx = h.join().unwrap();
+    for (k, (s, d)) in plans.iter().enumerate() {
+        for (j, ((data, _), dst)) in s.iter().zip(d).enumerate() {
+            let got = match dst {
+                Ok(c) => dev.download(c).unwrap(),
+                Err(v) => v.clone(),
+            };
+            assert!(got == *data, "object {k}, buffer {j}: bytes differ");
+        }
+    }
+    // Inline objects take no staged transfer on either end; the one over 64 KiB takes one.
+    let expect = vec![0, 0, 0, 1, 0, 0, 0];
+    assert_eq!(staged_tx, expect, "sender's staged transfers per object");
+    assert_eq!(staged_rx, expect, "receiver's staged transfers per object");
+    took.sort_unstable();
+    eprintln!(
+        "4 KiB CUDA -> CUDA over a kept channel, 500 objects: median {} us, p90 {} us",
+        took[took.len() / 2],
+        took[took.len() * 9 / 10]
+    );
+}

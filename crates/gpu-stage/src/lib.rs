@@ -59,8 +59,8 @@ pub use config::{
     DEFAULT_CHUNK_BYTES, DEFAULT_SLOTS, MIB, MIN_CHUNK_BYTES, RingConfig, parse_size,
 };
 pub use device::{
-    BorrowedCudaMemory, CudaDevice, Device, DeviceMemory, HostDevice, HostFaults, HostMemory,
-    RecvTarget, cuda_driver_present,
+    BorrowedCudaMemory, Bounce, CudaDevice, Device, DeviceMemory, HostDevice, HostFaults,
+    HostMemory, RecvTarget, cuda_driver_present,
 };
 pub use error::{StageError, TransportError};
 pub use pipeline::{InProcessStage, Receiver, Sender, TransferStats, new_ring};

@@ -4,9 +4,11 @@
 //! [`HostDevice`] keeps "device" memory in ordinary RAM and runs each stream on a worker thread,
 //! so the same pipeline logic (ordering, overlap, backpressure, errors) is exercised in CI.
 
+mod bounce;
 mod cuda;
 mod host;
 
+pub use bounce::Bounce;
 pub use cuda::{BorrowedCudaMemory, CudaDevice, cuda_driver_present};
 pub use host::{HostDevice, HostFaults, HostMemory};
 
