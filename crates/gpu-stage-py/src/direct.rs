@@ -5,7 +5,7 @@
 //! in one write. Mode `RDKTSTG1` (staged): the buffers follow through gpu-stage's pipeline on the
 //! data connections, as before, but the header no longer costs a staged transfer of its own (an
 //! END on every connection and an ACK round trip). Mode `RDKTINL1` (inline): an object of at
-//! most [`SMALL_OBJECT`] bytes whose buffers are all in host memory follows right behind the
+//! most [`SMALL_OBJECT`] bytes on one device (see below) follows right behind the
 //! header on the same connection, and the receiver answers `RDKT-GOT` once every byte is in its
 //! buffers: no ring, no pipeline thread, one round trip.
 //!

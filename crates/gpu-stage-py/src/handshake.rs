@@ -17,7 +17,8 @@
 //!
 //! Besides the `connections` data connections (gpu-stage's TCP session), the sender opens one more,
 //! the *direct lane* (index `connections`, flag bit 1): object headers travel there, and objects of
-//! at most [`SMALL_OBJECT`] bytes in host memory travel there whole, without the staging pipeline
+//! at most [`SMALL_OBJECT`] bytes on one device (host memory or one GPU) travel there whole, without
+//! the staging pipeline
 //! (see [`crate::channel`]).
 //!
 //! Every connection of one channel carries the same random *session* id, so a listener that many

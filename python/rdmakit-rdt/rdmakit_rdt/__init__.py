@@ -68,8 +68,9 @@ def register(name: str = "RDMAKIT", data_type: Optional[type] = None) -> str:
     ``numpy.ndarray`` when torch is not installed); ``RDMAKIT_NUMPY`` carries numpy arrays. Call it
     in the driver before creating the actors; calling it again for a registered name is a no-op.
     An actor that may restart (``max_restarts``) must also call it in its ``__init__``: Ray 2.60
-    registers custom transports on an actor only when the driver creates it, not in the restarted
-    process (a TODO in Ray's ``rdt_manager.py``).
+    registers custom transports on an actor once per actor id (from the process that creates it,
+    or the first that uses it) and caches that, so a restarted process, which keeps the id, is
+    never registered again (a TODO in Ray's ``rdt_manager.py``).
     """
     from ray.experimental.rdt import util as rdt_util  # noqa: PLC0415 (Ray is optional)
 
