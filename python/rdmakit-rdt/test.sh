@@ -7,7 +7,8 @@
 #   python/rdmakit-rdt/test.sh            # reuse target/py/venv if it exists
 #   RDMAKIT_RDT_CLEAN=1 python/rdmakit-rdt/test.sh   # fresh venv
 #
-# Environment: PYTHON (interpreter for the venv, default python3, >= 3.10), RAY_VERSION (2.60.0).
+# Environment: PYTHON (interpreter for the venv, default python3, >= 3.10), RAY_VERSION (2.60.0),
+# TORCH_SPEC (torch==2.11.*, or none).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,8 +26,15 @@ if [[ ! -x "$venv/bin/python" ]]; then
   "$python" -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip
 fi
-echo "== installing test dependencies (maturin, numpy, pytest, ray==$ray_version)"
+torch_spec="${TORCH_SPEC:-torch==2.11.*}"
+echo "== installing test dependencies (maturin, numpy, pytest, ray==$ray_version, $torch_spec)"
 "$venv/bin/pip" install -q "maturin>=1.7,<2" numpy pytest "ray==$ray_version"
+# Torch for the torch tests (test_ray_torch.py, the torch cases of test_native.py). PyPI's Linux
+# wheel is the CUDA build (~3.5 GB with its nvidia-* libraries, ~2 min); it imports and runs CPU
+# tensors on a machine without a GPU. TORCH_SPEC=none leaves it out (those tests then skip).
+if [[ "$torch_spec" != none ]]; then
+  "$venv/bin/pip" install -q "$torch_spec"
+fi
 
 echo "== clippy on the PyO3 layer (the workspace's clippy builds the crate without it)"
 (cd "$root" && PYO3_PYTHON="$venv/bin/python" cargo clippy -q -p gpu-stage-py --features python --all-targets -- -D warnings)

@@ -27,10 +27,11 @@ use gpu_stage::{
 };
 
 use crate::buffer::{BufferSpec, HEADER_LEN, Header, Place, one_place};
-use crate::config::{ChannelConfig, RingBackend, TransportKind};
+use crate::config::{ChannelConfig, TransportKind};
 use crate::direct;
 use crate::error::BindError;
 use crate::handshake::{self, FLAG_PULL, SMALL_OBJECT, Token};
+use crate::pool::{self, Lease};
 
 /// Aborts a channel (or a pending accept) from any thread.
 #[derive(Debug, Default)]
@@ -179,23 +180,9 @@ fn shut(lane: &Option<TcpStream>) {
     }
 }
 
-/// Allocates the staging ring the configuration asks for.
-fn make_ring(cfg: &ChannelConfig) -> Result<Arc<StagingRing>, BindError> {
-    let want_cuda = match cfg.backend {
-        RingBackend::Host => false,
-        RingBackend::Cuda => true,
-        RingBackend::Auto => {
-            gpu_stage::cuda_driver_present() && CudaDevice::count().is_ok_and(|n| n > 0)
-        }
-    };
-    if want_cuda {
-        // Page-locked and PORTABLE: usable by every device's context in this process. Device 0 is
-        // the actor's first visible GPU (Ray sets CUDA_VISIBLE_DEVICES).
-        let dev = CudaDevice::new(0)?;
-        Ok(gpu_stage::new_ring(&dev, cfg.ring)?)
-    } else {
-        Ok(StagingRing::heap(cfg.ring)?)
-    }
+/// A staging ring from the process's pool (see [`crate::pool`]).
+fn make_ring(cfg: &ChannelConfig, abort: &AbortHandle) -> Result<Lease, BindError> {
+    pool::take(cfg, abort)
 }
 
 #[cfg(feature = "rdma")]
@@ -311,7 +298,6 @@ fn cuda_view(
 
 /// Sending end of an actor pair.
 pub struct SendChannel {
-    ring: Arc<StagingRing>,
     link: SendLink,
     host: Sender<HostDevice>,
     host_device: HostDevice,
@@ -328,6 +314,8 @@ pub struct SendChannel {
     /// The direct lane (TCP only; RDMA sends the header as a staged transfer).
     direct: Option<TcpStream>,
     timeout: std::time::Duration,
+    /// Lent by the process's pool; last, so it goes back after everything that used it.
+    ring: Lease,
 }
 
 impl std::fmt::Debug for SendChannel {
@@ -360,11 +348,11 @@ impl SendChannel {
             }
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => {
-                let ring = make_ring(cfg)?;
+                let ring = make_ring(cfg, &abort)?;
                 let link = SendLink::Rdma(Box::new(gpu_stage::RdmaSender::connect(
                     addr,
                     &rdma_config(cfg),
-                    &ring,
+                    ring.ring(),
                 )?));
                 Self::build(link, None, ring, None, cfg, abort, token, addr.to_string())
             }
@@ -383,7 +371,7 @@ impl SendChannel {
         token: Token,
         peer: String,
     ) -> Result<Self, BindError> {
-        let ring = make_ring(cfg)?;
+        let ring = make_ring(cfg, &abort)?;
         let t = TcpSender::from_streams(streams, tcp_options(cfg))?;
         let h = t.shutdown_handle()?;
         Self::build(
@@ -416,12 +404,12 @@ impl SendChannel {
         };
         #[cfg(feature = "rdma")]
         {
-            let ring = make_ring(cfg)?;
+            let ring = make_ring(cfg, &abort)?;
             let link = SendLink::Rdma(Box::new(gpu_stage::RdmaSender::over_stream(
                 side,
                 peer.clone(),
                 &rdma_config(cfg),
-                &ring,
+                ring.ring(),
             )?));
             Self::build(link, None, ring, Some(direct), cfg, abort, token, peer)
         }
@@ -436,16 +424,16 @@ impl SendChannel {
     fn build(
         link: SendLink,
         tcp: Option<TcpShutdown>,
-        ring: Arc<StagingRing>,
+        ring: Lease,
         lane: Option<TcpStream>,
         cfg: &ChannelConfig,
         abort: Arc<AbortHandle>,
         token: Token,
         peer: String,
     ) -> Result<Self, BindError> {
-        abort.arm(&ring, tcp, lane.as_ref())?;
+        abort.arm(ring.ring(), tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
-        let host = Sender::with_ring(&host_device, Arc::clone(&ring))?;
+        let host = Sender::with_ring(&host_device, Arc::clone(ring.ring()))?;
         Ok(SendChannel {
             ring,
             link,
@@ -610,7 +598,7 @@ impl SendChannel {
                     mems.iter().map(|m| &**m).collect();
                 let ring = &self.ring;
                 let sender = lane(&mut self.cuda, ordinal, || {
-                    Sender::with_ring(&dev, Arc::clone(ring))
+                    Sender::with_ring(&dev, Arc::clone(ring.ring()))
                 })?;
                 send_over(sender, &refs, &mut self.link)?
             }
@@ -698,11 +686,11 @@ impl PairListener {
             #[cfg(feature = "rdma")]
             TransportKind::Rdma => {
                 abort.check()?;
-                let ring = make_ring(cfg)?;
+                let ring = make_ring(cfg, &abort)?;
                 let link = RecvLink::Rdma(Box::new(gpu_stage::RdmaReceiver::accept(
                     &self.listener,
                     &rdma_config(cfg),
-                    &ring,
+                    ring.ring(),
                 )?));
                 RecvChannel::build(link, None, ring, None, cfg, abort, token)
             }
@@ -714,7 +702,6 @@ impl PairListener {
 
 /// Receiving end of an actor pair.
 pub struct RecvChannel {
-    ring: Arc<StagingRing>,
     link: RecvLink,
     host: Receiver<HostDevice>,
     host_device: HostDevice,
@@ -730,6 +717,8 @@ pub struct RecvChannel {
     /// The direct lane (TCP only; RDMA receives the header as a staged transfer).
     direct: Option<TcpStream>,
     timeout: std::time::Duration,
+    /// As for [`SendChannel`].
+    ring: Lease,
 }
 
 impl std::fmt::Debug for RecvChannel {
@@ -777,12 +766,12 @@ impl RecvChannel {
                     .streams
                     .pop()
                     .ok_or_else(|| BindError::Refused("no RDMA side channel".into()))?;
-                let ring = make_ring(cfg)?;
+                let ring = make_ring(cfg, &abort)?;
                 let link = RecvLink::Rdma(Box::new(gpu_stage::RdmaReceiver::over_stream(
                     side,
                     format!("producer {addr}"),
                     &rdma_config(cfg),
-                    &ring,
+                    ring.ring(),
                 )?));
                 Self::build(link, None, ring, Some(got.direct), cfg, abort, token)
             }
@@ -799,7 +788,7 @@ impl RecvChannel {
         abort: Arc<AbortHandle>,
         token: Token,
     ) -> Result<Self, BindError> {
-        let ring = make_ring(cfg)?;
+        let ring = make_ring(cfg, &abort)?;
         let t = TcpReceiver::from_streams(streams, tcp_options(cfg))?;
         let h = t.shutdown_handle()?;
         Self::build(
@@ -816,15 +805,15 @@ impl RecvChannel {
     fn build(
         link: RecvLink,
         tcp: Option<TcpShutdown>,
-        ring: Arc<StagingRing>,
+        ring: Lease,
         lane: Option<TcpStream>,
         cfg: &ChannelConfig,
         abort: Arc<AbortHandle>,
         token: Token,
     ) -> Result<Self, BindError> {
-        abort.arm(&ring, tcp, lane.as_ref())?;
+        abort.arm(ring.ring(), tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
-        let host = Receiver::with_ring(&host_device, Arc::clone(&ring))?;
+        let host = Receiver::with_ring(&host_device, Arc::clone(ring.ring()))?;
         Ok(RecvChannel {
             ring,
             link,
@@ -1041,7 +1030,7 @@ impl RecvChannel {
                     .collect::<Result<Vec<_>, _>>()?;
                 let ring = &self.ring;
                 let receiver = lane(&mut self.cuda, ordinal, || {
-                    Receiver::with_ring(&dev, Arc::clone(ring))
+                    Receiver::with_ring(&dev, Arc::clone(ring.ring()))
                 })?;
                 recv_over(receiver, &mut mems, &mut self.link)?
             }

@@ -8,6 +8,7 @@
 //! | `RDMAKIT_SLOTS` | ring buffers per direction (2–1024) | 8 |
 //! | `RDMAKIT_TCP_CONNECTIONS` | parallel TCP connections per actor pair (1–64; the sender's count is used) | half the CPUs, 2–8 |
 //! | `RDMAKIT_TIMEOUT_S` | bound on every blocking step (connect, accept, each chunk, the ACK) | 30 |
+//! | `RDMAKIT_PINNED_POOL` | staging rings of all this process's sessions together (`1GiB`); a session that would pass it waits for a ring to come back | 1 GiB |
 //! | `RDMAKIT_RDMA_DEVICES` | verbs devices to stripe over (`erdma_0,erdma_1`) | from `NCCL_IB_HCA` |
 //! | `RDMAKIT_QPS` | RDMA queue pairs per actor pair | 2 per device |
 //! | `RDMAKIT_GID_INDEX` | GID index for manual QP connection | `NCCL_IB_GID_INDEX`, else 1 |
@@ -60,7 +61,12 @@ pub struct ChannelConfig {
     pub qps: usize,
     /// GID index (manual connection).
     pub gid_index: u32,
+    /// Bound on the bytes of every staging ring of the process (see [`crate::pool`]).
+    pub pool_bytes: u64,
 }
+
+/// Default bound on the process's staging rings: 32 rings of the default 32 MiB.
+pub const DEFAULT_POOL_BYTES: u64 = 1 << 30;
 
 /// Default bound on a blocking step: under Ray's own RDT fetch timeout (60 s), so the
 /// transport's error, which names the cause, arrives before Ray's generic one.
@@ -80,6 +86,7 @@ impl Default for ChannelConfig {
             rdma_devices: Vec::new(),
             qps: 0,
             gid_index: 1,
+            pool_bytes: DEFAULT_POOL_BYTES,
         }
     }
 }
@@ -144,6 +151,22 @@ impl ChannelConfig {
                 &e.to_string(),
             )
         })?;
+        if let Some(v) = get("RDMAKIT_PINNED_POOL") {
+            c.pool_bytes = parse_size(&v)
+                .map_err(|e| BindError::env("RDMAKIT_PINNED_POOL", &v, &e.to_string()))?
+                as u64;
+        }
+        let ring_bytes = (c.ring.chunk_bytes as u64).saturating_mul(c.ring.slots as u64);
+        if ring_bytes > c.pool_bytes {
+            return Err(BindError::env(
+                "RDMAKIT_PINNED_POOL",
+                &c.pool_bytes.to_string(),
+                &format!(
+                    "smaller than one ring (RDMAKIT_CHUNK × RDMAKIT_SLOTS = {ring_bytes} bytes): \
+                     raise it, or make the ring smaller"
+                ),
+            ));
+        }
         if let Some(v) = get("RDMAKIT_TCP_CONNECTIONS") {
             c.connections = parse_count("RDMAKIT_TCP_CONNECTIONS", &v)?;
             if c.connections == 0 || c.connections > gpu_stage::transport::tcp::MAX_CONNECTIONS {

@@ -51,6 +51,7 @@ pub mod config;
 pub mod direct;
 pub mod error;
 pub mod handshake;
+pub mod pool;
 #[cfg(feature = "python")]
 mod python;
 pub mod server;

@@ -93,14 +93,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Settings: the environment (`RDMAKIT_*`, `NCCL_IB_HCA`, `NCCL_IB_GID_INDEX`), then keyword
 /// overrides by short name (`transport="tcp"`, `chunk="8MiB"`, `slots=16`, `tcp_connections=8`,
-/// `timeout_s=5`, `backend="host"`, `rdma_devices="erdma_0,erdma_1"`, `qps=4`, `gid_index=1`).
+/// `timeout_s=5`, `backend="host"`, `rdma_devices="erdma_0,erdma_1"`, `qps=4`, `gid_index=1`,
+/// `pinned_pool="2GiB"`).
 #[pyclass(module = "rdmakit_rdt._native", name = "Config", frozen)]
 #[derive(Debug)]
 struct PyConfig {
     inner: ChannelConfig,
 }
 
-const OVERRIDES: [(&str, &str); 9] = [
+const OVERRIDES: [(&str, &str); 10] = [
     ("transport", "RDMAKIT_TRANSPORT"),
     ("backend", "RDMAKIT_BACKEND"),
     ("chunk", "RDMAKIT_CHUNK"),
@@ -110,6 +111,7 @@ const OVERRIDES: [(&str, &str); 9] = [
     ("rdma_devices", "RDMAKIT_RDMA_DEVICES"),
     ("qps", "RDMAKIT_QPS"),
     ("gid_index", "RDMAKIT_GID_INDEX"),
+    ("pinned_pool", "RDMAKIT_PINNED_POOL"),
 ];
 
 #[pymethods]
@@ -171,6 +173,10 @@ impl PyConfig {
         self.inner.ring.slots
     }
     #[getter]
+    fn pinned_pool_bytes(&self) -> u64 {
+        self.inner.pool_bytes
+    }
+    #[getter]
     fn tcp_connections(&self) -> usize {
         self.inner.connections
     }
@@ -193,7 +199,7 @@ impl PyConfig {
     fn __repr__(&self) -> String {
         format!(
             "Config(transport={:?}, backend={:?}, chunk_bytes={}, slots={}, tcp_connections={}, \
-             timeout_s={}, rdma_devices={:?}, qps={}, gid_index={})",
+             timeout_s={}, rdma_devices={:?}, qps={}, gid_index={}, pinned_pool_bytes={})",
             self.transport(),
             self.backend(),
             self.chunk_bytes(),
@@ -202,7 +208,8 @@ impl PyConfig {
             self.timeout_s(),
             self.inner.rdma_devices,
             self.qps(),
-            self.gid_index()
+            self.gid_index(),
+            self.pinned_pool_bytes()
         )
     }
 }
@@ -393,7 +400,21 @@ impl<T: Closable + Send> Held<T> {
         }
     }
 
+    /// An idle channel is dropped as it is, so its staging ring goes back to the process's pool;
+    /// one busy with a transfer on another thread is aborted first (which fails its ring for good).
     fn close(&self, py: Python<'_>) {
+        let idle = run(py, || {
+            Ok(match self.inner.try_lock() {
+                Ok(mut g) => {
+                    g.take();
+                    true
+                }
+                Err(_) => false,
+            })
+        });
+        if idle.unwrap_or(false) {
+            return;
+        }
         self.abort.abort("the channel was closed");
         let _ = run(py, || {
             lock(&self.inner).take();
@@ -664,6 +685,25 @@ fn cuda_available() -> bool {
     gpu_stage::cuda_driver_present() && gpu_stage::CudaDevice::count().is_ok_and(|n| n > 0)
 }
 
+/// Counters of this process's pool of staging rings (see `RDMAKIT_PINNED_POOL`): allocated,
+/// reused, waited, refused, live_bytes, idle.
+#[pyfunction]
+fn pool_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let s = crate::pool::stats();
+    let d = PyDict::new(py);
+    for (k, v) in [
+        ("allocated", s.allocated),
+        ("reused", s.reused),
+        ("waited", s.waited),
+        ("refused", s.refused),
+        ("live_bytes", s.live_bytes),
+        ("idle", s.idle),
+    ] {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
 /// True when this build has the RDMA transport.
 #[pyfunction]
 fn has_rdma() -> bool {
@@ -681,6 +721,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyServer>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(has_rdma, m)?)?;
+    m.add_function(wrap_pyfunction!(pool_stats, m)?)?;
     m.add("RdmakitError", py.get_type::<RdmakitError>())?;
     m.add("RdmakitTimeoutError", py.get_type::<RdmakitTimeoutError>())?;
     m.add("RdmakitAbortedError", py.get_type::<RdmakitAbortedError>())?;

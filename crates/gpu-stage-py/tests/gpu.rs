@@ -255,15 +255,28 @@ fn small_cuda_objects_go_inline_through_the_bounce_buffer_either_way() {
     let spec = |m: &Result<CudaSlice<u8>, Vec<u8>>| match m {
         // SAFETY: the allocation / vector outlives the transfers below and nothing else touches it.
         Ok(c) => unsafe { BufferSpec::from_raw(Place::Cuda(0), addr(&dev, c), c.len()) }.unwrap(),
+        // SAFETY: as above.
         Err(v) => unsafe { BufferSpec::from_raw(Place::Cpu, v.as_ptr() as u64, v.len()) }.unwrap(),
     };
     let sends: Vec<Vec<BufferSpec>> = plans
         .iter()
         .map(|(s, _)| s.iter().map(|(_, m)| spec(m)).collect())
         .collect();
+    // Receive targets: host vectors by a pointer from `&mut` (the receiver writes through it).
     let recvs: Vec<Vec<BufferSpec>> = plans
-        .iter()
-        .map(|(_, d)| d.iter().map(spec).collect())
+        .iter_mut()
+        .map(|(_, d)| {
+            d.iter_mut()
+                .map(|m| match m {
+                    Ok(_) => spec(m),
+                    Err(v) => {
+                        // SAFETY: the vector outlives the receives and nothing else touches it.
+                        unsafe { BufferSpec::from_raw(Place::Cpu, v.as_mut_ptr() as u64, v.len()) }
+                            .unwrap()
+                    }
+                })
+                .collect()
+        })
         .collect();
     let c2 = cfg.clone();
     let h = thread::spawn(move || {

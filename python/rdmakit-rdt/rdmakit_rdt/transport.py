@@ -242,13 +242,16 @@ def stats() -> Dict[str, Any]:
     failures, aborts, ``last_recv``. Producer (its server): objects registered and collected,
     ``served``, ``bytes_served``, ``serve_failures``, ``pulls_refused``,
     ``connections_refused``, ``sessions_open``, ``serving``, and ``serve_spans`` (the last pulls
-    served: ``(obj_id, start, end, bytes, ok)``, wall-clock seconds)."""
+    served: ``(obj_id, start, end, bytes, ok)``, wall-clock seconds). Both: ``pool``, the staging
+    rings of this process's sessions (allocated, reused, waited, refused, live_bytes, idle)."""
     with _STATE.lock:
         out: Dict[str, Any] = dict(_STATE.stats)
         out["open_sessions"] = sum(len(v) for v in _STATE.sessions.values())
         out["active_transfers"] = len(_STATE.active)
         out["last_recv"] = _STATE.last_recv
         server = _STATE.server
+    # The staging rings of every session of this process (RDMAKIT_PINNED_POOL).
+    out["pool"] = _native.pool_stats()
     if server is not None:
         out.update(server.stats())
         out["serve_spans"] = server.spans()[-_SPANS:]

@@ -20,3 +20,19 @@ os.environ.update(TEST_ENV)
 @pytest.fixture(scope="session")
 def test_env():
     return dict(TEST_ENV)
+
+
+@pytest.fixture(scope="session")
+def cluster(test_env):
+    """One local Ray instance for every Ray test module: Ray 2.60's RDT monitor thread outlives
+    `ray.shutdown()` and fails on the old session's objects after a second `ray.init()`."""
+    ray = pytest.importorskip("ray", reason="ray is not installed in this venv")
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        # The workers import this folder's helpers (peer.py) like the tests do.
+        runtime_env={"env_vars": {**test_env, "PYTHONPATH": HERE}},
+    )
+    yield
+    ray.shutdown()

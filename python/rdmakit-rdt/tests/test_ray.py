@@ -1,5 +1,6 @@
-"""Ray actors (and the driver) on a local Ray instance, numpy arrays through RDMAKIT over TCP: the
-consumer pulls from the producer's server (one-sided)."""
+"""Ray actors (and the driver) on a local Ray instance, numpy arrays through RDMAKIT_NUMPY over TCP:
+the consumer pulls from the producer's server (one-sided). (Torch tensors through RDMAKIT:
+test_ray_torch.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import rdmakit_rdt  # noqa: E402
 from peer import EDGE_SIZES, MIB, mixed  # noqa: E402
 
 # Before the actor classes: @ray.method checks the transport name when the class is defined.
-rdmakit_rdt.register()
+# Numpy arrays travel as RDMAKIT_NUMPY (RDMAKIT carries torch tensors where torch is installed).
+NP = rdmakit_rdt.register("RDMAKIT_NUMPY")
 
 
 def _shim_ray_collective_without_torch():
@@ -44,30 +46,17 @@ def _shim_ray_collective_without_torch():
 _shim_ray_collective_without_torch()
 
 
-@pytest.fixture(scope="module")
-def cluster(test_env):
-    ray.init(
-        num_cpus=4,
-        include_dashboard=False,
-        log_to_driver=False,
-        # The workers import this folder's helpers (peer.py) like the tests do.
-        runtime_env={"env_vars": {**test_env, "PYTHONPATH": os.path.dirname(__file__)}},
-    )
-    yield
-    ray.shutdown()
-
-
 @ray.remote(num_cpus=0, enable_tensor_transport=True)
 class Producer:
-    @ray.method(tensor_transport="RDMAKIT")
+    @ray.method(tensor_transport=NP)
     def edge(self, i):
         return [np.random.default_rng(i).integers(0, 256, EDGE_SIZES[i], dtype=np.uint8)]
 
-    @ray.method(tensor_transport="RDMAKIT")
+    @ray.method(tensor_transport=NP)
     def mixed(self, seed):
         return {"arrays": mixed(seed), "note": f"seed {seed}"}
 
-    @ray.method(tensor_transport="RDMAKIT")
+    @ray.method(tensor_transport=NP)
     def big(self, n, value):
         return np.full(n, value, dtype=np.uint8)
 
@@ -224,14 +213,14 @@ def test_ray_get_in_the_driver_and_ray_put_from_the_driver(cluster):
     got = ray.get(p.mixed.remote(5), timeout=60)
     assert [x.tobytes() for x in got["arrays"]] == [x.tobytes() for x in mixed(5)]
     # The driver as the producer: its own server serves the actor.
-    put = ray.put(np.full(MIB, 9, dtype=np.uint8), _tensor_transport="RDMAKIT")
+    put = ray.put(np.full(MIB, 9, dtype=np.uint8), _tensor_transport=NP)
     assert ray.get(c.check_big.remote(put), timeout=60) == [(MIB, 9, 9)]
     _until("the driver served", lambda: rdmakit_rdt.stats()["served"] == 1)
 
 
 @ray.remote(num_cpus=0, enable_tensor_transport=True)
 class Peer:
-    @ray.method(tensor_transport="RDMAKIT")
+    @ray.method(tensor_transport=NP)
     def make(self, n, value):
         return np.full(n, value, dtype=np.uint8)
 
@@ -281,9 +270,9 @@ def test_a_pull_does_not_wait_for_the_producers_ray_system_thread(cluster):
 class RestartableProducer:
     def __init__(self):
         # Ray 2.60 registers custom transports only when the actor is first created.
-        rdmakit_rdt.register()
+        rdmakit_rdt.register(NP)
 
-    @ray.method(tensor_transport="RDMAKIT")
+    @ray.method(tensor_transport=NP)
     def big(self, n, value):
         return np.full(n, value, dtype=np.uint8)
 
@@ -367,8 +356,11 @@ def test_idle_channels_are_evicted_and_reopened(cluster, test_env):
     assert got["open_sessions"] == 0 and got["channels_evicted"] == 1, got
     assert sent["sessions_open"] == 0, sent
     assert ray.get(c.check_big.remote(p.big.remote(MIB, 2))) == [(MIB, 2, 2)]
-    assert ray.get(c.stats.remote())["recv_channels_opened"] == 2
-    assert ray.get(p.stats.remote())["sessions_opened"] == 2
+    got, sent = ray.get(c.stats.remote()), ray.get(p.stats.remote())
+    assert got["recv_channels_opened"] == 2 and sent["sessions_opened"] == 2
+    # The new sessions took the closed ones' staging rings from each process's pool.
+    assert (got["pool"]["allocated"], got["pool"]["reused"]) == (1, 1), got["pool"]
+    assert (sent["pool"]["allocated"], sent["pool"]["reused"]) == (1, 1), sent["pool"]
 
 
 def test_an_actor_that_cannot_run_the_transport_is_found_at_submit(cluster, test_env):
@@ -376,7 +368,7 @@ def test_an_actor_that_cannot_run_the_transport_is_found_at_submit(cluster, test
                                         "RDMAKIT_RDMA_DEVICES": "nosuchdev0",
                                         "PYTHONPATH": os.path.dirname(__file__)}}}
     p = Producer.options(**env).remote()
-    with pytest.raises(ValueError, match="does not have tensor transport RDMAKIT"):
+    with pytest.raises(ValueError, match="does not have tensor transport RDMAKIT_NUMPY"):
         p.big.remote(1, 0)
     assert Producer.remote().big.remote(1, 0) is not None  # a healthy one passes the probe
 
