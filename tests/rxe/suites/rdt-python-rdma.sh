@@ -13,8 +13,14 @@
 # Ray itself is not started here. In this TCG VM (2 vCPUs, 2 GiB) `import ray` alone took 30-54 s and
 # ray.init() failed in both tries (2026-12-01): the raylet starts its Python agents, which do not come up
 # before Ray's fixed 30 s wait for the raylet to register (ray/_private/node.py), so init raises "The
-# current node timed out during startup" after ~100 s. The Ray path (RdmakitTensorTransport over this same
-# native layer) is tested over TCP by python/rdmakit-rdt/tests/test_ray.py.
+# current node timed out during startup" after ~100 s. Tried again on 2026-12-07 (by hand, not in this
+# suite) with that wait raised tenfold (it is a literal 30 in node.py, not a RAY_* setting: the module's
+# clock was slowed) and with RAY_worker_register_timeout_seconds, RAY_agent_register_timeout_ms,
+# RAY_gcs_rpc_server_reconnect_timeout_s, RAY_raylet_client_connect_timeout_milliseconds,
+# RAY_gcs_server_request_timeout_seconds and RAY_health_check_* raised, on the machine's address and on
+# 127.0.0.1: import ray 25 s, the package's import 105 s more, then every node-info request to the GCS
+# ended "RPC error: Deadline Exceeded" for the whole 300 s wait. The Ray path (RdmakitTensorTransport over
+# this same native layer) is tested over TCP by python/rdmakit-rdt/tests/test_ray*.py.
 #
 # Environment: RDMAKIT_ROOT, RDMAKIT_RXE_OUT, RDMAKIT_RXE_DEVICE (rxe0), RDMAKIT_RXE_GID_INDEX (1),
 # RDMAKIT_RXE_IP (10.99.0.1); optional RDT_WHEEL (default: the one wheel in
