@@ -296,6 +296,34 @@ fn cuda_view(
         .map_err(|e| BindError::buffer(index, e.to_string()))
 }
 
+/// CUDA views of the non-empty buffers of `run` (all on `dev`; `first` is the first one's
+/// position in the object, for errors).
+fn cuda_views(
+    dev: &CudaDevice,
+    first: usize,
+    run: &[BufferSpec],
+) -> Result<Vec<gpu_stage::BorrowedCudaMemory>, BindError> {
+    run.iter()
+        .enumerate()
+        .filter(|(_, b)| !b.is_empty())
+        .map(|(j, b)| cuda_view(first + j, dev, b))
+        .collect()
+}
+
+/// GPU `ordinal` and its bounce buffer for small objects (made on first use), of a channel's
+/// `devices` and `bounces`.
+fn small_lane<'a>(
+    devices: &mut CudaDevices,
+    bounces: &'a mut Vec<(usize, Bounce<CudaDevice>)>,
+    ordinal: usize,
+) -> Result<(CudaDevice, &'a mut Bounce<CudaDevice>), BindError> {
+    let dev = devices.get(ordinal)?;
+    let bounce = lane(bounces, ordinal, || {
+        Bounce::new(&dev, SMALL_OBJECT as usize)
+    })?;
+    Ok((dev, bounce))
+}
+
 /// Sending end of an actor pair.
 pub struct SendChannel {
     link: SendLink,
@@ -517,17 +545,20 @@ impl SendChannel {
         token: &Token,
     ) -> Result<u64, BindError> {
         let header = Header::new(tag, buffers, token).encode();
-        if self.direct.is_some() {
-            let inline = direct::is_inline(buffers);
-            let payload = match one_place(buffers) {
-                Some(Place::Cuda(ordinal)) if inline => Some(self.gather_small(ordinal, buffers)?),
-                _ if inline => Some(direct::host_bytes(buffers)?),
-                _ => None,
+        if let Some(conn) = self.direct.as_mut() {
+            let inline = if !direct::is_inline(buffers) {
+                None
+            } else if let Some(Place::Cuda(ordinal)) = one_place(buffers) {
+                let (dev, bounce) = small_lane(&mut self.devices, &mut self.bounces, ordinal)?;
+                let mems = cuda_views(&dev, 0, buffers)?;
+                let refs: Vec<&<CudaDevice as Device>::Memory> =
+                    mems.iter().map(|m| &**m).collect();
+                Some(vec![bounce.gather(&refs)?])
+            } else {
+                Some(direct::host_parts(buffers)?)
             };
-            if let Some(lane) = self.direct.as_mut() {
-                direct::send_object(lane, &header, payload.as_deref(), self.timeout)?;
-            }
-            if inline {
+            direct::send_object(conn, &header, inline.as_deref(), self.timeout)?;
+            if inline.is_some() {
                 return Ok(buffers.iter().map(|b| b.len() as u64).sum());
             }
         } else {
@@ -543,27 +574,6 @@ impl SendChannel {
             bytes += self.send_run(spec.place(), i, std::slice::from_ref(spec))?;
         }
         Ok(bytes)
-    }
-
-    /// The bytes of a small object whose buffers are on GPU `ordinal`, copied through its bounce
-    /// buffer.
-    fn gather_small(
-        &mut self,
-        ordinal: usize,
-        buffers: &[BufferSpec],
-    ) -> Result<Vec<u8>, BindError> {
-        let dev = self.devices.get(ordinal)?;
-        let mems = buffers
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| !b.is_empty())
-            .map(|(i, b)| cuda_view(i, &dev, b))
-            .collect::<Result<Vec<_>, _>>()?;
-        let refs: Vec<&<CudaDevice as Device>::Memory> = mems.iter().map(|m| &**m).collect();
-        let bounce = lane(&mut self.bounces, ordinal, || {
-            Bounce::new(&dev, SMALL_OBJECT as usize)
-        })?;
-        Ok(bounce.gather(&refs)?.to_vec())
     }
 
     /// The non-empty buffers of `run` (all in `place`; `first` is the first one's position in
@@ -591,9 +601,7 @@ impl SendChannel {
             }
             Place::Cuda(ordinal) => {
                 let dev = self.devices.get(ordinal)?;
-                let mems = full()
-                    .map(|(i, b)| cuda_view(i, &dev, b))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let mems = cuda_views(&dev, first, run)?;
                 let refs: Vec<&<CudaDevice as Device>::Memory> =
                     mems.iter().map(|m| &**m).collect();
                 let ring = &self.ring;
@@ -965,31 +973,20 @@ impl RecvChannel {
                 "an inline object arrived on a channel without a direct lane".into(),
             )
         })?;
-        match one_place(buffers) {
-            Some(Place::Cuda(ordinal)) => {
-                let dev = self.devices.get(ordinal)?;
-                let mut mems = buffers
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| !b.is_empty())
-                    .map(|(i, b)| cuda_view(i, &dev, b))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let bounce = lane(&mut self.bounces, ordinal, || {
-                    Bounce::new(&dev, SMALL_OBJECT as usize)
-                })?;
+        match (one_place(buffers), total) {
+            (Some(Place::Cuda(ordinal)), _) => {
+                let (dev, bounce) = small_lane(&mut self.devices, &mut self.bounces, ordinal)?;
+                let mut mems = cuda_views(&dev, 0, buffers)?;
                 direct::read_payload(conn, bounce.fill(total as usize)?, timeout)?;
                 let mut targets: Vec<&mut gpu_stage::BorrowedCudaMemory> =
                     mems.iter_mut().collect();
                 bounce.scatter(&mut targets)?;
             }
             // Host memory, or nothing to write.
-            Some(Place::Cpu) => {
+            (Some(Place::Cpu), _) | (None, 0) => {
                 direct::recv_inline(conn, buffers, timeout)?;
             }
-            None if total == 0 => {
-                direct::recv_inline(conn, buffers, timeout)?;
-            }
-            _ => {
+            (None, _) => {
                 return Err(BindError::Unsupported(
                     "the sender sent this object inline, but this end's buffers are on several \
                      devices: receive it into buffers on one device"
@@ -1025,9 +1022,7 @@ impl RecvChannel {
             }
             Place::Cuda(ordinal) => {
                 let dev = self.devices.get(ordinal)?;
-                let mut mems = full()
-                    .map(|(i, b)| cuda_view(i, &dev, b))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let mut mems = cuda_views(&dev, first, run)?;
                 let ring = &self.ring;
                 let receiver = lane(&mut self.cuda, ordinal, || {
                     Receiver::with_ring(&dev, Arc::clone(ring.ring()))

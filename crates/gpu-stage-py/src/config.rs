@@ -101,6 +101,27 @@ pub fn machine_connections() -> usize {
 }
 
 impl ChannelConfig {
+    /// Bytes of one staging ring.
+    pub fn ring_bytes(&self) -> u64 {
+        (self.ring.chunk_bytes as u64).saturating_mul(self.ring.slots as u64)
+    }
+
+    /// Refuses a pool smaller than one ring (it could never lend one).
+    pub fn check_pool(&self) -> Result<(), BindError> {
+        if self.ring_bytes() > self.pool_bytes {
+            return Err(BindError::env(
+                "RDMAKIT_PINNED_POOL",
+                &self.pool_bytes.to_string(),
+                &format!(
+                    "smaller than one ring (RDMAKIT_CHUNK × RDMAKIT_SLOTS = {} bytes): raise \
+                     it, or make the ring smaller",
+                    self.ring_bytes()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads the settings through `get` (the environment, or a test's map). Explicit overrides
     /// are applied by passing a `get` that consults them first.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, BindError> {
@@ -156,17 +177,7 @@ impl ChannelConfig {
                 .map_err(|e| BindError::env("RDMAKIT_PINNED_POOL", &v, &e.to_string()))?
                 as u64;
         }
-        let ring_bytes = (c.ring.chunk_bytes as u64).saturating_mul(c.ring.slots as u64);
-        if ring_bytes > c.pool_bytes {
-            return Err(BindError::env(
-                "RDMAKIT_PINNED_POOL",
-                &c.pool_bytes.to_string(),
-                &format!(
-                    "smaller than one ring (RDMAKIT_CHUNK × RDMAKIT_SLOTS = {ring_bytes} bytes): \
-                     raise it, or make the ring smaller"
-                ),
-            ));
-        }
+        c.check_pool()?;
         if let Some(v) = get("RDMAKIT_TCP_CONNECTIONS") {
             c.connections = parse_count("RDMAKIT_TCP_CONNECTIONS", &v)?;
             if c.connections == 0 || c.connections > gpu_stage::transport::tcp::MAX_CONNECTIONS {

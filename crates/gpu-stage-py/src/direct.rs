@@ -48,23 +48,26 @@ pub fn is_inline(buffers: &[BufferSpec]) -> bool {
     total <= SMALL_OBJECT && (total == 0 || one_place(buffers).is_some())
 }
 
-/// The bytes of host buffers, back to back.
-pub fn host_bytes(buffers: &[BufferSpec]) -> Result<Vec<u8>, BindError> {
-    let mut out = Vec::with_capacity(buffers.iter().map(BufferSpec::len).sum());
-    for (i, b) in buffers.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
-        if b.place() != Place::Cpu {
-            return Err(BindError::buffer(
-                i,
-                "expected host memory, this is CUDA memory",
-            ));
-        }
-        // SAFETY: `b` is host memory (checked) that BufferSpec's contract keeps allocated and
-        // unwritten for the whole send; the range was checked not to wrap and to fit isize.
-        out.extend_from_slice(unsafe {
-            std::slice::from_raw_parts(b.addr() as *const u8, b.len())
-        });
-    }
-    Ok(out)
+/// The bytes of host buffers, in order, as slices of them (no copy).
+pub fn host_parts(buffers: &[BufferSpec]) -> Result<Vec<&[u8]>, BindError> {
+    buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| !b.is_empty())
+        .map(|(i, b)| {
+            if b.place() != Place::Cpu {
+                return Err(BindError::buffer(
+                    i,
+                    "this CUDA buffer is in an object sent as host memory: keep an object's \
+                     buffers on one device",
+                ));
+            }
+            // SAFETY: `b` is host memory (checked) that BufferSpec's contract keeps allocated and
+            // unwritten for the whole send, which outlives the slices; the range was checked not
+            // to wrap and to fit isize.
+            Ok(unsafe { std::slice::from_raw_parts(b.addr() as *const u8, b.len()) })
+        })
+        .collect()
 }
 
 fn io_error(what: &str, timeout: Duration) -> impl FnOnce(std::io::Error) -> BindError + '_ {
@@ -85,19 +88,22 @@ fn io_error(what: &str, timeout: Duration) -> impl FnOnce(std::io::Error) -> Bin
     }
 }
 
-/// Sender: the mode and `header`, then an inline object's bytes (`inline`), in one write; an
-/// inline object then waits for the receiver's confirmation.
+/// Sender: the mode and `header`, then an inline object's bytes (`inline`, its parts in order),
+/// in one write; an inline object then waits for the receiver's confirmation.
 pub fn send_object(
     lane: &mut TcpStream,
     header: &[u8; HEADER_LEN],
-    inline: Option<&[u8]>,
+    inline: Option<&[&[u8]]>,
     timeout: Duration,
 ) -> Result<(), BindError> {
-    let payload = inline.unwrap_or_default();
-    let mut frame = Vec::with_capacity(8 + HEADER_LEN + payload.len());
+    let parts = inline.unwrap_or_default();
+    let payload: usize = parts.iter().map(|p| p.len()).sum();
+    let mut frame = Vec::with_capacity(8 + HEADER_LEN + payload);
     frame.extend_from_slice(if inline.is_some() { INLINE } else { STAGED });
     frame.extend_from_slice(header);
-    frame.extend_from_slice(payload);
+    for p in parts {
+        frame.extend_from_slice(p);
+    }
     lane.write_all(&frame)
         .map_err(io_error("writing the object on the direct lane", timeout))?;
     if inline.is_some() {
@@ -237,7 +243,8 @@ pub fn recv_inline(
         if b.place() != Place::Cpu {
             return Err(BindError::buffer(
                 i,
-                "expected host memory, this is CUDA memory",
+                "this CUDA buffer is in an object received as host memory: keep an object's \
+                 buffers on one device",
             ));
         }
         // SAFETY: `b` is host memory (checked above) that BufferSpec's contract keeps allocated,

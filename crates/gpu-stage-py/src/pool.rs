@@ -133,17 +133,7 @@ pub fn take(cfg: &ChannelConfig, abort: &AbortHandle) -> Result<Lease, BindError
         slots: cfg.ring.slots,
     };
     let limit = cfg.pool_bytes;
-    if kind.bytes() > limit {
-        return Err(BindError::env(
-            "RDMAKIT_PINNED_POOL",
-            &limit.to_string(),
-            &format!(
-                "one ring (RDMAKIT_CHUNK × RDMAKIT_SLOTS = {} bytes) is larger than the whole \
-                 pool: raise RDMAKIT_PINNED_POOL or make the ring smaller",
-                kind.bytes()
-            ),
-        ));
-    }
+    cfg.check_pool()?;
     let start = Instant::now();
     let mut waited = false;
     loop {
