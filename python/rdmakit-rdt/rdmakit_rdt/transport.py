@@ -46,7 +46,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import ray
-from ray.exceptions import RayDirectTransportError
+from ray.exceptions import GetTimeoutError, RayDirectTransportError
 from ray.experimental.rdt.tensor_transport_manager import (
     CommunicatorMetadata,
     TensorTransportManager,
@@ -420,11 +420,23 @@ class RdmakitTensorTransport(TensorTransportManager):
         with _STATE.lock:
             if aid in _STATE.probed:
                 return True
+        wait = _config().timeout_s * 2
         try:
             ok, why = ray.get(
                 actor.__ray_call__.options(concurrency_group="_ray_system").remote(_ray_probe),
-                timeout=_config().timeout_s * 2,
+                timeout=wait,
             )
+        except GetTimeoutError:
+            # No answer is not a "no": a new actor on a loaded machine may still be starting
+            # (the probe waits for its constructor). Not cached, so the next call asks again; an
+            # actor that really cannot run the transport fails its first pull with the cause.
+            logger.warning(
+                "rdmakit-rdt: actor %s did not answer the probe within %.0f s (still starting?); "
+                "not checked this time",
+                aid,
+                wait,
+            )
+            return True
         except Exception as e:  # noqa: BLE001 (the answer is no, with the reason logged)
             logger.warning("rdmakit-rdt: actor %s did not answer the probe: %s", aid, e)
             return False

@@ -5,6 +5,8 @@ and to the driver. Skipped where torch is not installed (make test installs it).
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this venv")
@@ -41,6 +43,15 @@ def state_dict(seed: int) -> dict:
     # A view whose data starts 28 bytes into its storage (data_ptr, not the storage's start).
     sd["view"] = torch.arange(1000, dtype=torch.int32)[7:503]
     return sd
+
+
+def served(actor, n: int) -> int:
+    """The producer's served count once it reaches `n` (30 s at most): the server counts a serve
+    when its send returned, which can be just after the consumer has the bytes."""
+    deadline = time.monotonic() + 30
+    while (got := ray.get(actor.stats.remote())["served"]) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return got
 
 
 def mismatches(got: dict, seed: int) -> list:
@@ -88,7 +99,7 @@ def test_a_bf16_state_dict_with_odd_members_arrives_exact(cluster):
     assert st["objects_received"] == 2
     nbytes = sum(x.numel() * x.element_size() for x in state_dict(0).values())
     assert st["bytes_received"] == 2 * nbytes
-    assert ray.get(t.stats.remote())["served"] == 2
+    assert served(t, 2) == 2
 
 
 def test_weight_sync_to_three_rollouts_at_once_and_to_the_driver(cluster):
@@ -97,7 +108,7 @@ def test_weight_sync_to_three_rollouts_at_once_and_to_the_driver(cluster):
     ref = t.weights.remote(7)
     assert ray.get([r.load.remote(ref, 7) for r in rs], timeout=120) == [[], [], []]
     assert mismatches(ray.get(ref, timeout=120), 7) == []
-    assert ray.get(t.stats.remote())["served"] == 4
+    assert served(t, 4) == 4
 
 
 def test_a_non_contiguous_tensor_is_refused_naming_the_fix(cluster):

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 
 import numpy as np
 import ray
@@ -43,6 +44,13 @@ class Consumer:
         return sorted(rdmakit_rdt.transport._STATE.sessions)
 
 
+def wait_served(p, n=1, within=30.0):
+    deadline = time.monotonic() + within
+    while (got := ray.get(p.served.remote())) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return got
+
+
 def main() -> None:
     env = {k: v for k, v in os.environ.items() if k.startswith("RDMAKIT_")}
     env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
@@ -65,7 +73,9 @@ def main() -> None:
             "server": None,
             "consumer_node": ray.get(c.where.remote()),
             "consumer_sessions": ray.get(c.peers.remote()),
-            "served": ray.get(p.served.remote()),
+            # Counted once the server's send returned, which can be just after the consumer's
+            # check: wait for it.
+            "served": wait_served(p),
         }
         out["producer_node"], out["server"] = ray.get(p.where.remote())
         out["head_node"] = cluster.head_node.node_ip_address
