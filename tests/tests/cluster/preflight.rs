@@ -299,13 +299,16 @@ fn preflight_says_when_the_pod_selector_matches_nothing() {
 }
 
 /// A third eRDMA node that never reports Ready (KWOK's node stages skip `rdmakit.test/not-ready=true`): counted
-/// as not eligible and named.
+/// as not eligible and named. A NoSchedule taint of the test's own keeps other lanes' pods off it: without one the
+/// scheduler placed a DRANET MPIJob launcher (it selects no node) there, and its logs went with the node (CI,
+/// 2026-12-07). Not `node.kubernetes.io/not-ready`: the node lifecycle controller removes that key from a node
+/// with no Ready condition at once (seen here).
 #[test]
 #[ignore = "control-plane tier: make cluster-test"]
 fn preflight_names_a_not_ready_node_and_does_not_count_it() {
     let name = "cn-beijing.10.0.5.77";
     apply_yaml(&format!(
-        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    rdmakit.test/not-ready: \"true\"\n    aliyun.accelerator/nvidia_name: NVIDIA-RTX-PRO-5000-72GB-Blackwell\nstatus:\n  capacity: {{cpu: \"256\", memory: 1000Gi, pods: \"110\", nvidia.com/gpu: \"8\", aliyun/erdma: \"400\"}}\n  allocatable: {{cpu: \"256\", memory: 1000Gi, pods: \"110\", nvidia.com/gpu: \"8\", aliyun/erdma: \"400\"}}\n"
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    rdmakit.test/not-ready: \"true\"\n    aliyun.accelerator/nvidia_name: NVIDIA-RTX-PRO-5000-72GB-Blackwell\nspec:\n  taints: [{{key: rdmakit.test/not-ready, value: \"true\", effect: NoSchedule}}]\nstatus:\n  capacity: {{cpu: \"256\", memory: 1000Gi, pods: \"110\", nvidia.com/gpu: \"8\", aliyun/erdma: \"400\"}}\n  allocatable: {{cpu: \"256\", memory: 1000Gi, pods: \"110\", nvidia.com/gpu: \"8\", aliyun/erdma: \"400\"}}\n"
     ));
     std::thread::sleep(std::time::Duration::from_secs(2));
     let (code, v) = preflight(&["--profile", "aliyun-erdma"]);
