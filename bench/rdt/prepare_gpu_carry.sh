@@ -45,7 +45,7 @@ strip -o "$dir/stage_bench" "$root/target/release/examples/stage_bench"
 test_bin="$(cd "$root" && nice cargo test --release -p gpu-stage-py --test gpu --no-run --message-format=json \
   | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')"
 strip -o "$dir/binding_gpu_tests" "$test_bin"
-cp "$root/bench/rdt/run_gpu.sh" "$root/bench/rdt/rdmakit_rdt_bench.py" \
-   "$root/python/rdmakit-rdt/tests/gpu_order.py" "$dir/"
+cp "$root/bench/rdt/run_gpu.sh" "$root/bench/rdt/rdmakit_rdt_bench.py" "$root/bench/rdt/small_pull.py" \
+   "$root/bench/rdt/fanout_native.py" "$root/python/rdmakit-rdt/tests/gpu_order.py" "$dir/"
 du -sh "$dir"
 ls -la "$dir"

@@ -5,7 +5,11 @@
 # Runs, each step under its own time limit and each writing to $OUT (or bench/results/rdmakit-rdt/):
 #   1. the binding's GPU tier (binding-gpu-tests.log),
 #   2. the GPU ordering races through Ray (gpu-order.json, gpu-order.log),
-#   3. the benchmark (rdt-h200.json, rdt-h200.log). Extra arguments go to it.
+#   3. the benchmark (rdt-<gpu>.json, rdt-<gpu>.log; <gpu> h200 or h100 from nvidia-smi). Extra arguments go to it;
+#   4. small_pull.py (small-pull-run1.json): a kept 4 KiB object's pull between two processes, apart from the
+#      producer's fresh GPU work that the bench's per-object figure includes;
+#   5. fanout_native.py (fanout-native.json): 512 MiB pulls without Ray, one pair vs one producer serving three
+#      vs three pairs, which locates a fan-out's bound on one GPU.
 # A failing step is recorded in steps.txt and the next one still runs.
 set -uo pipefail
 carry="${CARRY:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
@@ -20,6 +24,8 @@ export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
 python3 -c 'import torch, ray, rdmakit_rdt; print("torch", torch.__version__, "gpus", torch.cuda.device_count(), "ray", ray.__version__, "rdmakit_rdt", rdmakit_rdt.__version__, "cuda", rdmakit_rdt.cuda_available())'
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 nproc
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+case "$gpu" in *H200*) tag=h200 ;; *H100*) tag=h100 ;; *) tag=gpu ;; esac
 step() {  # name, seconds, command...
   local name="$1" limit="$2"; shift 2
   local t0=$SECONDS
@@ -31,5 +37,11 @@ if [[ -x "$carry/binding_gpu_tests" ]]; then
   step binding_gpu_tests 120 bash -c "'$carry/binding_gpu_tests' --ignored --test-threads=1 2>&1 | tee '$out/binding-gpu-tests.log'"
 fi
 step gpu_order 180 bash -c "python3 '$carry/gpu_order.py' --out '$out/gpu-order.json' 2>&1 | tee '$out/gpu-order.log'"
-step bench "${BENCH_LIMIT:-420}" bash -c "python3 '$carry/rdmakit_rdt_bench.py' --out '$out/rdt-h200.json' --stage-bench '$carry/stage_bench' $* 2>&1 | tee '$out/rdt-h200.log'"
+step bench "${BENCH_LIMIT:-420}" bash -c "python3 '$carry/rdmakit_rdt_bench.py' --out '$out/rdt-$tag.json' --stage-bench '$carry/stage_bench' $* 2>&1 | tee '$out/rdt-$tag.log'"
 ray stop --force >/dev/null 2>&1 || true
+if [[ -f "$carry/small_pull.py" ]]; then
+  step small_pull 120 bash -c "python3 '$carry/small_pull.py' --out '$out/small-pull-run1.json' 2>&1 | tee '$out/small-pull.log'"
+fi
+if [[ -f "$carry/fanout_native.py" ]]; then
+  step fanout_native 180 bash -c "python3 '$carry/fanout_native.py' --out '$out/fanout-native.json' 2>&1 | tee '$out/fanout-native.log'"
+fi
