@@ -71,10 +71,13 @@ cluster-down:
 # runs the bench-command suite. The suite
 # rdt-python-rdma.sh runs rdmakit-rdt's wheel built with the RDMA transport (target/wheels-rdma/, apart from
 # py-test's TCP-only wheel in target/wheels/); maturin and numpy come from py-test's venv (made here if missing).
+# rdt-ray-rdma.sh runs that wheel under a real Ray head in the VM, from target/py/venv-ray: Ray and numpy without
+# torch (torch's import alone takes ~100 s under TCG; pip's cache holds the Ray wheel py-test installed).
 vm-test:
 	$(CARGO) build --release -p erdma-verbs --example write_bw
 	$(CARGO) build --release -p rdmakit --bin rdmakit
 	[ -x target/py/venv/bin/maturin ] || { python3 -m venv target/py/venv && target/py/venv/bin/pip install -q "maturin>=1.7,<2" numpy; }
+	[ -x target/py/venv-ray/bin/ray ] || { python3 -m venv target/py/venv-ray && target/py/venv-ray/bin/pip install -q numpy "ray==$${RAY_VERSION:-2.60.0}"; }
 	rm -f target/wheels-rdma/rdmakit_rdt-*.whl
 	cd python/rdmakit-rdt && ../../target/py/venv/bin/maturin build --release --features python,rdma --compatibility linux \
 	  -o ../../target/wheels-rdma -i ../../target/py/venv/bin/python

@@ -401,7 +401,7 @@ fn the_workspace_expects_its_three_rxe_binaries_with_their_source_counts() {
         );
     }
     // Suites the tier must keep running (a deleted suite would otherwise just drop off the list).
-    for suite in ["stage-rdma-bw.sh", "rdt-python-rdma.sh"] {
+    for suite in ["stage-rdma-bw.sh", "rdt-python-rdma.sh", "rdt-ray-rdma.sh"] {
         assert!(
             list.lines().any(|l| l == format!("suite\t{suite}\t1\t")),
             "{suite} not expected: {list}"
