@@ -9,7 +9,7 @@
 #   RDMAKIT_RXE_KERNEL         kernel image to boot (default: newest /boot/vmlinuz-*-amd64 with modules)
 #   RDMAKIT_RXE_VM_TIMEOUT     seconds the whole VM may run (default 2400; a hang guard, not a budget)
 #   RDMAKIT_RXE_TEST_TIMEOUT   seconds one test binary may run inside the VM (default 300)
-#   RDMAKIT_RXE_SUITE_TIMEOUT  seconds one suite may run inside the VM (default 900: a Ray head takes minutes under TCG)
+#   RDMAKIT_RXE_SUITE_TIMEOUT  seconds one suite may run inside the VM (default 1500: a Ray head takes minutes under TCG)
 #   RDMAKIT_RXE_ALLOW_SKIP     1: a suite that skips (exit 77) does not fail the tier (default: it does)
 # Exit status: 0 all passed, and every rxe_* binary the source has ran as many tests as its source has
 # (tally.py); 1 something failed, skipped or is missing; 2 the VM could not boot or did not finish (or the
@@ -114,7 +114,7 @@ RXE_PEER_NETDEV=veth1
 RXE_IP=10.99.0.1
 RXE_PEER_IP=10.99.0.2
 TEST_TIMEOUT=${RDMAKIT_RXE_TEST_TIMEOUT:-300}
-SUITE_TIMEOUT=${RDMAKIT_RXE_SUITE_TIMEOUT:-900}
+SUITE_TIMEOUT=${RDMAKIT_RXE_SUITE_TIMEOUT:-1500}
 EOF
 
 # ---------------------------------------------------------------- boot the VM

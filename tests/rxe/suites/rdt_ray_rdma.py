@@ -132,7 +132,12 @@ def main(address: str, out_path: str) -> int:
         served_before = ray.get(p.stats.remote())["served"] or 0
         (g1, _), (g2, _) = ray.get([c1.digest.remote(ref), c2.digest.remote(ref)], timeout=300)
         assert g1 == want and g2 == want, "a consumer's digests differ"
-        served = (ray.get(p.stats.remote())["served"] or 0) - served_before
+        # The server counts a pull after its send returns, a moment after the consumer has the bytes.
+        deadline = time.monotonic() + 60
+        while (served := (ray.get(p.stats.remote())["served"] or 0) - served_before) < 2:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert served == 2, f"the producer served {served} pulls for two consumers"
         return {"bytes": 2 * sum(a.nbytes for a in make_object(20)), "served": served}
 
