@@ -77,7 +77,8 @@ vm-test:
 	$(CARGO) build --release -p erdma-verbs --example write_bw
 	$(CARGO) build --release -p rdmakit --bin rdmakit
 	[ -x target/py/venv/bin/maturin ] || { python3 -m venv target/py/venv && target/py/venv/bin/pip install -q "maturin>=1.7,<2" numpy; }
-	[ -x target/py/venv-ray/bin/ray ] || { python3 -m venv target/py/venv-ray && target/py/venv-ray/bin/pip install -q numpy "ray==$${RAY_VERSION:-2.60.0}"; }
+	v="$$(python/rdmakit-rdt/ray-version)" && { [ "$$(target/py/venv-ray/bin/python -c 'import ray; print(ray.__version__)' 2>/dev/null)" = "$$v" ] || \
+	  { rm -rf target/py/venv-ray && python3 -m venv target/py/venv-ray && target/py/venv-ray/bin/pip install -q numpy "ray==$$v"; }; }
 	rm -f target/wheels-rdma/rdmakit_rdt-*.whl
 	cd python/rdmakit-rdt && ../../target/py/venv/bin/maturin build --release --features python,rdma --compatibility linux \
 	  -o ../../target/wheels-rdma -i ../../target/py/venv/bin/python

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fills .whl/rdt-gpu/ (git-ignored; or $CARRY_DIR) with what bench/rdt/run_gpu.sh needs on a GPU
-# machine that has torch but no Ray and no network (Python 3.12): the rdmakit-rdt wheel, Ray 2.60's
-# cp312 wheel with its Java jar and source maps removed (79 MB -> 45 MB, to fit a 64 MiB carry),
+# machine that has torch but no Ray and no network (Python 3.12): the rdmakit-rdt wheel, Ray's
+# cp312 wheel (the version python/rdmakit-rdt/ray-version gives) with its Java jar and source maps
+# removed (79 MB -> 45 MB, to fit a 64 MiB carry),
 # the Ray dependencies that image lacks, a stripped gpu-stage stage_bench and the binding's GPU
 # test binary, and the scripts themselves (run_gpu.sh, the bench, tests/gpu_order.py), so the
 # carry works from a checkout that does not have them. Run on an x86-64 machine with network
@@ -16,9 +17,10 @@ plat=(--only-binary=:all: --no-deps --python-version 3.12 --implementation cp
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-python3 -m pip download -q "${plat[@]}" -d "$tmp" ray==2.60.0
+ray_version="$("$root/python/rdmakit-rdt/ray-version")"
+python3 -m pip download -q "${plat[@]}" -d "$tmp" "ray==$ray_version"
 python3 -m pip download -q "${plat[@]}" -d "$dir" jsonschema jsonschema-specifications referencing rpds-py
-python3 - "$tmp"/ray-2.60.0-*.whl "$dir" <<'PY'
+python3 - "$tmp"/ray-"$ray_version"-*.whl "$dir" <<'PY'
 import os, sys, zipfile
 src, out = sys.argv[1], sys.argv[2]
 dst = os.path.join(out, os.path.basename(src))

@@ -9,8 +9,13 @@
 #   4. small_pull.py (small-pull-run1.json): a kept 4 KiB object's pull between two processes, apart from the
 #      producer's fresh GPU work that the bench's per-object figure includes;
 #   5. fanout_native.py (fanout-native.json): 512 MiB pulls without Ray, one pair vs one producer serving three
-#      vs three pairs, which locates a fan-out's bound on one GPU.
-# A failing step is recorded in steps.txt and the next one still runs.
+#      vs three pairs, which locates a fan-out's bound on one GPU;
+#   6. (only when RDT_STEPS names mps) with the driver's nvidia-cuda-mps-control: step 5 and the bench's fan_out again
+#      under an MPS daemon of this run's own (private pipe and log folders, quit at the end; the GPU's
+#      compute mode is not touched), so the processes of one transfer share the GPU without
+#      time-slicing between their contexts (fanout-native-mps.json, rdt-<gpu>-mps.json).
+# A failing step is recorded in steps.txt and the next one still runs. RDT_STEPS picks steps (a comma list of
+# binding,order,bench,small,fanout,mps; default all but mps), so a run can be split over device calls.
 set -uo pipefail
 carry="${CARRY:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 out="${OUT:-bench/results/rdmakit-rdt}"
@@ -26,6 +31,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 nproc
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 case "$gpu" in *H200*) tag=h200 ;; *H100*) tag=h100 ;; *) tag=gpu ;; esac
+steps=",${RDT_STEPS:-binding,order,bench,small,fanout},"
+want() { [[ "$steps" == *",$1,"* ]]; }
 step() {  # name, seconds, command...
   local name="$1" limit="$2"; shift 2
   local t0=$SECONDS
@@ -33,15 +40,30 @@ step() {  # name, seconds, command...
   local rc=$?
   echo "$name rc=$rc seconds=$((SECONDS - t0))" | tee -a "$out/steps.txt"
 }
-if [[ -x "$carry/binding_gpu_tests" ]]; then
+if want binding && [[ -x "$carry/binding_gpu_tests" ]]; then
   step binding_gpu_tests 120 bash -c "'$carry/binding_gpu_tests' --ignored --test-threads=1 2>&1 | tee '$out/binding-gpu-tests.log'"
 fi
-step gpu_order 180 bash -c "python3 '$carry/gpu_order.py' --out '$out/gpu-order.json' 2>&1 | tee '$out/gpu-order.log'"
-step bench "${BENCH_LIMIT:-420}" bash -c "python3 '$carry/rdmakit_rdt_bench.py' --out '$out/rdt-$tag.json' --stage-bench '$carry/stage_bench' $* 2>&1 | tee '$out/rdt-$tag.log'"
+want order && step gpu_order 180 bash -c "python3 '$carry/gpu_order.py' --out '$out/gpu-order.json' 2>&1 | tee '$out/gpu-order.log'"
+want bench && step bench "${BENCH_LIMIT:-420}" bash -c "python3 '$carry/rdmakit_rdt_bench.py' --out '$out/rdt-$tag.json' --stage-bench '$carry/stage_bench' $* 2>&1 | tee '$out/rdt-$tag.log'"
 ray stop --force >/dev/null 2>&1 || true
-if [[ -f "$carry/small_pull.py" ]]; then
+if want small && [[ -f "$carry/small_pull.py" ]]; then
   step small_pull 120 bash -c "python3 '$carry/small_pull.py' --out '$out/small-pull-run1.json' 2>&1 | tee '$out/small-pull.log'"
 fi
-if [[ -f "$carry/fanout_native.py" ]]; then
+if want fanout && [[ -f "$carry/fanout_native.py" ]]; then
   step fanout_native 180 bash -c "python3 '$carry/fanout_native.py' --out '$out/fanout-native.json' 2>&1 | tee '$out/fanout-native.log'"
+fi
+if want mps && command -v nvidia-cuda-mps-control >/dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/rdt-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/rdt-mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    step fanout_native_mps 180 bash -c "python3 '$carry/fanout_native.py' --out '$out/fanout-native-mps.json' 2>&1 | tee '$out/fanout-native-mps.log'"
+    step bench_fan_out_mps "${BENCH_MPS_LIMIT:-150}" bash -c "python3 '$carry/rdmakit_rdt_bench.py' --out '$out/rdt-$tag-mps.json' --stage-bench '$carry/stage_bench' --workloads fan_out --iters 20 --warmup 1 --sizes 4096 2>&1 | tee '$out/rdt-$tag-mps.log'"
+    ray stop --force >/dev/null 2>&1 || true
+    echo quit | nvidia-cuda-mps-control
+    cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/mps-log" 2>/dev/null || true
+  else
+    echo "mps rc=$? (the daemon did not start)" | tee -a "$out/steps.txt"
+  fi
+elif want mps; then
+  echo "mps skipped: no nvidia-cuda-mps-control" | tee -a "$out/steps.txt"
 fi

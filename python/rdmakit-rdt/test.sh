@@ -7,7 +7,8 @@
 #   python/rdmakit-rdt/test.sh            # reuse target/py/venv if it exists
 #   RDMAKIT_RDT_CLEAN=1 python/rdmakit-rdt/test.sh   # fresh venv
 #
-# Environment: PYTHON (interpreter for the venv, default python3, >= 3.10), RAY_VERSION (2.60.0),
+# Environment: PYTHON (interpreter for the venv, default python3, >= 3.10), RAY_VERSION (default: the pin that
+# ./ray-version reads from pyproject.toml),
 # TORCH_SPEC (torch==2.11.*, or none).
 set -euo pipefail
 
@@ -16,7 +17,7 @@ root="$(cd "$here/../.." && pwd)"
 venv="$root/target/py/venv"
 wheels="$root/target/wheels"
 python="${PYTHON:-python3}"
-ray_version="${RAY_VERSION:-2.60.0}"
+ray_version="$("$here/ray-version")"
 
 if [[ "${RDMAKIT_RDT_CLEAN:-0}" == 1 ]]; then
   rm -rf "$venv"

@@ -205,6 +205,58 @@ fn rdma_missing_ipc_lock_through_dra_claim() {
 }
 
 #[test]
+fn rdma_ipc_lock_without_device() {
+    // Seed 004's pod with its vke.volcengine.com/infiniband-rdma request swapped for a CPU one.
+    let docs = fixture("vke-rdma-pod.yaml");
+    let mut value = docs[0].value.clone();
+    let limits = &mut value["spec"]["containers"][0]["resources"]["limits"];
+    limits
+        .as_object_mut()
+        .expect("limits")
+        .remove("vke.volcengine.com/infiniband-rdma")
+        .expect("the fixture requests the RDMA resource");
+    limits["cpu"] = serde_json::json!("1");
+    let doc = Document::from_value("vke.yaml", 0, value).expect("object");
+    let vke = LintOptions {
+        device_pattern: Some("mlx5_*".into()),
+        extra_rdma_resources: vec!["vke.volcengine.com/infiniband-rdma".into()],
+        ..LintOptions::default()
+    };
+    let f = lint::lint(std::slice::from_ref(&doc), &vke);
+    let hits = with_rule(&f, "rdma-ipc-lock-without-device");
+    assert_eq!(hits.len(), 1, "{f:#?}");
+    assert_eq!(hits[0].severity, Severity::Error);
+    assert_eq!(
+        hits[0].location.path.to_string(),
+        "spec.containers[0].resources.limits"
+    );
+    assert!(
+        hits[0]
+            .fix
+            .contains("vke.volcengine.com/infiniband-rdma: \"1\""),
+        "{hits:#?}"
+    );
+    // Without a profile IPC_LOCK may be for mlock or hugepages: not judged.
+    let f = lint::lint(&[doc], &LintOptions::default());
+    assert!(
+        with_rule(&f, "rdma-ipc-lock-without-device").is_empty(),
+        "{f:#?}"
+    );
+    // The unedited pod, the eRDMA pod and a DRA worker (its device comes from a claim) are clean.
+    let f = lint::lint(&fixture("vke-rdma-pod.yaml"), &vke);
+    assert!(
+        with_rule(&f, "rdma-ipc-lock-without-device").is_empty(),
+        "{f:#?}"
+    );
+    assert!(with_rule(&run(GOOD_POD, &erdma()), "rdma-ipc-lock-without-device").is_empty());
+    let f = lint::lint(&fixture("dranet-mpijob.yaml"), &erdma());
+    assert!(
+        with_rule(&f, "rdma-ipc-lock-without-device").is_empty(),
+        "{f:#?}"
+    );
+}
+
+#[test]
 fn host_network_dns_policy() {
     let f = run(
         &broken("  dnsPolicy: ClusterFirstWithHostNet\n", ""),

@@ -104,7 +104,7 @@ const MUTATIONS: &[Mutation] = &[
         file: "rdma-test-pod.yaml",
         from: "        vke.volcengine.com/infiniband-rdma: \"1\"\n",
         to: "        cpu: \"1\"\n",
-        lint: None,
+        lint: Some("rdma-ipc-lock-without-device"),
         names: &["vke.volcengine.com/infiniband-rdma"],
     },
     Mutation {

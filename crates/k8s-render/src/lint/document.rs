@@ -202,6 +202,26 @@ fn lint_pod(cx: &mut Ctx<'_>, pod: &PodSite<'_>, erdma_doc: bool) {
                 "add `securityContext: {capabilities: {add: [IPC_LOCK]}}` to the container (and make sure containerd runs with LimitMEMLOCK=infinity so `ulimit -l` is unlimited)",
             );
         }
+        // Only with a profile: outside an RDMA bundle IPC_LOCK has other uses (mlock, hugepages).
+        if options.device_pattern.is_some()
+            && !pod_rdma
+            && !pod_has_any_claim
+            && !c.privileged()
+            && c.has_ipc_lock()
+        {
+            let example = options
+                .extra_rdma_resources
+                .first()
+                .map_or("the profile's RDMA resource".to_string(), |r| {
+                    format!("{r}: \"1\"")
+                });
+            cx.hit(
+                IPC_LOCK_WITHOUT_RDMA,
+                c.path.key("resources").key("limits"),
+                format!("container {:?} ({role}) adds IPC_LOCK for RDMA but its pod requests no RDMA resource or claim", c.name),
+                format!("add {example} to the container's resources.limits (or a DRA resourceClaim); drop IPC_LOCK if this container does no RDMA"),
+            );
+        }
         if c_rdma && c.privileged() {
             cx.hit(
                 PRIVILEGED,
