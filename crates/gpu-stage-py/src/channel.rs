@@ -39,6 +39,11 @@ pub struct AbortHandle {
     state: Mutex<AbortState>,
 }
 
+/// What an armed handle holds of its channel. Its socket handles are duplicates that keep the
+/// connections open: they go as soon as the handle fired (after shutting the connections down) and
+/// when the channel is dropped, so that the channel's own close reaches the peer. (A connection
+/// shut down with a full receive queue and left open makes no RST: a peer blocked writing into it
+/// waited for its write timeout, twice, before it saw the consumer abort.)
 #[derive(Debug, Default)]
 struct AbortState {
     reason: Option<String>,
@@ -46,6 +51,8 @@ struct AbortState {
     tcp: Option<TcpShutdown>,
     /// A handle of the channel's direct lane (see [`crate::direct`]).
     direct: Option<TcpStream>,
+    /// Which arming the three above belong to (see [`AbortHandle::disarm`]).
+    armed: u64,
 }
 
 impl AbortHandle {
@@ -61,7 +68,7 @@ impl AbortHandle {
         if st.reason.is_none() {
             st.reason = Some(reason.to_string());
         }
-        Self::fire(&st);
+        Self::fire(&mut st);
     }
 
     /// The reason, once fired.
@@ -73,27 +80,39 @@ impl AbortHandle {
             .clone()
     }
 
-    fn fire(st: &AbortState) {
+    fn fire(st: &mut AbortState) {
         if let Some(reason) = &st.reason {
-            if let Some(ring) = &st.ring {
+            if let Some(ring) = st.ring.take() {
                 ring.gate().fail(format!("aborted: {reason}"));
             }
-            if let Some(tcp) = &st.tcp {
+            if let Some(tcp) = st.tcp.take() {
                 tcp.shutdown();
             }
-            if let Some(d) = &st.direct {
+            if let Some(d) = st.direct.take() {
                 let _ = d.shutdown(Shutdown::Both);
             }
         }
     }
 
+    /// Lets go of what arming `armed` gave the handle (the channel is being dropped), unless a
+    /// later arming replaced it.
+    fn disarm(&self, armed: u64) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.armed == armed {
+            st.ring = None;
+            st.tcp = None;
+            st.direct = None;
+        }
+    }
+
     /// Connects the handle to a channel's ring and sockets; fires at once if already aborted.
+    /// Returns the arming's number, for [`AbortHandle::disarm`].
     fn arm(
         &self,
         ring: &Arc<StagingRing>,
         tcp: Option<TcpShutdown>,
         direct: Option<&TcpStream>,
-    ) -> Result<(), BindError> {
+    ) -> Result<u64, BindError> {
         // Without its own handle of the lane an abort could not wake a blocked read on it: no
         // channel then.
         let direct = direct.map(TcpStream::try_clone).transpose().map_err(|e| {
@@ -106,8 +125,9 @@ impl AbortHandle {
         st.ring = Some(Arc::clone(ring));
         st.tcp = tcp;
         st.direct = direct;
-        Self::fire(&st);
-        Ok(())
+        st.armed += 1;
+        Self::fire(&mut st);
+        Ok(st.armed)
     }
 
     /// Whether the peer closed or reset a TCP connection of the armed channel (see
@@ -130,7 +150,16 @@ impl AbortHandle {
 #[derive(Debug)]
 struct Guard {
     abort: Arc<AbortHandle>,
+    /// This channel's arming of `abort`.
+    armed: u64,
     closed: Option<String>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // The handle may outlive the channel (Python holds it): it must not keep the sockets open.
+        self.abort.disarm(self.armed);
+    }
 }
 
 impl Guard {
@@ -459,7 +488,7 @@ impl SendChannel {
         token: Token,
         peer: String,
     ) -> Result<Self, BindError> {
-        abort.arm(ring.ring(), tcp, lane.as_ref())?;
+        let armed = abort.arm(ring.ring(), tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
         let host = Sender::with_ring(&host_device, Arc::clone(ring.ring()))?;
         Ok(SendChannel {
@@ -472,6 +501,7 @@ impl SendChannel {
             bounces: Vec::new(),
             guard: Guard {
                 abort,
+                armed,
                 closed: None,
             },
             peer,
@@ -819,7 +849,7 @@ impl RecvChannel {
         abort: Arc<AbortHandle>,
         token: Token,
     ) -> Result<Self, BindError> {
-        abort.arm(ring.ring(), tcp, lane.as_ref())?;
+        let armed = abort.arm(ring.ring(), tcp, lane.as_ref())?;
         let host_device = HostDevice::new();
         let host = Receiver::with_ring(&host_device, Arc::clone(ring.ring()))?;
         Ok(RecvChannel {
@@ -832,6 +862,7 @@ impl RecvChannel {
             bounces: Vec::new(),
             guard: Guard {
                 abort,
+                armed,
                 closed: None,
             },
             token,
@@ -1047,5 +1078,80 @@ impl RecvChannel {
     /// Staged transfers of payload this channel received (see [`SendChannel::staged_transfers`]).
     pub fn staged_transfers(&self) -> u64 {
         self.staged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::TcpListener;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A connection whose receiving end never reads: the returned thread writes into it until a
+    /// write fails and gives how long that took; it returns once the receive queue is full.
+    fn stalled_writer() -> (TcpStream, thread::JoinHandle<Duration>) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut w = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (r, _) = l.accept().expect("accept");
+        w.set_write_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let writer = thread::spawn(move || {
+            let buf = vec![7u8; 1 << 20];
+            loop {
+                let t0 = Instant::now();
+                if w.write_all(&buf).is_err() {
+                    return t0.elapsed();
+                }
+            }
+        });
+        thread::sleep(Duration::from_millis(500)); // both queues full: the writer blocks
+        (r, writer)
+    }
+
+    fn ring(abort: &AbortHandle) -> Lease {
+        make_ring(&ChannelConfig::default(), abort).expect("ring")
+    }
+
+    /// The consumer side of an abort: the handle shuts the lane down and lets go of its duplicate,
+    /// so when the channel drops its own handle the blocked peer sees a reset at once, though the
+    /// abort handle lives on (before: the duplicate kept the connection open, the peer's write
+    /// waited for its timeout).
+    #[test]
+    fn a_fired_abort_handle_keeps_no_connection_open() {
+        let (r, writer) = stalled_writer();
+        let abort = AbortHandle::new();
+        let lease = ring(&abort);
+        abort.arm(lease.ring(), None, Some(&r)).expect("arm");
+        abort.abort("test");
+        drop(r);
+        let waited = writer.join().expect("writer");
+        assert!(
+            waited < Duration::from_secs(3),
+            "the peer's write failed after {waited:?}"
+        );
+        assert!(abort.reason().is_some());
+    }
+
+    /// The same when the channel goes without an abort (its drop disarms the handle); a stale
+    /// arming's disarm leaves a later arming alone.
+    #[test]
+    fn a_dropped_channel_leaves_its_abort_handle_nothing_to_keep_open() {
+        let (r, writer) = stalled_writer();
+        let abort = AbortHandle::new();
+        let lease = ring(&abort);
+        let first = abort.arm(lease.ring(), None, Some(&r)).expect("arm");
+        let second = abort.arm(lease.ring(), None, Some(&r)).expect("arm again");
+        abort.disarm(first);
+        assert!(abort.state.lock().expect("state").direct.is_some());
+        abort.disarm(second);
+        drop(r);
+        let waited = writer.join().expect("writer");
+        assert!(
+            waited < Duration::from_secs(3),
+            "the peer's write failed after {waited:?}"
+        );
     }
 }
