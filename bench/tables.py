@@ -252,7 +252,7 @@ def rdt_rows(root):
 
 # ---------------------------------------------------------------- Ray RDT, issue 27's bench
 # The newest run of issue 27's bench: (folder, JSON file). The GPU it ran on is in the JSON.
-RDT27, RDT27_FILE = "rdmakit-rdt-issue27-inline-h100x1", "rdt-h100.json"
+RDT27, RDT27_FILE = "rdmakit-rdt-issue27-h100x1-at-fef3232", "rdt-h100.json"
 
 
 def rdt27(root):
@@ -307,7 +307,7 @@ def binding_row(root, w, bf):
     shown = " and ".join(f"{fixed(k, 0)} µs" for k in kept)
     ok = all(k <= 150 for k in kept)
     return (f"| fixed cost in the binding alone ≤ 150 µs | a kept object pulled over a kept session: {shown} "
-            f"({len(kept)} runs of `small_pull.py`, {where}); {bench} "
+            f"({len(kept)} run{'s' if len(kept) > 1 else ''} of `small_pull.py`, {where}); {bench} "
             f"| {met_word(ok)} (kept object); {met_word(bf['met'])} (bench loop) |")
 
 
@@ -316,7 +316,8 @@ def fan_out_context(root, d):
     out = []
     par = d.get("stage_bench_3_parallel") or {}
     if par.get("aggregate_gib_s"):
-        out.append(f"three `stage_bench tcp` at once (each both ends in one process): "
+        out.append(f"three `stage_bench tcp` at once (gpu-stage without the binding, each a sending and a "
+                   f"receiving process): "
                    f"{gib(par['aggregate_gib_s'])} GiB/s in all")
     nat = load_optional(root, RDT27, "fanout-native.json")
     if nat:
@@ -324,6 +325,18 @@ def fan_out_context(root, d):
                    f"{gib(nat['one_pair']['aggregate_gib_s'])}, one producer serving three "
                    f"{gib(nat['one_producer_three_consumers']['aggregate_gib_s'])}, three separate pairs "
                    f"{gib(nat['three_pairs']['aggregate_gib_s'])} GiB/s in all")
+    mps = load_optional(root, RDT27, "fanout-native-mps.json")
+    if mps:
+        out.append("the same under an MPS daemon (the processes share the GPU without time-slicing between "
+                   f"their contexts): one pair {gib(mps['one_pair']['aggregate_gib_s'])}, one producer serving "
+                   f"three {gib(mps['one_producer_three_consumers']['aggregate_gib_s'])}, three separate pairs "
+                   f"{gib(mps['three_pairs']['aggregate_gib_s'])} GiB/s in all")
+    ray_mps = next((load_optional(root, RDT27, x) for x in ("rdt-h200-mps.json", "rdt-h100-mps.json")
+                    if os.path.exists(os.path.join(root, RESULTS, RDT27, x))), None)
+    if ray_mps and (ray_mps.get("targets") or {}).get("fan_out_3"):
+        fw = ray_mps["workloads"]["fan_out"]
+        out.append(f"Ray's fan-out under MPS: {fixed(fw['3_consumers']['median_s'] * 1e3, 2)} ms vs "
+                   f"{fixed(fw['1_consumer']['median_s'] * 1e3, 2)} ms ({ratio(ray_mps['targets']['fan_out_3']['ratio'])})")
     return "; " + "; ".join(out) if out else ""
 
 

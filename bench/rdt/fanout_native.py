@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import secrets
 import statistics
 import time
@@ -56,6 +57,7 @@ def consumer(nbytes, addr, token, iters, go, done_q):
         ch.pull("obj", specs, token)
     torch.cuda.synchronize()
     spans, bad = [], 0
+    cpu0 = time.process_time()
     for i in range(iters):
         go.wait()  # every consumer of a round starts together
         out.zero_()
@@ -68,7 +70,11 @@ def consumer(nbytes, addr, token, iters, go, done_q):
         spans.append((t0, time.time()))
         bad += int(int(out.to(torch.int64).sum()) != want_sum)
     ch.close()
-    done_q.put((spans, bad))
+    # Where a bound could sit on the host: the CPUs this process may run on, and the CPU seconds
+    # all its threads used over the timed pulls (beside their wall-clock seconds).
+    cpu = {"cpus_allowed": len(os.sched_getaffinity(0)), "cpu_s": time.process_time() - cpu0,
+           "wall_s": sum(b - a for a, b in spans)}
+    done_q.put((spans, bad, cpu))
 
 
 def run(ctx, nbytes, producers, consumers_per, iters):
@@ -95,7 +101,8 @@ def run(ctx, nbytes, producers, consumers_per, iters):
     med = statistics.median(rounds)
     return {"producers": producers, "consumers": n, "round_median_ms": med * 1e3,
             "aggregate_gib_s": n * nbytes / med / (1 << 30),
-            "wrong_pulls": sum(r[1] for r in res), "rounds_ms": [x * 1e3 for x in rounds]}
+            "wrong_pulls": sum(r[1] for r in res), "rounds_ms": [x * 1e3 for x in rounds],
+            "consumer_cpu": [r[2] for r in res]}
 
 
 def main() -> None:
