@@ -319,18 +319,14 @@ def fan_out_context(root, d):
         out.append(f"three `stage_bench tcp` at once (gpu-stage without the binding, each a sending and a "
                    f"receiving process): "
                    f"{gib(par['aggregate_gib_s'])} GiB/s in all")
-    nat = load_optional(root, RDT27, "fanout-native.json")
-    if nat:
-        out.append("without Ray, producer and consumer in separate processes: one pair "
-                   f"{gib(nat['one_pair']['aggregate_gib_s'])}, one producer serving three "
-                   f"{gib(nat['one_producer_three_consumers']['aggregate_gib_s'])}, three separate pairs "
-                   f"{gib(nat['three_pairs']['aggregate_gib_s'])} GiB/s in all")
-    mps = load_optional(root, RDT27, "fanout-native-mps.json")
-    if mps:
-        out.append("the same under an MPS daemon (the processes share the GPU without time-slicing between "
-                   f"their contexts): one pair {gib(mps['one_pair']['aggregate_gib_s'])}, one producer serving "
-                   f"three {gib(mps['one_producer_three_consumers']['aggregate_gib_s'])}, three separate pairs "
-                   f"{gib(mps['three_pairs']['aggregate_gib_s'])} GiB/s in all")
+    for name, what in (("fanout-native.json", "without Ray, producer and consumer in separate processes"),
+                       ("fanout-native-mps.json", "the same under an MPS daemon (the processes share the GPU "
+                                                  "without time-slicing between their contexts)")):
+        nat = load_optional(root, RDT27, name)
+        if nat:
+            out.append(f"{what}: one pair {gib(nat['one_pair']['aggregate_gib_s'])}, one producer serving three "
+                       f"{gib(nat['one_producer_three_consumers']['aggregate_gib_s'])}, three separate pairs "
+                       f"{gib(nat['three_pairs']['aggregate_gib_s'])} GiB/s in all")
     ray_mps = next((load_optional(root, RDT27, x) for x in ("rdt-h200-mps.json", "rdt-h100-mps.json")
                     if os.path.exists(os.path.join(root, RESULTS, RDT27, x))), None)
     if ray_mps and (ray_mps.get("targets") or {}).get("fan_out_3"):
