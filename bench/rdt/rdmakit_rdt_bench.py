@@ -396,8 +396,12 @@ def stage_bench(args, n: int, iters: int) -> Dict[str, Any]:
 
 
 def stage_bench_parallel(args, n: int, iters: int, k: int) -> Dict[str, Any]:
-    """`k` stage_bench tcp runs at once; their medians summed are the loopback's aggregate."""
-    cmd = _stage_bench_cmd(args, n, iters)
+    """`k` stage_bench tcp runs started at once; their medians summed. They are not synchronized per
+    transfer: each process starts CUDA on its own (up to a second apart), so with a few 512 MiB
+    transfers each (~0.15 s) they may hardly overlap and the sum overstates what `k` concurrent
+    transfers move. Hence at least 60 iterations (~1.5 s of transfers per run), and each run's end
+    time is kept (`end_unix_times`) to show how far apart they were."""
+    cmd = _stage_bench_cmd(args, n, max(iters, 60))
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(k)]
     runs = []
@@ -406,6 +410,7 @@ def stage_bench_parallel(args, n: int, iters: int, k: int) -> Dict[str, Any]:
         runs.append(_stage_bench_out(cmd, pr.returncode, stdout, stderr))
     rates = [r["result"].get("gib_s_median") for r in runs if isinstance(r.get("result"), dict)]
     return {"runs": runs, "gib_s_medians": rates,
+            "end_unix_times": [(r.get("result") or {}).get("unix_time") for r in runs],
             "aggregate_gib_s": sum(rates) if len(rates) == k and all(rates) else None}
 
 
