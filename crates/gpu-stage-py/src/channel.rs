@@ -1111,8 +1111,13 @@ mod tests {
         (r, writer)
     }
 
+    /// A heap ring (no CUDA set-up inside a test's time window on a GPU machine).
     fn ring(abort: &AbortHandle) -> Lease {
-        make_ring(&ChannelConfig::default(), abort).expect("ring")
+        let cfg = ChannelConfig {
+            backend: crate::config::RingBackend::Host,
+            ..ChannelConfig::default()
+        };
+        make_ring(&cfg, abort).expect("ring")
     }
 
     /// The consumer side of an abort: the handle shuts the lane down and lets go of its duplicate,
@@ -1121,9 +1126,9 @@ mod tests {
     /// waited for its timeout).
     #[test]
     fn a_fired_abort_handle_keeps_no_connection_open() {
-        let (r, writer) = stalled_writer();
         let abort = AbortHandle::new();
         let lease = ring(&abort);
+        let (r, writer) = stalled_writer();
         abort.arm(lease.ring(), None, Some(&r)).expect("arm");
         abort.abort("test");
         drop(r);
@@ -1139,9 +1144,9 @@ mod tests {
     /// arming's disarm leaves a later arming alone.
     #[test]
     fn a_dropped_channel_leaves_its_abort_handle_nothing_to_keep_open() {
-        let (r, writer) = stalled_writer();
         let abort = AbortHandle::new();
         let lease = ring(&abort);
+        let (r, writer) = stalled_writer();
         let first = abort.arm(lease.ring(), None, Some(&r)).expect("arm");
         let second = abort.arm(lease.ring(), None, Some(&r)).expect("arm again");
         abort.disarm(first);

@@ -209,6 +209,23 @@ fn a_consumer_aborted_mid_transfer_ends_only_its_session() {
     settle(&server, |st| (st.served, st.serve_failures) == (1, 1));
 }
 
+/// A consumer's channel dropped without an abort closes its session at once, though the abort handle
+/// it was made with lives on (Python keeps it): the handle's socket duplicates go with the channel.
+#[test]
+fn a_dropped_consumer_channel_ends_its_session_though_its_abort_handle_lives() {
+    let (server, addr) = server();
+    let data = Arc::new(pattern(MIB, 9));
+    register(&server, "obj", &data, tok(9));
+    let abort = AbortHandle::new();
+    let mut ch = RecvChannel::connect(&addr, &cfg(), Arc::clone(&abort), tok(9)).expect("connect");
+    assert!(pull_on(&mut ch, "obj", MIB, tok(9)).expect("pull") == *data);
+    settle(&server, |st| st.sessions_open == 1);
+    drop(ch);
+    // The server's idle limit is 30 s: only the connections' close ends the session this soon.
+    settle_within(&server, cfg().timeout, |st| st.sessions_open == 0);
+    assert!(abort.reason().is_none());
+}
+
 #[test]
 fn the_ready_hook_runs_once_before_the_first_byte_and_its_failure_refuses() {
     let (server, addr) = server();

@@ -236,6 +236,40 @@ fn rdma_ipc_lock_without_device() {
             .contains("vke.volcengine.com/infiniband-rdma: \"1\""),
         "{hits:#?}"
     );
+    // Not judged: a container that adds ALL (a debug shell), or asks for huge pages (DPDK) or a device
+    // the linter has no name for (an SR-IOV VF may be the NIC); nor a DRA profile's fix names a resource.
+    for (edit, what) in [
+        (
+            serde_json::json!({"cpu": "1", "hugepages-2Mi": "1Gi"}),
+            "huge pages",
+        ),
+        (
+            serde_json::json!({"cpu": "1", "nvidia.com/sriov_ib": "1"}),
+            "an unknown device",
+        ),
+    ] {
+        let mut v = doc.value.clone();
+        v["spec"]["containers"][0]["resources"]["limits"] = edit;
+        let d = Document::from_value("vke.yaml", 0, v).expect("object");
+        let f = lint::lint(&[d], &vke);
+        assert!(
+            with_rule(&f, "rdma-ipc-lock-without-device").is_empty(),
+            "{what}: {f:#?}"
+        );
+    }
+    let mut v = doc.value.clone();
+    v["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] =
+        serde_json::json!(["ALL"]);
+    let d = Document::from_value("vke.yaml", 0, v).expect("object");
+    assert!(with_rule(&lint::lint(&[d], &vke), "rdma-ipc-lock-without-device").is_empty());
+    let dra = LintOptions {
+        device_pattern: Some("mlx5_*".into()),
+        ..LintOptions::default()
+    };
+    let f = lint::lint(std::slice::from_ref(&doc), &dra);
+    let hits = with_rule(&f, "rdma-ipc-lock-without-device");
+    assert_eq!(hits.len(), 1, "{f:#?}");
+    assert!(hits[0].fix.contains("resourceClaim"), "{hits:#?}");
     // Without a profile IPC_LOCK may be for mlock or hugepages: not judged.
     let f = lint::lint(&[doc], &LintOptions::default());
     assert!(

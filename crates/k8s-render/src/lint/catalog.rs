@@ -21,7 +21,7 @@ rules! {
         "RDMA container without the IPC_LOCK capability",
         "ibverbs pins (locks) memory for every registered buffer and queue pair; without CAP_IPC_LOCK the registrations fail (ibv_reg_mr/ibv_create_qp ENOMEM, NCCL 'Call to ibv_create_qp failed') and NCCL drops to TCP.";
     IPC_LOCK_WITHOUT_RDMA = "rdma-ipc-lock-without-device", Error,
-        "Container adds IPC_LOCK but its pod requests no RDMA resource or claim (profile linting)",
+        "Container adds IPC_LOCK but asks for no device and its pod for no RDMA resource or claim (profile linting)",
         "IPC_LOCK is what RDMA memory registration needs; in a profile's RDMA bundle a container that asks for it but whose pod requests no RDMA device (the device plugin's resource or a DRA claim) lost its device request: the scheduler places it on any node, it gets no /dev/infiniband, and the workload falls back to TCP or fails at ibv_open_device. Seed 004's test pod asks for both (vke.volcengine.com/infiniband-rdma: 1 with IPC_LOCK).";
     HOST_NETWORK_DNS = "host-network-dns-policy", Error,
         "hostNetwork: true without dnsPolicy: ClusterFirstWithHostNet",

@@ -202,24 +202,25 @@ fn lint_pod(cx: &mut Ctx<'_>, pod: &PodSite<'_>, erdma_doc: bool) {
                 "add `securityContext: {capabilities: {add: [IPC_LOCK]}}` to the container (and make sure containerd runs with LimitMEMLOCK=infinity so `ulimit -l` is unlimited)",
             );
         }
-        // Only with a profile: outside an RDMA bundle IPC_LOCK has other uses (mlock, hugepages).
+        // Only with a profile: outside an RDMA bundle IPC_LOCK has other uses (mlock, hugepages), and
+        // only when the container asks for no device at all (an unknown resource may be the NIC).
         if options.device_pattern.is_some()
             && !pod_rdma
             && !pod_has_any_claim
             && !c.privileged()
-            && c.has_ipc_lock()
+            && c.names_ipc_lock()
+            && !c.requests_other_device()
         {
-            let example = options
-                .extra_rdma_resources
-                .first()
-                .map_or("the profile's RDMA resource".to_string(), |r| {
-                    format!("{r}: \"1\"")
-                });
+            let fix = match options.extra_rdma_resources.first() {
+                Some(r) => format!("add {r}: \"1\" to the container's resources.limits"),
+                // A DRA profile: the device comes from a claim.
+                None => "add a resourceClaim for the profile's RDMA DeviceClass to the pod and list it in the container's resources.claims".to_string(),
+            };
             cx.hit(
                 IPC_LOCK_WITHOUT_RDMA,
                 c.path.key("resources").key("limits"),
                 format!("container {:?} ({role}) adds IPC_LOCK for RDMA but its pod requests no RDMA resource or claim", c.name),
-                format!("add {example} to the container's resources.limits (or a DRA resourceClaim); drop IPC_LOCK if this container does no RDMA"),
+                format!("{fix}; drop IPC_LOCK if this container does no RDMA"),
             );
         }
         if c_rdma && c.privileged() {

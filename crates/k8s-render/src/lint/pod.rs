@@ -126,18 +126,34 @@ impl Container<'_> {
             == Some(true)
     }
 
-    pub(super) fn has_ipc_lock(&self) -> bool {
+    /// The capabilities `securityContext.capabilities.add` lists.
+    fn added_capabilities(&self) -> impl Iterator<Item = &str> {
         self.security()
             .and_then(|s| s.get("capabilities"))
             .and_then(|c| c.get("add"))
             .and_then(Value::as_array)
-            .is_some_and(|a| {
-                a.iter().filter_map(Value::as_str).any(|c| {
-                    c.eq_ignore_ascii_case("IPC_LOCK")
-                        || c.eq_ignore_ascii_case("CAP_IPC_LOCK")
-                        || c == "ALL"
-                })
-            })
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    }
+
+    pub(super) fn has_ipc_lock(&self) -> bool {
+        self.names_ipc_lock() || self.added_capabilities().any(|c| c == "ALL")
+    }
+
+    /// Names IPC_LOCK itself (not `ALL`, which a debug container may add for anything).
+    pub(super) fn names_ipc_lock(&self) -> bool {
+        self.added_capabilities()
+            .any(|c| c.eq_ignore_ascii_case("IPC_LOCK") || c.eq_ignore_ascii_case("CAP_IPC_LOCK"))
+    }
+
+    /// Requests a device or huge pages the linter has no name for: an extended resource that is not
+    /// a GPU, or `hugepages-*` (DPDK and mlock users add IPC_LOCK too).
+    pub(super) fn requests_other_device(&self) -> bool {
+        self.resource_names().iter().any(|r| {
+            let plain = matches!(*r, "cpu" | "memory" | "ephemeral-storage");
+            !plain && !is_gpu_resource(r)
+        })
     }
 
     pub(super) fn mounts(&self) -> Vec<(&str, &str)> {
