@@ -273,18 +273,23 @@ _METRICS: Dict[str, Any] = {}
 
 def _export(name: str, n: int) -> None:
     """Also counts in Ray's metrics (``ray.util.metrics``, scraped with the node's other metrics)
-    as ``rdmakit_rdt_<name>``; best effort (no metrics agent, no export)."""
-    try:
-        c = _METRICS.get(name)
-        if c is None:
+    as ``rdmakit_rdt_<name>``; best effort (no metrics agent, no export). Ray's ``Counter.inc``
+    refuses 0 (an empty object's bytes), which is skipped: it once turned the counter off for good."""
+    if n <= 0:
+        return
+    c = _METRICS.get(name)
+    if c is None:
+        try:
             from ray.util.metrics import Counter  # noqa: PLC0415
 
-            c = _METRICS[name] = Counter(
-                f"rdmakit_rdt_{name}", description=f"rdmakit-rdt: {name.replace('_', ' ')}"
-            )
+            c = Counter(f"rdmakit_rdt_{name}", description=f"rdmakit-rdt: {name.replace('_', ' ')}")
+        except Exception:  # noqa: BLE001 (metrics must never fail a transfer)
+            c = _NoMetric()
+        _METRICS[name] = c
+    try:
         c.inc(n)
-    except Exception:  # noqa: BLE001 (metrics must never fail a transfer)
-        _METRICS[name] = _NoMetric()
+    except Exception:  # noqa: BLE001 (one refused increment does not turn the counter off)
+        pass
 
 
 class _NoMetric:

@@ -63,6 +63,9 @@ class Producer:
     def stats(self):
         return rdmakit_rdt.stats()
 
+    def metrics(self):
+        return _metric_kinds()
+
     def pid(self):
         return os.getpid()
 
@@ -93,6 +96,9 @@ class Consumer:
     def stats(self):
         return rdmakit_rdt.stats()
 
+    def metrics(self):
+        return _metric_kinds()
+
     def pid(self):
         return os.getpid()
 
@@ -107,6 +113,14 @@ class Consumer:
             return (a.nbytes, int(a.min()), int(a.max()))
         except Exception as e:  # noqa: BLE001 (the test inspects it)
             return f"{type(e).__name__}: {e}"
+
+
+def _metric_kinds():
+    """Which of this process's counters reached Ray's metrics (a ``ray.util.metrics.Counter``) and
+    which fell back to counting nowhere (``_NoMetric``: making or incrementing it raised)."""
+    from rdmakit_rdt import transport
+
+    return {name: type(m).__name__ for name, m in transport._METRICS.items()}
 
 
 def _served_spans(actor, obj_id):
@@ -552,3 +566,17 @@ def test_two_pulls_at_once_from_one_process_to_one_producer_use_two_sessions(clu
     finally:
         for k, m in metas.items():
             tr.garbage_collect(k, m, [arrays[k]])
+
+
+def test_counters_are_exported_as_ray_metrics(cluster):
+    p, c = Producer.remote(), Consumer.remote()
+    # An empty object first (Ray's Counter.inc refuses 0: that once turned bytes_received off).
+    for i in (0, 1):
+        ray.get(c.digest.remote(p.edge.remote(i)))
+    consumer = ray.get(c.metrics.remote())
+    producer = ray.get(p.metrics.remote())
+    # Each counter a transfer touches is a real Counter in both processes (a name Ray refuses, or a
+    # changed metrics API, turns it into _NoMetric and fails this).
+    assert {"recv_channels_opened", "objects_received", "bytes_received"} <= consumer.keys(), consumer
+    assert "objects_registered" in producer, producer
+    assert set(consumer.values()) | set(producer.values()) == {"Counter"}, (consumer, producer)
