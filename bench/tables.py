@@ -331,8 +331,8 @@ def fan_out_context(root, d):
             out.append(f"{what}: one pair {gib(nat['one_pair']['aggregate_gib_s'])}, one producer serving three "
                        f"{gib(nat['one_producer_three_consumers']['aggregate_gib_s'])}, three separate pairs "
                        f"{gib(nat['three_pairs']['aggregate_gib_s'])} GiB/s in all")
-    ray_mps = next((load_optional(root, RDT27, x) for x in ("rdt-h200-mps.json", "rdt-h100-mps.json")
-                    if os.path.exists(os.path.join(root, RESULTS, RDT27, x))), None)
+    ray_mps = next(filter(None, (load_optional(root, RDT27, x) for x in ("rdt-h200-mps.json", "rdt-h100-mps.json"))),
+                   None)
     if ray_mps and (ray_mps.get("targets") or {}).get("fan_out_3"):
         fw = ray_mps["workloads"]["fan_out"]
         out.append(f"Ray's fan-out under MPS: {fixed(fw['3_consumers']['median_s'] * 1e3, 2)} ms vs "

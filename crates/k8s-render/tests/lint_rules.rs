@@ -217,6 +217,12 @@ fn rdma_ipc_lock_without_device() {
         .expect("the fixture requests the RDMA resource");
     limits["cpu"] = serde_json::json!("1");
     let doc = Document::from_value("vke.yaml", 0, value).expect("object");
+    let clean = |f: &[Finding], what: &str| {
+        assert!(
+            with_rule(f, "rdma-ipc-lock-without-device").is_empty(),
+            "{what}: {f:#?}"
+        );
+    };
     let vke = LintOptions {
         device_pattern: Some("mlx5_*".into()),
         extra_rdma_resources: vec!["vke.volcengine.com/infiniband-rdma".into()],
@@ -251,17 +257,13 @@ fn rdma_ipc_lock_without_device() {
         let mut v = doc.value.clone();
         v["spec"]["containers"][0]["resources"]["limits"] = edit;
         let d = Document::from_value("vke.yaml", 0, v).expect("object");
-        let f = lint::lint(&[d], &vke);
-        assert!(
-            with_rule(&f, "rdma-ipc-lock-without-device").is_empty(),
-            "{what}: {f:#?}"
-        );
+        clean(&lint::lint(&[d], &vke), what);
     }
     let mut v = doc.value.clone();
     v["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] =
         serde_json::json!(["ALL"]);
     let d = Document::from_value("vke.yaml", 0, v).expect("object");
-    assert!(with_rule(&lint::lint(&[d], &vke), "rdma-ipc-lock-without-device").is_empty());
+    clean(&lint::lint(&[d], &vke), "ALL");
     let dra = LintOptions {
         device_pattern: Some("mlx5_*".into()),
         ..LintOptions::default()
@@ -271,22 +273,16 @@ fn rdma_ipc_lock_without_device() {
     assert_eq!(hits.len(), 1, "{f:#?}");
     assert!(hits[0].fix.contains("resourceClaim"), "{hits:#?}");
     // Without a profile IPC_LOCK may be for mlock or hugepages: not judged.
-    let f = lint::lint(&[doc], &LintOptions::default());
-    assert!(
-        with_rule(&f, "rdma-ipc-lock-without-device").is_empty(),
-        "{f:#?}"
-    );
+    clean(&lint::lint(&[doc], &LintOptions::default()), "no profile");
     // The unedited pod, the eRDMA pod and a DRA worker (its device comes from a claim) are clean.
-    let f = lint::lint(&fixture("vke-rdma-pod.yaml"), &vke);
-    assert!(
-        with_rule(&f, "rdma-ipc-lock-without-device").is_empty(),
-        "{f:#?}"
+    clean(
+        &lint::lint(&fixture("vke-rdma-pod.yaml"), &vke),
+        "the VKE pod",
     );
-    assert!(with_rule(&run(GOOD_POD, &erdma()), "rdma-ipc-lock-without-device").is_empty());
-    let f = lint::lint(&fixture("dranet-mpijob.yaml"), &erdma());
-    assert!(
-        with_rule(&f, "rdma-ipc-lock-without-device").is_empty(),
-        "{f:#?}"
+    clean(&run(GOOD_POD, &erdma()), "the eRDMA pod");
+    clean(
+        &lint::lint(&fixture("dranet-mpijob.yaml"), &erdma()),
+        "the DRA worker",
     );
 }
 
