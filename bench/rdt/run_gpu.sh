@@ -9,7 +9,8 @@
 #   4. small_pull.py (small-pull-run1.json): a kept 4 KiB object's pull between two processes, apart from the
 #      producer's fresh GPU work that the bench's per-object figure includes;
 #   5. fanout_native.py (fanout-native.json): 512 MiB pulls without Ray, one pair vs one producer serving three
-#      vs three pairs, which locates a fan-out's bound on one GPU;
+#      vs three pairs, which locates a fan-out's bound on one GPU (FANOUT_ARGS: more arguments, e.g.
+#      `--sweep RDMAKIT_TCP_CONNECTIONS=12,16`; FANOUT_LIMIT: its seconds, default 180);
 #   6. (only when RDT_STEPS names mps) with the driver's nvidia-cuda-mps-control: step 5 and the bench's fan_out again
 #      under an MPS daemon of this run's own (private pipe and log folders, quit at the end; the GPU's
 #      compute mode is not touched), so the processes of one transfer share the GPU without
@@ -50,7 +51,7 @@ if want small && [[ -f "$carry/small_pull.py" ]]; then
   step small_pull 120 bash -c "python3 '$carry/small_pull.py' --out '$out/small-pull-run1.json' 2>&1 | tee '$out/small-pull.log'"
 fi
 if want fanout && [[ -f "$carry/fanout_native.py" ]]; then
-  step fanout_native 180 bash -c "python3 '$carry/fanout_native.py' --out '$out/fanout-native.json' 2>&1 | tee '$out/fanout-native.log'"
+  step fanout_native "${FANOUT_LIMIT:-180}" bash -c "python3 '$carry/fanout_native.py' --out '$out/fanout-native.json' ${FANOUT_ARGS:-} 2>&1 | tee '$out/fanout-native.log'"
 fi
 if want mps && command -v nvidia-cuda-mps-control >/dev/null; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/rdt-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/rdt-mps/log
