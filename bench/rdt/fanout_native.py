@@ -32,15 +32,20 @@ import time
 MIB = 1 << 20
 
 
-def producer(nbytes, reply_q, stop_q):
+def sync(torch, device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def producer(nbytes, reply_q, stop_q, device):
     import torch
 
     import rdmakit_rdt as r
     from rdmakit_rdt.buffers import pinned
 
     server = r.Server("127.0.0.1:0", r.Config())
-    t = (torch.arange(nbytes, dtype=torch.int64, device="cuda") % 251).to(torch.uint8)
-    torch.cuda.synchronize()
+    t = (torch.arange(nbytes, dtype=torch.int64, device=device) % 251).to(torch.uint8)
+    sync(torch, device)
     token = secrets.token_bytes(32)
     specs, keep = pinned([t])
     server.register("obj", specs, token, keep, None)
@@ -57,54 +62,55 @@ def cpu_jiffies():
     return sum(v) - idle, sum(v)
 
 
-def consumer(nbytes, addr, token, iters, go, done_q, first):
+def consumer(nbytes, addr, token, iters, go, done_q, first, device):
     import torch
 
     import rdmakit_rdt as r
     from rdmakit_rdt.buffers import exported, ready_for_write
 
-    out = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")
-    want_sum = int((torch.arange(nbytes, dtype=torch.int64, device="cuda") % 251).sum())
+    out = torch.zeros(nbytes, dtype=torch.uint8, device=device)
+    want_sum = int((torch.arange(nbytes, dtype=torch.int64, device=device) % 251).sum())
     ch = r.RecvChannel.connect(addr, r.Config(), r.Abort(), token)
     with exported([out], writable=True) as specs:  # warm: the session's first pull
         ch.pull("obj", specs, token)
-    torch.cuda.synchronize()
+    sync(torch, device)
     spans, bad = [], 0
-    cpu0 = time.process_time()
-    busy = total = 0
+    cpu_s, busy, total = 0.0, 0, 0
     for i in range(iters):
         go.wait()  # every consumer of a round starts together
         out.zero_()
-        torch.cuda.synchronize()
+        sync(torch, device)
         j0 = cpu_jiffies() if first else (0, 0)
+        c0 = time.process_time()
         t0 = time.time()
         with exported([out], writable=True) as specs:
             ready_for_write([out])
             ch.pull("obj", specs, token)
-        torch.cuda.synchronize()
+        sync(torch, device)
         spans.append((t0, time.time()))
+        cpu_s += time.process_time() - c0
         if first:
             busy, total = (x + b - a for x, a, b in zip((busy, total), j0, cpu_jiffies()))
         bad += int(int(out.to(torch.int64).sum()) != want_sum)
     ch.close()
     # Where a bound could sit on the host: the CPUs this process may run on, and the CPU seconds
     # all its threads used over the timed pulls (beside their wall-clock seconds).
-    cpu = {"cpus_allowed": len(os.sched_getaffinity(0)), "cpu_s": time.process_time() - cpu0,
+    cpu = {"cpus_allowed": len(os.sched_getaffinity(0)), "cpu_s": cpu_s,
            "wall_s": sum(b - a for a, b in spans)}
     if first:  # the whole machine, over this consumer's pulls (jiffies: 10 ms, so summed over rounds)
         cpu["machine_busy_cpus"] = busy / total * os.cpu_count() if total else None
     done_q.put((spans, bad, cpu))
 
 
-def run(ctx, nbytes, producers, consumers_per, iters):
+def run(ctx, nbytes, producers, consumers_per, iters, device):
     reply_q, stop_q, done_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
-    prods = [ctx.Process(target=producer, args=(nbytes, reply_q, stop_q)) for _ in range(producers)]
+    prods = [ctx.Process(target=producer, args=(nbytes, reply_q, stop_q, device)) for _ in range(producers)]
     for p in prods:
         p.start()
     addrs = [reply_q.get(timeout=120) for _ in prods]
     n = producers * consumers_per
     go = ctx.Barrier(n)
-    cons = [ctx.Process(target=consumer, args=(nbytes, a, t, iters, go, done_q, k == 0))
+    cons = [ctx.Process(target=consumer, args=(nbytes, a, t, iters, go, done_q, k == 0, device))
             for k, (a, t) in enumerate((a, t) for a, t in addrs for _ in range(consumers_per))]
     for c in cons:
         c.start()
@@ -153,16 +159,19 @@ def main() -> None:
     ap.add_argument("--mib", type=int, default=512)
     ap.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
                     help="a binding setting (RDMAKIT_*) and the values to run one pair and three pairs at")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: tensors in host memory, a smoke run of the script (no GPU)")
     args = ap.parse_args()
     ctx = mp.get_context("spawn")
     nbytes = args.mib * MIB
     import torch
 
-    res = {"what": __doc__.split("\n")[0], "gpu": torch.cuda.get_device_name(0),
+    res = {"what": __doc__.split("\n")[0],
+           "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else "none (--device cpu)",
            "bytes": nbytes, "iters": args.iters}
-    res["one_pair"] = run(ctx, nbytes, 1, 1, args.iters)
-    res["one_producer_three_consumers"] = run(ctx, nbytes, 1, 3, args.iters)
-    res["three_pairs"] = run(ctx, nbytes, 3, 1, args.iters)
+    res["one_pair"] = run(ctx, nbytes, 1, 1, args.iters, args.device)
+    res["one_producer_three_consumers"] = run(ctx, nbytes, 1, 3, args.iters, args.device)
+    res["three_pairs"] = run(ctx, nbytes, 3, 1, args.iters, args.device)
     keys = ["one_pair", "one_producer_three_consumers", "three_pairs"]
     for sweep in args.sweep:
         name, _, values = sweep.partition("=")
@@ -171,7 +180,7 @@ def main() -> None:
         for v in values.split(","):
             os.environ[name] = v  # the spawned processes read it
             for k, (p, c) in (("one_pair", (1, 1)), ("three_pairs", (3, 1))):
-                res[f"{k}@{name}={v}"] = run(ctx, nbytes, p, c, args.iters)
+                res[f"{k}@{name}={v}"] = run(ctx, nbytes, p, c, args.iters, args.device)
                 res[f"{k}@{name}={v}"]["setting"] = {name: v}
                 keys.append(f"{k}@{name}={v}")
         os.environ.pop(name, None)
