@@ -252,7 +252,7 @@ def rdt_rows(root):
 
 # ---------------------------------------------------------------- Ray RDT, issue 27's bench
 # The newest run of issue 27's bench: (folder, JSON file). The GPU it ran on is in the JSON.
-RDT27, RDT27_FILE = "rdmakit-rdt-issue27-h100x1-at-fef3232", "rdt-h100.json"
+RDT27, RDT27_FILE = "rdmakit-rdt-issue27-h200x1-at-e742cd5", "rdt-h200.json"
 
 
 def rdt27(root):
@@ -298,7 +298,8 @@ def rdt27_rows(root):
 def binding_row(root, w, bf):
     """The binding's fixed cost: the bench's loop (a new object registered before each pull), and,
     where the run has small-pull*.json (bench/rdt/small_pull.py), a pull of a kept 4 KiB object."""
-    runs = sorted(x for x in os.listdir(os.path.join(root, RESULTS, RDT27)) if x.startswith("small-pull"))
+    runs = sorted(x for x in os.listdir(os.path.join(root, RESULTS, RDT27))
+                  if x.startswith("small-pull") and x.endswith(".json"))
     kept = [load(root, RDT27, x)["median_us"]["cuda->cuda"] for x in runs]
     where = "4 KiB CUDA, two processes, no Ray"
     bench = f"{fixed(bf['us'], 0)} µs in the bench's loop (a new object made and registered before each pull)"
@@ -309,6 +310,25 @@ def binding_row(root, w, bf):
     return (f"| fixed cost in the binding alone ≤ 150 µs | a kept object pulled over a kept session: {shown} "
             f"({len(kept)} run{'s' if len(kept) > 1 else ''} of `small_pull.py`, {where}); {bench} "
             f"| {met_word(ok)} (kept object); {met_word(bf['met'])} (bench loop) |")
+
+
+def native_host(nat):
+    """fanout_native.py's host figures, where the run recorded them: how busy the machine's CPUs were,
+    other settings swept, and what a plain CPU copy moves on that machine."""
+    keys = ("one_pair", "one_producer_three_consumers", "three_pairs")
+    if "host_copy" not in nat:
+        return ""
+    busy = " / ".join(fixed(nat[k]["machine_busy_cpus"], 1) for k in keys)
+    out = f" (CPUs busy {busy} of {nat['one_pair']['cpus']})"
+    settings = dict.fromkeys(k.split("@", 1)[1] for k in nat if "@" in k)  # in the run's order
+    for setting in settings:
+        pair, three = nat.get(f"one_pair@{setting}"), nat.get(f"three_pairs@{setting}")
+        if pair and three:
+            out += (f"; with `{setting}`: one pair {gib(pair['aggregate_gib_s'])}, three pairs "
+                    f"{gib(three['aggregate_gib_s'])}")
+    most = max(nat["host_copy"], key=int)
+    return out + (f"; a plain CPU copy on {most} threads moves {gib(nat['host_copy'][most]['copy_gib_s'])} GiB/s, "
+                  f"and loopback TCP copies every byte twice")
 
 
 def fan_out_context(root, d):
@@ -330,7 +350,7 @@ def fan_out_context(root, d):
         if nat:
             out.append(f"{what}: one pair {gib(nat['one_pair']['aggregate_gib_s'])}, one producer serving three "
                        f"{gib(nat['one_producer_three_consumers']['aggregate_gib_s'])}, three separate pairs "
-                       f"{gib(nat['three_pairs']['aggregate_gib_s'])} GiB/s in all")
+                       f"{gib(nat['three_pairs']['aggregate_gib_s'])} GiB/s in all" + native_host(nat))
     ray_mps = next(filter(None, (load_optional(root, RDT27, x) for x in ("rdt-h200-mps.json", "rdt-h100-mps.json"))),
                    None)
     if ray_mps and (ray_mps.get("targets") or {}).get("fan_out_3"):
