@@ -1,6 +1,7 @@
 """What limits a fan-out on one GPU (the GPU machine: torch, one GPU; no Ray needed).
 
-    python fanout_native.py --out fanout-native.json [--iters 10] [--mib 512] [--sweep RDMAKIT_TCP_CONNECTIONS=12,16 ...]
+    python fanout_native.py --out fanout-native.json [--iters 10] [--mib 512]
+        [--sweep RDMAKIT_TCP_CONNECTIONS=12,16 ...] [--device cpu]
 
 Without Ray, `--mib` MiB CUDA tensors pulled over kept sessions, every pull checked:
 - ``one_pair``: one producer process, one consumer process;
@@ -11,12 +12,14 @@ If three pairs move about three times one pair's bytes per second but one produc
 does not, the limit is in the one producer process (its server, or its GPU context's share of the
 device); if neither does, it is the GPU's time-slicing between the processes' contexts (a
 transfer spans two contexts here: the producer's device→host copies and the consumer's
-host→device ones), or the host. For the host, each configuration also records how busy the machine's
-CPUs were over its timed rounds (``machine_cpu``, from /proc/stat), and ``host_copy`` measures what the
-host's memory moves with plain CPU copies (a copy reads and writes each byte; a loopback pull writes
-each byte into pinned memory by DMA, copies it into the socket and out again, and reads it by DMA: six
-memory crossings). Each ``--sweep NAME=V1,V2`` adds one pair and three pairs with that binding setting
-(``RDMAKIT_TCP_CONNECTIONS``, ``RDMAKIT_CHUNK``, ...) at each value.
+host→device ones), or the host. For the host, each configuration also records how busy the
+machine's CPUs were (``machine_busy_cpus``, from /proc/stat, over the first consumer's pulls; steal
+time counts as busy), and ``host_copy`` measures what the host's memory moves with plain CPU copies
+(a copy reads and writes each byte; a loopback pull writes each byte into pinned memory by DMA,
+copies it into the socket and out again, and reads it by DMA: six memory crossings;
+``memory_traffic_gib_s`` is twice the copy rate, an approximation). Each ``--sweep NAME=V1,V2`` adds
+one pair and three pairs with that binding setting (``RDMAKIT_TCP_CONNECTIONS``, ``RDMAKIT_CHUNK``,
+...) at each value. ``--device cpu`` runs it on host tensors, without a GPU (a smoke run).
 """
 
 from __future__ import annotations
@@ -190,7 +193,7 @@ def main() -> None:
     for k in keys:
         r = res[k]
         print(f"{k:32s} round {r['round_median_ms']:8.1f} ms  aggregate {r['aggregate_gib_s']:6.2f} GiB/s  "
-              f"wrong {r['wrong_pulls']}  machine CPUs busy {r['machine_busy_cpus']:.1f}/{r['cpus']}")
+              f"wrong {r['wrong_pulls']}  machine CPUs busy {r['machine_busy_cpus'] or 0:.1f}/{r['cpus']}")
     for t, h in res["host_copy"].items():
         print(f"host copy, {t:>2} threads: {h['copy_gib_s']:6.2f} GiB/s copied ({h['memory_traffic_gib_s']:.1f} GiB/s of memory traffic)")
 
