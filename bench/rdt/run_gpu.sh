@@ -41,24 +41,31 @@ step() {  # name, seconds, command...
   local rc=$?
   echo "$name rc=$rc seconds=$((SECONDS - t0))" | tee -a "$out/steps.txt"
 }
+# logged LOG COMMAND ARGS...: runs COMMAND, its output also in LOG; every value stays one argument
+# (no value is spliced into a shell string).
+logged() { local log="$1"; shift; "$@" 2>&1 | tee "$log"; }
 if want binding && [[ -x "$carry/binding_gpu_tests" ]]; then
-  step binding_gpu_tests 120 bash -c "'$carry/binding_gpu_tests' --ignored --test-threads=1 2>&1 | tee '$out/binding-gpu-tests.log'"
+  step binding_gpu_tests 120 bash -c "$(declare -f logged); logged \"\$@\"" _ "$out/binding-gpu-tests.log" \
+    "$carry/binding_gpu_tests" --ignored --test-threads=1
 fi
-want order && step gpu_order 180 bash -c "python3 '$carry/gpu_order.py' --out '$out/gpu-order.json' 2>&1 | tee '$out/gpu-order.log'"
-want bench && step bench "${BENCH_LIMIT:-420}" bash -c "python3 '$carry/rdmakit_rdt_bench.py' --out '$out/rdt-$tag.json' --stage-bench '$carry/stage_bench' $* 2>&1 | tee '$out/rdt-$tag.log'"
+want order && step gpu_order 180 bash -c "$(declare -f logged); logged \"\$@\"" _ "$out/gpu-order.log" python3 "$carry/gpu_order.py" --out "$out/gpu-order.json"
+want bench && step bench "${BENCH_LIMIT:-420}" bash -c "$(declare -f logged); logged \"\$@\"" _ \
+  "$out/rdt-$tag.log" python3 "$carry/rdmakit_rdt_bench.py" --out "$out/rdt-$tag.json" --stage-bench "$carry/stage_bench" "$@"
 ray stop --force >/dev/null 2>&1 || true
 if want small && [[ -f "$carry/small_pull.py" ]]; then
-  step small_pull 120 bash -c "python3 '$carry/small_pull.py' --out '$out/small-pull-run1.json' 2>&1 | tee '$out/small-pull.log'"
+  step small_pull 120 bash -c "$(declare -f logged); logged \"\$@\"" _ "$out/small-pull.log" python3 "$carry/small_pull.py" --out "$out/small-pull-run1.json"
 fi
 if want fanout && [[ -f "$carry/fanout_native.py" ]]; then
-  step fanout_native "${FANOUT_LIMIT:-180}" bash -c "python3 '$carry/fanout_native.py' --out '$out/fanout-native.json' ${FANOUT_ARGS:-} 2>&1 | tee '$out/fanout-native.log'"
+  read -ra fanout_args <<< "${FANOUT_ARGS:-}"  # split on blanks only: no globbing, no shell syntax
+  step fanout_native "${FANOUT_LIMIT:-180}" bash -c "$(declare -f logged); logged \"\$@\"" _ \
+    "$out/fanout-native.log" python3 "$carry/fanout_native.py" --out "$out/fanout-native.json" "${fanout_args[@]}"
 fi
 if want mps && command -v nvidia-cuda-mps-control >/dev/null; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/rdt-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/rdt-mps/log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   if nvidia-cuda-mps-control -d; then
-    step fanout_native_mps 180 bash -c "python3 '$carry/fanout_native.py' --out '$out/fanout-native-mps.json' 2>&1 | tee '$out/fanout-native-mps.log'"
-    step bench_fan_out_mps "${BENCH_MPS_LIMIT:-150}" bash -c "python3 '$carry/rdmakit_rdt_bench.py' --out '$out/rdt-$tag-mps.json' --stage-bench '$carry/stage_bench' --workloads fan_out --iters 20 --warmup 1 --sizes 4096 2>&1 | tee '$out/rdt-$tag-mps.log'"
+    step fanout_native_mps 180 bash -c "$(declare -f logged); logged \"\$@\"" _ "$out/fanout-native-mps.log" python3 "$carry/fanout_native.py" --out "$out/fanout-native-mps.json"
+    step bench_fan_out_mps "${BENCH_MPS_LIMIT:-150}" bash -c "$(declare -f logged); logged \"\$@\"" _ "$out/rdt-$tag-mps.log" python3 "$carry/rdmakit_rdt_bench.py" --out "$out/rdt-$tag-mps.json" --stage-bench "$carry/stage_bench" --workloads fan_out --iters 20 --warmup 1 --sizes 4096
     ray stop --force >/dev/null 2>&1 || true
     echo quit | nvidia-cuda-mps-control
     cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/mps-log" 2>/dev/null || true
